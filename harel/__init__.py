@@ -1,0 +1,3 @@
+"""harel: durable Harel statecharts for Python, serverless on AWS."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,94 @@
+"""Typed errors a user can act on.
+
+Every error harel raises on purpose derives from :class:`HarelError`, and its message says what went
+wrong *and* what to do about it, so the CLI and the Lambda handlers can report it in one line.
+"""
+
+from __future__ import annotations
+
+
+class HarelError(Exception):
+    """Base of every error harel raises deliberately."""
+
+
+class StoreConflict(HarelError):
+    """A commit lost the optimistic-concurrency race (compare-and-swap on ``Execution.version``).
+
+    Nothing of the losing commit was written. Reload the execution and apply the event again.
+    """
+
+    def __init__(self, execution_id: str, expected: int | None, found: int | None) -> None:
+        self.execution_id = execution_id
+        self.expected = expected
+        self.found = found
+        super().__init__(
+            f"execution {execution_id!r} was changed concurrently: expected stored version {expected}, "
+            f"found {found}; reload it and retry"
+        )
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (self.execution_id, self.expected, self.found))
+
+
+class StoreUnavailable(HarelError):
+    """The store could not be reached (after its own retries)."""
+
+
+class ExecutionTooLarge(HarelError):
+    """An execution or a commit exceeds a hard limit of the backend; nothing was written."""
+
+    def __init__(self, what: str, size: int, limit: int, hint: str = "") -> None:
+        self.what = what
+        self.size = size
+        self.limit = limit
+        msg = f"{what} is {size} bytes/items, over the backend limit of {limit}; nothing was written"
+        super().__init__(msg + (f" ({hint})" if hint else ""))
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (self.what, self.size, self.limit))
+
+
+class DefinitionError(HarelError):
+    """A statechart definition does not validate. ``issues`` lists every problem, each with its path."""
+
+    def __init__(self, issues: list[str], source: str | None = None) -> None:
+        self.issues = list(issues)
+        self.source = source
+        head = f"{source}: " if source else ""
+        body = "; ".join(self.issues) if len(self.issues) == 1 else "\n  " + "\n  ".join(self.issues)
+        super().__init__(f"{head}invalid definition: {body}")
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (self.issues, self.source))
+
+
+class UnknownDefinition(HarelError):
+    """No definition is registered under the requested id."""
+
+    def __init__(self, definition_id: str, known: list[str] | None = None) -> None:
+        self.definition_id = definition_id
+        self.known = sorted(known or [])
+        hint = f" (known: {', '.join(self.known)})" if self.known else ""
+        super().__init__(
+            f"unknown definition {definition_id!r}{hint}; add its YAML/JSON file to the definitions folder"
+        )
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (self.definition_id, self.known))
+
+
+class UnknownExecution(HarelError):
+    """An event was addressed to an execution that does not exist."""
+
+    def __init__(self, execution_id: str) -> None:
+        self.execution_id = execution_id
+        super().__init__(
+            f"no execution {execution_id!r}; start it first with a 'harel.start' event (or `harel start`)"
+        )
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (self.execution_id,))
+
+
+class MalformedEvent(HarelError):
+    """A message or event does not match the wire format."""
