@@ -23,9 +23,15 @@ class AsyncDictStore(DictCore):
     async def save(self, exe: Execution) -> None:
         self._commit(exe, [], None, (), (), None)
 
-    async def commit(self, exe: Execution, emits: Sequence[Emit], processed_event_id: str | None = None,
-                     timers: Iterable[TimerOp] = (), spawns: Iterable[Spawn] = (),
-                     trace: dict[str, Any] | None = None) -> None:
+    async def commit(
+        self,
+        exe: Execution,
+        emits: Sequence[Emit],
+        processed_event_id: str | None = None,
+        timers: Iterable[TimerOp] = (),
+        spawns: Iterable[Spawn] = (),
+        trace: dict[str, Any] | None = None,
+    ) -> None:
         self._commit(exe, emits, processed_event_id, timers, spawns, trace)
 
     async def is_processed(self, execution_id: str, event_id: str) -> bool:
@@ -35,13 +41,13 @@ class AsyncDictStore(DictCore):
         return self._by_id.get(execution_id), (execution_id, event_id) in self._processed
 
     async def pending_outbox(self) -> list[OutboxEntry]:
-        return list(self._outbox)
+        return list(self._outbox.values())
 
     async def ack_outbox(self, seq: int) -> None:
         self._ack_outbox(seq)
 
     async def pending_spawns(self) -> list[SpawnEntry]:
-        return list(self._spawns)
+        return list(self._spawns.values())
 
     async def ack_spawn(self, seq: int) -> None:
         self._ack_spawn(seq)
@@ -52,9 +58,14 @@ class AsyncDictStore(DictCore):
     async def delete_timer(self, execution_id: str, path: str, fire_at: float) -> None:
         self._delete_timer(execution_id, path, fire_at)
 
-    async def list_executions(self, definition_id: str | None = None,
-                              status: str | Sequence[str] | None = None, roots_only: bool = False,
-                              limit: int = 100, cursor: str | None = None) -> ExecutionPage:
+    async def list_executions(
+        self,
+        definition_id: str | None = None,
+        status: str | Sequence[str] | None = None,
+        roots_only: bool = False,
+        limit: int = 100,
+        cursor: str | None = None,
+    ) -> ExecutionPage:
         return self._list(definition_id, status, roots_only, limit, cursor)
 
     async def read_trace(self, execution_id: str) -> list[dict[str, Any]]:

@@ -34,10 +34,10 @@ class DictCore:
 
     def __init__(self, trace_max: int | None = DEFAULT_TRACE_MAX) -> None:
         self._by_id: dict[str, Execution] = {}
-        self._outbox: list[OutboxEntry] = []
+        self._outbox: dict[int, OutboxEntry] = {}  # by seq; insertion order is seq order
         self._processed: set[tuple[str, str]] = set()
         self._timers: dict[tuple[str, str], float] = {}
-        self._spawns: list[SpawnEntry] = []
+        self._spawns: dict[int, SpawnEntry] = {}
         self._trace: dict[str, list[dict[str, Any]]] = {}
         self._trace_idx: dict[str, int] = {}
         self.trace_max: int | None = trace_max
@@ -51,15 +51,23 @@ class DictCore:
         # (the embedded case), a first write, or a replacement at the expected version all pass.
         if prev is not None and prev is not exe and prev.version != exe.version:
             raise StoreConflict(exe.id, expected=exe.version, found=prev.version)
-        exe.version += 1
+        exe.__dict__["version"] = exe.version + 1  # a plain field write (no BaseModel.__setattr__ dispatch)
+        exe.__pydantic_fields_set__.add("version")
         self._by_id[exe.id] = exe
 
-    def _commit(self, exe: Execution, emits: Sequence[Emit], processed_event_id: str | None,
-                timers: Iterable[TimerOp], spawns: Iterable[Spawn], trace: dict[str, Any] | None) -> None:
+    def _commit(
+        self,
+        exe: Execution,
+        emits: Sequence[Emit],
+        processed_event_id: str | None,
+        timers: Iterable[TimerOp],
+        spawns: Iterable[Spawn],
+        trace: dict[str, Any] | None,
+    ) -> None:
         self._save(exe)  # CAS first: a loser raises before anything is enqueued
         for target_id, event in emits:
             self._seq += 1
-            self._outbox.append(OutboxEntry(self._seq, target_id, event))
+            self._outbox[self._seq] = OutboxEntry(self._seq, target_id, event)
         if processed_event_id is not None:
             self._processed.add((exe.id, processed_event_id))
         for op in timers:
@@ -70,16 +78,19 @@ class DictCore:
         for child_id, root_path, context in spawns:
             self._spawn_seq += 1
             # dict(context): the intent is a snapshot, independent of later parent mutations.
-            self._spawns.append(SpawnEntry(self._spawn_seq, exe.id, child_id, root_path, dict(context)))
+            self._spawns[self._spawn_seq] = SpawnEntry(
+                self._spawn_seq, exe.id, child_id, root_path, dict(context)
+            )
         if trace is not None:
             self._record_trace(exe.id, trace)
 
     # -- queues ---------------------------------------------------------------------------------------
+    # Keyed by seq (the seed keeps lists): acking one entry is O(1), so draining a backlog is linear.
     def _ack_outbox(self, seq: int) -> None:
-        self._outbox = [e for e in self._outbox if e.seq != seq]
+        self._outbox.pop(seq, None)
 
     def _ack_spawn(self, seq: int) -> None:
-        self._spawns = [s for s in self._spawns if s.seq != seq]
+        self._spawns.pop(seq, None)
 
     def _due_timers(self, now: float) -> list[tuple[str, str, float]]:
         due = [(eid, path, fa) for (eid, path), fa in self._timers.items() if fa <= now]
@@ -92,8 +103,14 @@ class DictCore:
             del self._timers[(execution_id, path)]
 
     # -- listing --------------------------------------------------------------------------------------
-    def _list(self, definition_id: str | None, status: str | Sequence[str] | None, roots_only: bool,
-              limit: int, cursor: str | None) -> ExecutionPage:
+    def _list(
+        self,
+        definition_id: str | None,
+        status: str | Sequence[str] | None,
+        roots_only: bool,
+        limit: int,
+        cursor: str | None,
+    ) -> ExecutionPage:
         statuses = normalize_status(status)
         ids = sorted(self._by_id)
         start = bisect.bisect_right(ids, decode_cursor(cursor)) if cursor else 0
@@ -129,9 +146,15 @@ class DictStore(DictCore):
     def save(self, exe: Execution) -> None:
         self._commit(exe, [], None, (), (), None)
 
-    def commit(self, exe: Execution, emits: Sequence[Emit], processed_event_id: str | None = None,
-               timers: Iterable[TimerOp] = (), spawns: Iterable[Spawn] = (),
-               trace: dict[str, Any] | None = None) -> None:
+    def commit(
+        self,
+        exe: Execution,
+        emits: Sequence[Emit],
+        processed_event_id: str | None = None,
+        timers: Iterable[TimerOp] = (),
+        spawns: Iterable[Spawn] = (),
+        trace: dict[str, Any] | None = None,
+    ) -> None:
         self._commit(exe, emits, processed_event_id, timers, spawns, trace)
 
     def is_processed(self, execution_id: str, event_id: str) -> bool:
@@ -141,13 +164,13 @@ class DictStore(DictCore):
         return self._by_id.get(execution_id), (execution_id, event_id) in self._processed
 
     def pending_outbox(self) -> list[OutboxEntry]:
-        return list(self._outbox)
+        return list(self._outbox.values())
 
     def ack_outbox(self, seq: int) -> None:
         self._ack_outbox(seq)
 
     def pending_spawns(self) -> list[SpawnEntry]:
-        return list(self._spawns)
+        return list(self._spawns.values())
 
     def ack_spawn(self, seq: int) -> None:
         self._ack_spawn(seq)
@@ -158,9 +181,14 @@ class DictStore(DictCore):
     def delete_timer(self, execution_id: str, path: str, fire_at: float) -> None:
         self._delete_timer(execution_id, path, fire_at)
 
-    def list_executions(self, definition_id: str | None = None, status: str | Sequence[str] | None = None,
-                        roots_only: bool = False, limit: int = 100,
-                        cursor: str | None = None) -> ExecutionPage:
+    def list_executions(
+        self,
+        definition_id: str | None = None,
+        status: str | Sequence[str] | None = None,
+        roots_only: bool = False,
+        limit: int = 100,
+        cursor: str | None = None,
+    ) -> ExecutionPage:
         return self._list(definition_id, status, roots_only, limit, cursor)
 
     def read_trace(self, execution_id: str) -> list[dict[str, Any]]:
