@@ -1,0 +1,146 @@
+"""The relay: spawns before outbox, ack only what was delivered, redelivery changes nothing."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from harel.engine import DefinitionRegistry
+from harel.engine.model import FINISHED, Event
+from harel.engine.store import DictStore
+from harel.engine.store._base import SpawnEntry
+from harel.runtime import LocalRuntime, ManualClock, Relay, Worker
+from harel.transport import InMemorySink, InMemoryTransport
+
+from .conftest import HookedStore, ev
+from .test_worker import start_event
+
+
+class FailingTransport(InMemoryTransport):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fail = 0
+
+    def send(self, messages: list[tuple[str, Event]]) -> None:  # type: ignore[override]
+        if self.fail:
+            self.fail -= 1
+            raise ConnectionError("queue unreachable")
+        super().send(messages)
+
+
+def test_a_crash_between_send_and_ack_duplicates_nothing_in_effect(registry: DefinitionRegistry) -> None:
+    store = HookedStore(DictStore())
+    transport = InMemoryTransport()
+    rt = LocalRuntime(store, registry, transport)  # type: ignore[arg-type]
+    rt.start("counter", execution_id="target")
+    rt.start("counter", {"peer": "target"}, execution_id="src")
+    rt.run_until_idle()
+    rt.send("src", ev("poke", "p1"))
+    rt.worker.handle("src", ev("poke", "p1"))  # applied directly: one (target, inc) in the outbox
+    (entry,) = store.pending_outbox()
+    store.fail_ack_outbox = 1
+    with pytest.raises(RuntimeError, match="simulated crash"):
+        rt.relay.run_once()
+    assert store.pending_outbox() == [entry]  # sent, but not acked
+    assert rt.relay.run_once().sent == 1  # the next pass sends it again, then acks
+    assert store.pending_outbox() == []
+    stats = rt.run_until_idle()
+    assert stats.duplicates == 2  # the second copy of the inc, and the second poke
+    target = store.load("target")
+    assert target is not None and target.context["count"] == 1
+
+
+def test_only_what_was_sent_is_acked(registry: DefinitionRegistry) -> None:
+    store = DictStore()
+    w = Worker(store, registry)
+    w.handle("src", start_event("src", context={"peer": "t"}))
+    w.handle("src", ev("poke", "p1"))
+    w.handle("src", ev("poke", "p2"))
+    transport = FailingTransport()
+    relay = Relay(store, registry, transport, batch_size=1)
+    transport.fail = 1
+    with pytest.raises(ConnectionError):
+        relay.run_once()
+    assert len(store.pending_outbox()) == 2 and transport.pending() == 0
+    assert relay.run_once().sent == 2
+    assert [e.name for _t, e in transport.messages()] == ["inc", "inc"]
+    assert store.pending_outbox() == []
+
+
+def test_spawns_are_created_before_the_outbox_is_sent_and_idempotently(
+        registry: DefinitionRegistry, clock: ManualClock) -> None:
+    store = DictStore()
+    w = Worker(store, registry, clock)
+    w.handle("p", start_event("p", "fork"))
+    (s1, s2) = store.pending_spawns()
+    assert {s1.root_path, s2.root_path} == {"both.left", "both.right"}
+    w.handle("p", ev("go"))  # forwarded to both regions: the outbox targets children not yet created
+    assert {e.target_id for e in store.pending_outbox()} == {s1.child_id, s2.child_id}
+    transport = InMemoryTransport()
+    stats = Relay(store, registry, transport, clock=clock).run_once()
+    assert (stats.spawned, stats.sent) == (2, 2)
+    for s in (s1, s2):
+        child = store.load(s.child_id)
+        assert child is not None and child.parent_id == "p" and child.root_path == s.root_path
+        assert child.child_id == s.child_id and child.active_path is not None
+        assert store.is_processed(s.child_id, f"{s.child_id}:start")
+    # A replayed spawn (crash between creating the child and acking the intent) creates nothing new.
+    child = store.load(s1.child_id)
+    assert child is not None
+    version = child.version
+    Relay(store, registry, transport).create_child(s1)
+    again = store.load(s1.child_id)
+    assert again is not None and again.version == version
+
+
+def test_a_spawn_racing_another_relay_is_fine(registry: DefinitionRegistry) -> None:
+    store = HookedStore(DictStore())
+    w = Worker(store, registry)  # type: ignore[arg-type]
+    w.handle("p", start_event("p", "fork"))
+    spawn: SpawnEntry = store.pending_spawns()[0]
+    other = Relay(DictStore(), registry, InMemoryTransport())
+    other.store = store  # type: ignore[assignment]
+    # The other relay creates the child between our existence check and our insert.
+    store.before_commit = lambda _exe: other.create_child(spawn)
+    Relay(store, registry, InMemoryTransport()).create_child(spawn)  # type: ignore[arg-type]
+    child = store.load(spawn.child_id)
+    assert child is not None and child.version == 1
+
+
+def test_a_budget_defers_spawns_and_the_events_that_target_them(registry: DefinitionRegistry) -> None:
+    store = DictStore()
+    w = Worker(store, registry)
+    w.handle("p", start_event("p", "fork"))
+    w.handle("p", ev("go"))
+    transport = InMemoryTransport()
+    relay = Relay(store, registry, transport)
+    assert (relay.run_once(max_items=0).spawned, transport.pending()) == (0, 0)
+    first = relay.run_once(max_items=1)  # one spawn uses the whole budget: no event may leave yet
+    assert (first.spawned, first.sent, transport.pending()) == (1, 0, 0)
+    second = relay.run_once(max_items=2)  # the other spawn, then one event
+    assert (second.spawned, second.sent) == (1, 1)
+    third = relay.run_once(max_items=10)
+    assert (third.spawned, third.sent) == (0, 1)
+    assert sorted(t for t, _e in transport.messages()) == ["p.1", "p.2"]
+
+
+def test_untargeted_emits_go_to_the_sink_or_are_dropped_with_a_log_line(
+        registry: DefinitionRegistry, caplog: pytest.LogCaptureFixture) -> None:
+    store = DictStore()
+    w = Worker(store, registry)
+    for eid in ("c1", "c2"):
+        w.handle(eid, start_event(eid, context={"peer": "c2"}))
+    w.handle("c1", ev("poke"))  # targeted: inc -> c2
+    w.handle("c1", ev("stop"))  # a root execution that ends notifies the sink (no parent to tell)
+    sink = InMemorySink()
+    transport = InMemoryTransport()
+    stats = Relay(store, registry, transport, sink).run_once()
+    assert (stats.sent, stats.published) == (1, 1)
+    (notice,) = sink.events
+    assert notice.name == FINISHED and notice.data["status"] == "finished" and notice.data["outcome"] == "ok"
+    w.handle("c2", ev("stop"))
+    with caplog.at_level(logging.INFO, logger="harel.runtime"):
+        assert Relay(store, registry, transport).run_once().published == 1
+    assert "harel.finished" in caplog.text and "no sink" in caplog.text
+    assert store.pending_outbox() == []

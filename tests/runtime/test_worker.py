@@ -1,0 +1,228 @@
+"""The worker: creation on harel.start, dedupe of redelivered ids, conflict retries, typed errors."""
+
+from __future__ import annotations
+
+import pytest
+
+from harel.engine import DefinitionRegistry, load_definition
+from harel.engine.model import FINISHED, START, Event, Execution
+from harel.engine.store import DictStore
+from harel.engine.store._base import ExecutionStore
+from harel.errors import ExecutionTooLarge, MalformedEvent, StoreConflict, UnknownDefinition, UnknownExecution
+from harel.runtime import HandleResult, ManualClock, Worker
+from harel.runtime.worker import detached_copy, returns_live_objects
+
+from .conftest import HookedStore, ev
+
+
+def start_event(eid: str, definition_id: str = "counter", **data: object) -> Event:
+    return Event(id=f"{eid}:start", name=START, data={"definition_id": definition_id, **data})
+
+
+def test_start_creates_the_execution_with_the_default_context_merged(
+        dict_store: DictStore, registry: DefinitionRegistry, clock: ManualClock) -> None:
+    w = Worker(dict_store, registry, clock)
+    assert w.handle("c1", start_event("c1", context={"peer": "c2", "extra": [1]})) == "applied"
+    exe = dict_store.load("c1")
+    assert exe is not None
+    assert exe.definition_id == "counter" and exe.status == "running" and exe.active_path == "idle"
+    assert exe.context == {"count": 0, "peer": "c2", "extra": [1]}
+    assert exe.version == 1 and exe.created_at == clock()
+    assert dict_store.is_processed("c1", "c1:start")
+
+
+def test_start_is_idempotent(dict_store: DictStore, registry: DefinitionRegistry) -> None:
+    w = Worker(dict_store, registry)
+    w.handle("c1", start_event("c1"))
+    w.handle("c1", ev("inc"))
+    assert w.handle("c1", start_event("c1")) == HandleResult.DUPLICATE
+    # a second start with another event id for an execution that already started: consumed, no change
+    assert w.handle("c1", Event(id="other-start", name=START, data={"definition_id": "counter"})) == "ignored"
+    exe = dict_store.load("c1")
+    assert exe is not None and exe.context["count"] == 1 and exe.active_path == "idle"
+
+
+def test_the_same_event_id_twice_changes_nothing_the_second_time(
+        dict_store: DictStore, registry: DefinitionRegistry) -> None:
+    w = Worker(dict_store, registry)
+    w.handle("c1", start_event("c1", context={"peer": "c2"}))
+    assert w.handle("c1", ev("poke", "p1")) == "applied"
+    before = dict_store.load("c1")
+    assert before is not None
+    snapshot = before.model_dump()
+    outbox = dict_store.pending_outbox()
+    trace = dict_store.read_trace("c1")
+    assert w.handle("c1", ev("poke", "p1")) == "duplicate"
+    after = dict_store.load("c1")
+    assert after is not None and after.model_dump() == snapshot
+    assert dict_store.pending_outbox() == outbox and dict_store.read_trace("c1") == trace
+
+
+def test_an_unhandled_event_is_consumed_so_a_later_redelivery_cannot_apply_it(
+        dict_store: DictStore, registry: DefinitionRegistry) -> None:
+    w = Worker(dict_store, registry)
+    w.handle("c1", start_event("c1"))
+    w.handle("c1", ev("wait"))
+    assert w.handle("c1", ev("stop", "s1")) == "ignored"  # not handled in 'waiting'
+    assert dict_store.is_processed("c1", "s1")
+    w.handle("c1", ev("rearm"))
+    assert w.handle("c1", ev("stop", "s1")) == "duplicate"
+
+
+def test_an_event_for_a_missing_execution_is_a_typed_error(
+        dict_store: DictStore, registry: DefinitionRegistry) -> None:
+    with pytest.raises(UnknownExecution, match="no execution 'ghost'"):
+        Worker(dict_store, registry).handle("ghost", ev("inc"))
+    assert dict_store.load("ghost") is None
+
+
+def test_a_start_of_an_unknown_definition_is_a_typed_error(
+        dict_store: DictStore, registry: DefinitionRegistry) -> None:
+    with pytest.raises(UnknownDefinition, match="unknown definition 'nope'"):
+        Worker(dict_store, registry).handle("x", start_event("x", "nope"))
+    assert dict_store.load("x") is None
+
+
+@pytest.mark.parametrize(("data", "reason"), [
+    ({}, "needs data.definition_id"),
+    ({"definition_id": 3}, "needs data.definition_id"),
+    ({"definition_id": "counter", "context": [1]}, "data.context must be a JSON object"),
+    ({"definition_id": "counter", "parent_id": 5}, "data.parent_id must be a string"),
+])
+def test_a_start_with_unusable_data_is_malformed(dict_store: DictStore, registry: DefinitionRegistry,
+                                                 data: dict[str, object], reason: str) -> None:
+    with pytest.raises(MalformedEvent, match=reason):
+        Worker(dict_store, registry).handle("x", Event(id="s", name=START, data=data))
+
+
+def test_an_invoked_child_of_an_unknown_definition_fails_and_tells_its_parent(
+        dict_store: DictStore, registry: DefinitionRegistry) -> None:
+    w = Worker(dict_store, registry)
+    start = Event(id="p.1:start", name=START, data={"definition_id": "nope", "context": {"a": 1},
+                                                   "parent_id": "p", "child_id": "p.1"})
+    assert w.handle("p.1", start) == "applied"
+    child = dict_store.load("p.1")
+    assert child is not None and child.status == "failed"
+    assert "unknown definition 'nope'" in (child.error or "")
+    assert child.parent_id == "p" and child.child_id == "p.1"
+    (entry,) = dict_store.pending_outbox()
+    assert entry.target_id == "p" and entry.event.name == FINISHED and entry.event.id == "p.1:finished"
+    assert entry.event.data["status"] == "failed" and entry.event.data["child_id"] == "p.1"
+
+
+def test_events_for_an_ended_execution_are_consumed_and_ignored(
+        dict_store: DictStore, registry: DefinitionRegistry) -> None:
+    w = Worker(dict_store, registry)
+    w.handle("c1", start_event("c1"))
+    w.handle("c1", ev("stop"))
+    exe = dict_store.load("c1")
+    assert exe is not None and exe.status == "finished" and exe.outcome == "ok"
+    assert w.handle("c1", ev("inc", "late")) == "ignored"
+    assert dict_store.is_processed("c1", "late")
+    again = dict_store.load("c1")
+    assert again is not None and again.context["count"] == 0 and again.status == "finished"
+
+
+def test_a_conflict_is_retried_and_the_result_equals_serial_application(
+        any_store: ExecutionStore, registry: DefinitionRegistry, clock: ManualClock) -> None:
+    store = HookedStore(any_store)
+    w1 = Worker(store, registry, clock)  # type: ignore[arg-type]
+    w2 = Worker(store, registry, clock)  # type: ignore[arg-type]
+    w1.handle("c1", start_event("c1"))
+    # While w1 is between load and commit of "wait", w2 applies two "inc"s: w1's commit must lose the CAS,
+    # reload, and apply "wait" on top of them.
+    store.before_commit = lambda _exe: (w2.handle("c1", ev("inc", "i1")), w2.handle("c1", ev("inc", "i2")))
+    assert w1.handle("c1", ev("wait", "w")) == "applied"
+    assert w1.conflicts == 1
+    concurrent = store.load("c1")
+
+    serial_store = DictStore()
+    s = Worker(serial_store, registry, clock)
+    for e in (start_event("c1"), ev("inc", "i1"), ev("inc", "i2"), ev("wait", "w")):
+        s.handle("c1", e)
+    serial = serial_store.load("c1")
+    assert concurrent is not None and serial is not None
+    assert concurrent.model_dump() == serial.model_dump()
+    assert store.read_trace("c1") == serial_store.read_trace("c1")
+    assert store.due_timers(clock() + 60) == serial_store.due_timers(clock() + 60)
+
+
+def test_conflicts_past_the_bound_raise_and_leave_nothing_half_applied(
+        any_store: ExecutionStore, registry: DefinitionRegistry) -> None:
+    store = HookedStore(any_store)
+    w = Worker(store, registry, max_conflict_retries=2, sleep=lambda _s: None)  # type: ignore[arg-type]
+    other = Worker(store, registry)  # type: ignore[arg-type]
+    w.handle("c1", start_event("c1"))
+    n = iter(range(100))
+
+    def interfere(_exe: Execution) -> None:
+        other.handle("c1", ev("inc", f"x{next(n)}"))
+        store.before_commit = interfere
+
+    store.before_commit = interfere
+    with pytest.raises(StoreConflict):
+        w.handle("c1", ev("wait", "w"))
+    store.before_commit = None
+    exe = store.load("c1")
+    assert exe is not None and exe.active_path == "idle" and exe.context["count"] == 3
+    assert not store.is_processed("c1", "w") and exe.timers == {}
+
+
+def test_a_failed_commit_leaves_the_live_object_of_an_in_memory_store_untouched(
+        registry: DefinitionRegistry) -> None:
+    store = HookedStore(DictStore())
+    w = Worker(store, registry)  # type: ignore[arg-type]
+    w.handle("c1", start_event("c1"))
+    live = store.load("c1")
+    assert live is not None
+    before = live.model_dump()
+
+    def too_large(_exe: Execution) -> None:
+        raise ExecutionTooLarge("execution item", 500_000, 400_000)
+
+    store.before_commit = too_large
+    with pytest.raises(ExecutionTooLarge):
+        w.handle("c1", ev("wait"))
+    assert live.model_dump() == before and store.load("c1") is live
+
+
+def test_copy_on_load_is_automatic_for_live_stores_only(
+        dict_store: DictStore, registry: DefinitionRegistry) -> None:
+    assert returns_live_objects(dict_store)
+    assert Worker(dict_store, registry).copy_on_load
+
+    class Fresh:
+        returns_live_objects = False
+
+    assert not returns_live_objects(Fresh())
+    assert Worker(dict_store, registry, copy_on_load=False).copy_on_load is False
+
+
+def test_detached_copy_is_deep_and_equal() -> None:
+    exe = Execution(id="a", definition_id="d", context={"l": [{"x": 1}]}, history={"s": "s.a"},
+                    timers={"s": 1.0})
+    cp = detached_copy(exe)
+    assert cp == exe and cp is not exe
+    cp.context["l"][0]["x"] = 2
+    cp.timers["t"] = 2.0
+    assert exe.context == {"l": [{"x": 1}]} and exe.timers == {"s": 1.0}
+
+
+def test_a_definition_missing_from_the_registry_for_an_existing_execution_is_typed(
+        dict_store: DictStore, registry: DefinitionRegistry) -> None:
+    dict_store.save(Execution(id="z", definition_id="gone", active_path="idle"))
+    with pytest.raises(UnknownDefinition):
+        Worker(dict_store, registry).handle("z", ev("inc"))
+
+
+def test_a_pre_saved_unstarted_execution_is_started_by_harel_start(
+        dict_store: DictStore, registry: DefinitionRegistry) -> None:
+    dict_store.save(Execution(id="pre", definition_id="counter", context={"count": 5}))
+    assert Worker(dict_store, registry).handle("pre", start_event("pre")) == "applied"
+    exe = dict_store.load("pre")
+    assert exe is not None and exe.active_path == "idle" and exe.context["count"] == 5
+
+
+def test_load_definition_is_real() -> None:
+    # guard against this module silently running on a stub engine
+    assert load_definition({"id": "t", "initial": "a", "states": {"a": {}}}).id == "t"
