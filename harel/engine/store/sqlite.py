@@ -1,0 +1,359 @@
+"""``SqliteStore``: the durable embedded store — one file, no server, several processes may share it.
+
+The SQL family's shape (see :mod:`harel.engine.store._sql`, shared with ``PostgresStore``): an
+``executions`` table holding the execution as JSON plus broken-out ``definition_id``, ``version``,
+``status``, ``parent_id``, ``active_path`` and ``outcome`` columns, and the ``outbox``,
+``processed_events``, ``timers``, ``spawns`` and ``trace`` tables.
+
+How it stays correct:
+
+- **One transaction per commit.** ``BEGIN IMMEDIATE`` takes SQLite's write lock up front, so the CAS
+  check and every side effect (outbox, dedupe mark, timers, spawns, trace step) land together or not at
+  all. Writers in other processes wait for the lock (``busy_timeout``) instead of failing.
+- **CAS by version.** An update is ``UPDATE … WHERE id = ? AND version = ?``; zero rows means another
+  writer moved the version (or the row vanished) and the commit raises :class:`StoreConflict` after a
+  rollback, with the in-memory version bump undone. A first save (version 0) is an
+  ``INSERT … ON CONFLICT DO NOTHING``: if the row already exists the insert loses the same way. This is the
+  PostgreSQL seed's insert-or-conflict rule with one statement fewer on each path.
+- **WAL journal.** Readers never block the writer and the writer never blocks readers; several processes
+  on one host can share the file (not a network filesystem: WAL needs shared memory).
+- **``synchronous``**: ``NORMAL`` (default) survives any process crash; a power loss or OS crash may roll
+  back the last few commits (never corrupting the file, always a consistent prefix). ``FULL`` fsyncs every
+  commit and survives power loss too, at the cost of one fsync per event.
+
+Why it is fast: statements are prepared once and reused from the connection's statement cache through a
+single cursor; the execution is serialised exactly once per commit (``model_dump_json``) and parsed once per
+load; ``load_for_event`` is one statement; the trace ring's index is computed inside the INSERT.
+
+Threads: a store object owns ONE connection and is meant for one thread at a time. It is still safe to
+share (every method takes an internal lock, and the connection is opened with
+``check_same_thread=False``), but calls then simply take turns. For parallelism open one store per
+process; ``AsyncSqliteStore`` runs this store on a dedicated thread.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sqlite3
+import threading
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+from harel.engine.model import Event, Execution
+from harel.engine.store import _sql
+from harel.engine.store._base import (
+    DEFAULT_TRACE_MAX,
+    Emit,
+    ExecutionPage,
+    OutboxEntry,
+    Spawn,
+    SpawnEntry,
+    TimerOp,
+    normalize_status,
+)
+from harel.errors import StoreConflict, StoreUnavailable
+
+__all__ = ["DEFAULT_BUSY_TIMEOUT", "SqliteDatabase", "SqliteStore", "Synchronous"]
+
+Synchronous = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
+DEFAULT_BUSY_TIMEOUT = 30.0
+"""Seconds a writer waits for another process's write lock before giving up (``StoreUnavailable``)."""
+
+_SQL = _sql.statements(_sql.SQLITE)
+
+
+class SqliteDatabase:
+    """One SQLite connection configured for harel (WAL, busy timeout, synchronous) plus its lock.
+
+    Shared by :class:`SqliteStore` and ``SqliteTransport`` so that the store and the embedded runtime's
+    durable inbox can live in one file — and, when they are opened from one store, on one connection
+    (no lock contention between them inside a process).
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
+        synchronous: Synchronous = "NORMAL",
+    ) -> None:
+        if synchronous not in ("OFF", "NORMAL", "FULL", "EXTRA"):
+            raise ValueError(f"synchronous must be NORMAL or FULL (or OFF/EXTRA), got {synchronous!r}")
+        self.path = Path(path)
+        if str(path) != ":memory:":
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            # isolation_level=None: we issue BEGIN IMMEDIATE/COMMIT ourselves (the module's implicit
+            # transactions would start a deferred one and upgrade it later, which can deadlock two writers).
+            self.conn = sqlite3.connect(
+                str(path),
+                timeout=busy_timeout,
+                isolation_level=None,
+                check_same_thread=False,
+                cached_statements=256,
+            )
+        except sqlite3.Error as exc:
+            raise StoreUnavailable(
+                f"cannot open SQLite database {str(path)!r}: {exc}; check the path and its permissions"
+            ) from exc
+        self.lock = threading.RLock()
+        self.cur = self.conn.cursor()
+        self._closed = False
+        try:
+            self._configure(busy_timeout, synchronous)
+        except BaseException as exc:
+            self.close()
+            if isinstance(exc, sqlite3.Error):
+                raise StoreUnavailable(
+                    f"cannot use {str(path)!r} as a SQLite database ({exc}); is it a harel database file "
+                    "on a local filesystem, and is another process holding it locked?"
+                ) from exc
+            raise
+
+    def _configure(self, busy_timeout: float, synchronous: Synchronous) -> None:
+        c = self.cur
+        c.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
+        mode = c.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+        if str(mode).lower() != "wal" and str(self.path) != ":memory:":
+            raise StoreUnavailable(
+                f"SQLite database {str(self.path)!r} cannot use WAL (journal_mode is {mode}); "
+                "put it on a local filesystem"
+            )
+        c.execute(f"PRAGMA synchronous = {synchronous}")
+        c.execute("PRAGMA temp_store = MEMORY")
+
+    @contextlib.contextmanager
+    def write(self) -> Iterator[sqlite3.Cursor]:
+        """One write transaction (``BEGIN IMMEDIATE`` … ``COMMIT``), rolled back on any exception."""
+        with self.lock:
+            cur = self.cur
+            try:
+                cur.execute("BEGIN IMMEDIATE")
+            except sqlite3.OperationalError as exc:
+                raise self.locked_error(exc) from exc
+            try:
+                yield cur
+                cur.execute("COMMIT")
+            except BaseException as exc:
+                if self.conn.in_transaction:
+                    self.conn.rollback()
+                if isinstance(exc, sqlite3.OperationalError):
+                    raise self.failed_error(exc) from exc
+                raise
+
+    def locked_error(self, exc: sqlite3.OperationalError) -> StoreUnavailable:
+        return StoreUnavailable(
+            f"SQLite database {str(self.path)!r} stayed locked by another writer "
+            f"({exc}); "
+            "raise busy_timeout or look for a stuck process holding it"
+        )
+
+    def failed_error(self, exc: sqlite3.OperationalError) -> StoreUnavailable:
+        return StoreUnavailable(f"SQLite database {str(self.path)!r} failed a write ({exc}); nothing of it "
+                                "was kept — check free disk space and the file's permissions, then retry")
+
+    def ensure_schema(self, ddl: Sequence[str]) -> None:
+        with self.write() as cur:
+            for stmt in ddl:
+                cur.execute(stmt)
+
+    def close(self) -> None:
+        with self.lock:
+            if not self._closed:
+                self._closed = True
+                self.cur.close()
+                self.conn.close()
+
+
+class SqliteStore:
+    """The SQLite :class:`~harel.engine.store.ExecutionStore` (see the module docstring)."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        trace_max: int | None = DEFAULT_TRACE_MAX,
+        busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
+        synchronous: Synchronous = "NORMAL",
+    ) -> None:
+        self.trace_max: int | None = trace_max
+        self.db = SqliteDatabase(path, busy_timeout, synchronous)
+        self.path = self.db.path
+        try:
+            self.db.ensure_schema(_sql.create_statements(_sql.SQLITE))
+            with self.db.lock:
+                version = self.db.cur.execute("PRAGMA user_version").fetchone()[0]
+                if version == 0:
+                    self.db.cur.execute(f"PRAGMA user_version = {_sql.SCHEMA_VERSION}")
+                elif version > _sql.SCHEMA_VERSION:
+                    raise StoreUnavailable(
+                        f"SQLite database {str(path)!r} has schema version {version}, newer than this harel "
+                        f"({_sql.SCHEMA_VERSION}); upgrade harel"
+                    )
+        except BaseException:
+            self.db.close()
+            raise
+
+    def __enter__(self) -> SqliteStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- executions -----------------------------------------------------------------------------------
+    def load(self, execution_id: str) -> Execution | None:
+        with self.db.lock:
+            row = self.db.cur.execute(_SQL.load, (execution_id,)).fetchone()
+        return Execution.model_validate_json(row[0]) if row is not None else None
+
+    def load_for_event(self, execution_id: str, event_id: str) -> tuple[Execution | None, bool]:
+        with self.db.lock:
+            data, done = self.db.cur.execute(
+                _SQL.load_for_event, (execution_id, execution_id, event_id)
+            ).fetchone()
+        return (Execution.model_validate_json(data) if data is not None else None), bool(done)
+
+    def save(self, exe: Execution) -> None:
+        self.commit(exe, ())
+
+    def commit(
+        self,
+        exe: Execution,
+        emits: Sequence[Emit],
+        processed_event_id: str | None = None,
+        timers: Iterable[TimerOp] = (),
+        spawns: Iterable[Spawn] = (),
+        trace: dict[str, Any] | None = None,
+    ) -> None:
+        old = exe.version
+        exe.version = new = old + 1
+        data = exe.model_dump_json()
+        db = self.db
+        cur = db.cur
+        # Inlined rather than ``with db.write()``: this is the hot path of every event.
+        with db.lock:
+            try:
+                cur.execute("BEGIN IMMEDIATE")
+            except sqlite3.OperationalError as exc:
+                exe.version = old
+                raise db.locked_error(exc) from exc
+            try:
+                if old == 0:
+                    cur.execute(_SQL.insert_execution, _sql.execution_row(exe, data))
+                    if cur.rowcount != 1:
+                        raise self._conflict(cur, exe.id, old)
+                else:
+                    # The status column is indexed: touch it only when it changed (see _sql).
+                    row = cur.execute(
+                        _SQL.update_keep_status, (data, new, exe.active_path, exe.outcome, exe.id, old)
+                    ).fetchone()
+                    if row is None:
+                        raise self._conflict(cur, exe.id, old)
+                    if row[0] != exe.status:
+                        cur.execute(_SQL.update_status, (exe.status, exe.id))
+                if emits:
+                    cur.executemany(
+                        _SQL.insert_outbox, [(target, event.model_dump_json()) for target, event in emits]
+                    )
+                if processed_event_id is not None:
+                    cur.execute(_SQL.insert_processed, (exe.id, processed_event_id))
+                for op in timers:
+                    if op.action == "schedule":
+                        cur.execute(_SQL.upsert_timer, (exe.id, op.path, op.fire_at))
+                    else:
+                        cur.execute(_SQL.cancel_timer, (exe.id, op.path))
+                for child_id, root_path, context in spawns:
+                    cur.execute(_SQL.insert_spawn, (exe.id, child_id, root_path, json.dumps(context)))
+                if trace is not None:
+                    self._write_trace(cur, exe.id, trace)
+                cur.execute("COMMIT")
+            except BaseException as exc:
+                exe.version = old
+                if db.conn.in_transaction:
+                    db.conn.rollback()
+                if isinstance(exc, sqlite3.OperationalError):
+                    raise db.failed_error(exc) from exc
+                raise
+
+    @staticmethod
+    def _conflict(cur: sqlite3.Cursor, execution_id: str, old: int) -> StoreConflict:
+        row = cur.execute(_SQL.select_version, (execution_id,)).fetchone()
+        return StoreConflict(execution_id, expected=old, found=row[0] if row else None)
+
+    # -- dedupe ---------------------------------------------------------------------------------------
+    def is_processed(self, execution_id: str, event_id: str) -> bool:
+        with self.db.lock:
+            return self.db.cur.execute(_SQL.is_processed, (execution_id, event_id)).fetchone() is not None
+
+    # -- outbox and spawns ----------------------------------------------------------------------------
+    def pending_outbox(self) -> list[OutboxEntry]:
+        with self.db.lock:
+            rows = self.db.cur.execute(_SQL.pending_outbox).fetchall()
+        return [OutboxEntry(seq, target, Event.model_validate_json(event)) for seq, target, event in rows]
+
+    def ack_outbox(self, seq: int) -> None:
+        with self.db.write() as cur:
+            cur.execute(_SQL.ack_outbox, (seq,))
+
+    def pending_spawns(self) -> list[SpawnEntry]:
+        with self.db.lock:
+            rows = self.db.cur.execute(_SQL.pending_spawns).fetchall()
+        return [
+            SpawnEntry(seq, parent, child, root, json.loads(ctx)) for seq, parent, child, root, ctx in rows
+        ]
+
+    def ack_spawn(self, seq: int) -> None:
+        with self.db.write() as cur:
+            cur.execute(_SQL.ack_spawn, (seq,))
+
+    # -- timers ---------------------------------------------------------------------------------------
+    def due_timers(self, now: float) -> list[tuple[str, str, float]]:
+        with self.db.lock:
+            return [
+                (eid, path, fire_at)
+                for eid, path, fire_at in self.db.cur.execute(_SQL.due_timers, (now,)).fetchall()
+            ]
+
+    def delete_timer(self, execution_id: str, path: str, fire_at: float) -> None:
+        with self.db.write() as cur:
+            cur.execute(_SQL.delete_timer, (execution_id, path, fire_at))
+
+    # -- listing --------------------------------------------------------------------------------------
+    def list_executions(
+        self,
+        definition_id: str | None = None,
+        status: str | Sequence[str] | None = None,
+        roots_only: bool = False,
+        limit: int = 100,
+        cursor: str | None = None,
+    ) -> ExecutionPage:
+        query = _sql.list_query(
+            _sql.SQLITE, definition_id, normalize_status(status), roots_only, _sql.cursor_after(cursor), limit
+        )
+        if query is None:
+            return ExecutionPage([], None)
+        with self.db.lock:
+            rows = self.db.cur.execute(query[0], query[1]).fetchall()
+        items = [_sql.summary_from_row(r) for r in rows[:limit]]
+        return ExecutionPage(items, _sql.next_cursor(items, len(rows), limit))
+
+    # -- trace ring -----------------------------------------------------------------------------------
+    def _write_trace(self, cur: sqlite3.Cursor, execution_id: str, entry: dict[str, Any]) -> None:
+        (idx,) = cur.execute(_SQL.trace_insert, (execution_id, json.dumps(entry), execution_id)).fetchone()
+        trace_max = self.trace_max
+        if trace_max and idx >= trace_max:
+            cur.execute(_SQL.trace_trim, (execution_id, idx - trace_max))
+
+    def append_trace(self, execution_id: str, entry: dict[str, Any]) -> None:
+        with self.db.write() as cur:
+            self._write_trace(cur, execution_id, entry)
+
+    def read_trace(self, execution_id: str) -> list[dict[str, Any]]:
+        with self.db.lock:
+            rows = self.db.cur.execute(_SQL.read_trace, (execution_id,)).fetchall()
+        return [_sql.trace_entry(idx, entry) for idx, entry in rows]
+
+    def close(self) -> None:
+        """Close the connection (idempotent). Committed data is in the file; WAL is checkpointed by SQLite."""
+        self.db.close()

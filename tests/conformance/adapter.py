@@ -1,0 +1,90 @@
+"""A test-only bridge that presents an async store through the synchronous store protocol.
+
+The conformance suite is written once, against :class:`~harel.engine.store.ExecutionStore`. An async
+store is driven through :class:`SyncAdapter`: every method call is run to completion on one dedicated
+``asyncio.Runner`` that belongs to that store alone, so the store's connections, pools and clients are
+created, used and closed on the same event loop (asyncpg/psycopg pools and aiobotocore clients are bound
+to the loop that opened them). Nothing here is shipped: production code awaits the async stores directly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from harel.engine.model import Execution
+from harel.engine.store._base import (
+    AsyncExecutionStore,
+    Emit,
+    ExecutionPage,
+    OutboxEntry,
+    Spawn,
+    SpawnEntry,
+    TimerOp,
+)
+
+
+class SyncAdapter:
+    """Sync facade over one async store; each call runs on ``runner`` (the store's own loop)."""
+
+    def __init__(self, runner: asyncio.Runner, store: AsyncExecutionStore) -> None:
+        self._runner = runner
+        self.inner = store
+
+    @property
+    def trace_max(self) -> int | None:
+        return self.inner.trace_max
+
+    @trace_max.setter
+    def trace_max(self, value: int | None) -> None:
+        self.inner.trace_max = value
+
+    def load(self, execution_id: str) -> Execution | None:
+        return self._runner.run(self.inner.load(execution_id))
+
+    def save(self, exe: Execution) -> None:
+        self._runner.run(self.inner.save(exe))
+
+    def commit(self, exe: Execution, emits: Sequence[Emit], processed_event_id: str | None = None,
+               timers: Iterable[TimerOp] = (), spawns: Iterable[Spawn] = (),
+               trace: dict[str, Any] | None = None) -> None:
+        self._runner.run(self.inner.commit(exe, emits, processed_event_id, timers, spawns, trace))
+
+    def is_processed(self, execution_id: str, event_id: str) -> bool:
+        return self._runner.run(self.inner.is_processed(execution_id, event_id))
+
+    def load_for_event(self, execution_id: str, event_id: str) -> tuple[Execution | None, bool]:
+        return self._runner.run(self.inner.load_for_event(execution_id, event_id))
+
+    def pending_outbox(self) -> list[OutboxEntry]:
+        return self._runner.run(self.inner.pending_outbox())
+
+    def ack_outbox(self, seq: int) -> None:
+        self._runner.run(self.inner.ack_outbox(seq))
+
+    def pending_spawns(self) -> list[SpawnEntry]:
+        return self._runner.run(self.inner.pending_spawns())
+
+    def ack_spawn(self, seq: int) -> None:
+        self._runner.run(self.inner.ack_spawn(seq))
+
+    def due_timers(self, now: float) -> list[tuple[str, str, float]]:
+        return self._runner.run(self.inner.due_timers(now))
+
+    def delete_timer(self, execution_id: str, path: str, fire_at: float) -> None:
+        self._runner.run(self.inner.delete_timer(execution_id, path, fire_at))
+
+    def list_executions(self, definition_id: str | None = None, status: str | Sequence[str] | None = None,
+                        roots_only: bool = False, limit: int = 100,
+                        cursor: str | None = None) -> ExecutionPage:
+        return self._runner.run(self.inner.list_executions(definition_id, status, roots_only, limit, cursor))
+
+    def read_trace(self, execution_id: str) -> list[dict[str, Any]]:
+        return self._runner.run(self.inner.read_trace(execution_id))
+
+    def append_trace(self, execution_id: str, entry: dict[str, Any]) -> None:
+        self._runner.run(self.inner.append_trace(execution_id, entry))
+
+    def close(self) -> None:
+        self._runner.run(self.inner.close())
