@@ -1,0 +1,53 @@
+"""Shared helpers of the CLI tests (paths, the executable, result checks); fixtures are in conftest."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+DEFS = Path(__file__).resolve().parent / "defs"
+EXAMPLES = ROOT / "examples"
+
+
+def harel_executable() -> list[str]:
+    """The console script next to this interpreter, else ``python -m harel.cli``."""
+    script = Path(sys.executable).with_name("harel")
+    return [str(script)] if script.exists() else [sys.executable, "-m", "harel.cli"]
+
+
+@dataclass
+class Outcome:
+    code: int
+    stdout: str
+    stderr: str
+
+
+@dataclass
+class Env:
+    """One test's configuration: a store file and a definitions folder, given through the environment."""
+
+    tmp: Path
+    db: Path
+    definitions: Path
+
+    @property
+    def store_url(self) -> str:
+        return f"sqlite:///{self.db}"
+
+    def vars(self) -> dict[str, str]:
+        return {"HAREL_STORE": self.store_url, "HAREL_DEFINITIONS": str(self.definitions),
+                "HAREL_CONNECT_RETRIES": "1", "COLUMNS": "200", "NO_COLOR": "1"}
+
+
+def assert_one_line_error(out: Outcome, *fragments: str) -> str:
+    """A failed command: exit status 1, exactly one non-empty stderr line 'error: …', no traceback."""
+    assert out.code == 1, (out.code, out.stdout, out.stderr)
+    lines = [line for line in out.stderr.splitlines() if line.strip()]
+    assert "Traceback" not in out.stderr, out.stderr
+    errors = [line for line in lines if line.startswith("error: ")]
+    assert len(errors) == 1, out.stderr
+    for fragment in fragments:
+        assert fragment in errors[0], (fragment, errors[0])
+    return errors[0]

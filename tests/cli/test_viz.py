@@ -1,0 +1,185 @@
+"""``harel.viz``: Mermaid stateDiagram-v2 that GitHub renders.
+
+Beyond spot checks, :func:`check_structure` parses the output the way Mermaid scopes it and enforces the
+rules GitHub's renderer needs: balanced composite blocks, every state declared once with a unique id,
+``--`` only directly inside a parallel state, every transition drawn inside the innermost composite
+that holds both its ends (Mermaid cannot draw one between states of two different composites), no
+self-loop on a composite (mermaid-js/mermaid#4866) and no edge end on a composite inside a parallel
+region (mermaid-js/mermaid#4052).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from harel.engine import load_definition
+from harel.viz import guard_text, state_id, to_markdown, to_mermaid
+
+from ._support import DEFS, EXAMPLES
+
+DECL = re.compile(r'^state "(?P<label>[^"]*)" as (?P<id>\w+)(?P<open> \{)?$')
+EDGE = re.compile(r"^(?P<src>\[\*\]|\w+) --> (?P<dst>\[\*\]|\w+)(?: : (?P<label>.+))?$")
+BARE = re.compile(r"^(?P<id>\w+)$")
+NOTE = re.compile(r"^(?P<id>\w+) : (?P<text>.+)$")
+
+
+def check_structure(text: str) -> dict[str, str]:
+    """Validate the scoping rules; return state id -> the id of its enclosing block ("" at the top)."""
+    lines = text.splitlines()
+    assert lines[0] == "stateDiagram-v2"
+    scope_of: dict[str, str] = {}
+    composites: set[str] = set()
+    parallels: set[str] = set()
+    stack = [""]
+    edges: list[tuple[str, str, str]] = []
+    for raw in lines[1:]:
+        line = raw.strip()
+        if not line or line.startswith("%%") or line.startswith("classDef ") or line.startswith("class "):
+            continue
+        if line == "}":
+            stack.pop()
+            assert stack, "unbalanced }"
+            continue
+        if line == "--":
+            assert stack[-1], "a region separator outside any composite"
+            parallels.add(stack[-1])
+            continue
+        if m := DECL.match(line):
+            sid = m["id"]
+            assert sid not in scope_of, f"state id {sid} declared twice"
+            assert '"' not in m["label"]
+            scope_of[sid] = stack[-1]
+            if m["open"]:
+                composites.add(sid)
+                stack.append(sid)
+            continue
+        if m := EDGE.match(line):
+            edges.append((m["src"], m["dst"], stack[-1]))
+            continue
+        if m := BARE.match(line):
+            assert m["id"] not in scope_of, f"state id {m['id']} declared twice"
+            scope_of[m["id"]] = stack[-1]
+            continue
+        if m := NOTE.match(line):
+            assert m["id"] in scope_of
+            continue
+        raise AssertionError(f"unexpected line: {raw!r}")
+    assert stack == [""], "unclosed composite"
+
+    def ancestors(sid: str) -> list[str]:
+        chain = []
+        while sid:
+            sid = scope_of[sid]
+            chain.append(sid)
+        return chain
+
+    for src, dst, block in edges:
+        assert not (src == dst and src in composites), f"self-loop on composite {src}"
+        for end in (src, dst):
+            if end == "[*]":
+                continue
+            assert block in ancestors(end), f"{src} --> {dst} drawn outside {end}'s composites"
+            if end in composites:
+                assert not parallels & set(ancestors(end)), f"edge end {end}: a composite in a region"
+        direct = [scope_of[e] == block for e in (src, dst) if e != "[*]"]
+        inside_region = bool(parallels & set([block, *ancestors(block)])) if block else False
+        assert all(direct) or inside_region, f"{src} --> {dst} not between children of {block or 'top'}"
+    return scope_of
+
+
+def test_order_diagram_structure() -> None:
+    text = to_mermaid(load_definition(EXAMPLES / "order.yaml"))
+    scope_of = check_structure(text)
+    assert "[*] --> cart" in text
+    assert scope_of["processing__fulfilment__packing__picking"] == "processing__fulfilment__packing"
+    assert 'state "fulfilment · shipped_with / internal" as processing__fulfilment {' in text
+    # the two regions of the parallel state, separated by --
+    body = text.split('as processing__fulfilment {', 1)[1]
+    assert body.index("as processing__fulfilment__packing {") < body.index("--") < \
+        body.index("as processing__fulfilment__shipping {")
+    assert "completed --> [*]" in text
+    assert 'state "H*" as processing__resume_point' in text
+    assert 'state "payment (invokes payment)" as processing__payment' in text
+    assert "processing__payment --> processing__fulfilment : done [event.outcome == 'paid']" in text
+    # lifted across composites, with the real end named
+    assert "on_hold --> processing : resume (→ processing.resume_point)" in text
+    assert "processing --> payment_failed : done [else] (from payment)" in text
+    assert "cart --> abandoned : after 3600s" in text
+
+
+def test_active_states_are_marked_with_a_class() -> None:
+    defn = load_definition(EXAMPLES / "order.yaml")
+    text = to_mermaid(defn, ["processing.fulfilment.packing.picking", "processing.fulfilment.shipping.ready"])
+    check_structure(text)
+    assert "classDef active " in text
+    assert text.rstrip().splitlines()[-1] == ("    class processing__fulfilment__packing__picking,"
+                                              "processing__fulfilment__shipping__ready active")
+    composite = to_mermaid(defn, ["processing.fulfilment"])
+    assert "%% active: processing.fulfilment" in composite and "\n    class " not in composite
+    assert "classDef" not in to_mermaid(defn)
+
+
+def test_every_example_and_test_definition_is_well_formed() -> None:
+    for path in [*EXAMPLES.glob("*.yaml"), *DEFS.glob("*.yaml")]:
+        check_structure(to_mermaid(load_definition(path)))
+
+
+def test_awkward_names_get_safe_unique_ids(tmp_path: Path) -> None:
+    doc = tmp_path / "odd.yaml"
+    doc.write_text(
+        "id: odd\ninitial: end\nstates:\n"
+        "  end: {on: {'go:now': a-b}}\n"
+        "  a-b: {initial: end, states: {end: {on: {x: '#done'}}, '#done': {type: final}}}\n"
+    )
+    text = to_mermaid(load_definition(doc))
+    scope_of = check_structure(text)
+    assert state_id("end") == "s_end" and "s_end" in scope_of
+    assert state_id("a-b.end") in scope_of and state_id("a-b.end") != state_id("end")
+    assert "go\u2236now" in text  # a colon inside a label would end it early (RATIO instead)
+
+
+def test_guard_text() -> None:
+    assert guard_text({"gt": ["$event.amount", 100]}) == "event.amount > 100"
+    assert guard_text({"and": [{"eq": ["$context.a", "x"]}, {"not": {"exists": "$event.b"}}]}) == \
+        "(context.a == 'x') and (not (exists event.b))"
+    assert guard_text("shop.rules:in_stock") == "in_stock()"
+    assert guard_text({"lt": ["$context.n", {"add": ["$context.m", 1]}]}) == "context.n < context.m + 1"
+
+
+def test_markdown_fence() -> None:
+    md = to_markdown(load_definition(DEFS / "counter.yaml"), ["counting"])
+    assert md.startswith("```mermaid\nstateDiagram-v2\n") and md.endswith("```\n")
+    assert "class counting active" in md
+
+
+def test_composites_in_regions_and_composite_self_loops_are_rendered_safely(tmp_path: Path) -> None:
+    doc = tmp_path / "nested.yaml"
+    doc.write_text("""
+id: nested
+initial: p
+states:
+  p:
+    type: parallel
+    on: {again: p}
+    states:
+      r1:
+        initial: a
+        states:
+          a: {on: {go: inner}}
+          inner:
+            initial: c
+            on: {back: a, loop: inner}
+            states:
+              c: {on: {next: d}}
+              d: {type: final}
+      r2: {initial: x, states: {x: {on: {done2: y}}, y: {type: final}}}
+    on_done: end
+  end: {type: final}
+""")
+    text = to_mermaid(load_definition(doc))
+    check_structure(text)
+    assert 'state "p · again ↺" as p {' in text
+    assert 'state "inner · loop ↺" as p__r1__inner {' in text
+    assert "p__r1__a --> p__r1__inner__c : go" in text
+    assert "p__r1__inner__c --> p__r1__a : back (from inner)" in text
