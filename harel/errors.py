@@ -92,3 +92,34 @@ class UnknownExecution(HarelError):
 
 class MalformedEvent(HarelError):
     """A message or event does not match the wire format."""
+
+
+class DeliveryFailed(HarelError):
+    """A transport or sink could not deliver some messages after its bounded retries.
+
+    ``failures`` lists ``(key, code, message)`` per undelivered entry (key: the event id). Nothing was
+    acknowledged for them, so a retry of the same call (the relay's next pass) sends them again; the
+    receiver deduplicates what did arrive.
+    """
+
+    def __init__(self, what: str, failures: list[tuple[str, str, str]]) -> None:
+        self.what = what
+        self.failures = list(failures)
+        shown = "; ".join(f"{k}: {c} {m}".strip() for k, c, m in self.failures[:5])
+        more = f" (+{len(self.failures) - 5} more)" if len(self.failures) > 5 else ""
+        super().__init__(
+            f"{what}: {len(self.failures)} message(s) not delivered after retries: {shown}{more}; "
+            "check the queue/bus permissions and quotas, then retry (delivery is idempotent)"
+        )
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (self.what, self.failures))
+
+
+class StoreThrottled(StoreUnavailable):
+    """The store kept refusing a request for lack of capacity (throttling) or because concurrent
+    transactions held the same items, past its bounded retries with backoff.
+
+    The refused request was not applied (a refused commit wrote nothing). It is transient: retry the
+    event later (a queue redelivery does), or give the table more capacity.
+    """

@@ -1,0 +1,100 @@
+"""The worker Lambda: an SQS FIFO batch in → the runtime's worker applies each event → a partial response out.
+
+Why this shape:
+
+* **Powertools' ``SqsFifoPartialProcessor`` with ``skip_group_on_error=True``.** FIFO order matters only
+  *within* a message group (one group = one execution). When a record fails, the processor fails that
+  record and every later record *of its group* in the batch, and keeps processing the other groups: the
+  ``batchItemFailures`` it returns are exactly the records SQS must redeliver to keep each execution's
+  order, and an unrelated execution is never held back by another one's failure. The response is always
+  a partial response (``raise_on_entire_batch_failure`` off): when every record fails, listing them all
+  is equivalent to raising, and keeps one code path.
+* **Permanent vs. transient.** A record that can never succeed (malformed body, unknown definition, an
+  event for an execution that does not exist, a result over DynamoDB's limits) is moved to the
+  dead-letter queue by the handler with its reason and counts as *processed* — retrying it would only
+  block its group until ``maxReceiveCount``. A transient failure (throttling, a conflict past the retry
+  bound) raises, so SQS redelivers the record later, in order.
+* **Thin.** Parsing, applying and dead-lettering live in :mod:`harel.runtime.aws`, shared with the local
+  stack and the tests; this module only wires Powertools around it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+from aws_lambda_powertools import Logger, Metrics, Tracer
+from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
+from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.utilities.batch import SqsFifoPartialProcessor, process_partial_response
+from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from harel.errors import StoreConflict
+from harel.runtime import aws
+from harel.transport.wire import Envelope
+
+DEFINITIONS_DIR = Path(__file__).resolve().parent / "definitions"
+
+logger = Logger(service=os.environ.get("POWERTOOLS_SERVICE_NAME") or "harel-worker")
+metrics = Metrics(namespace=os.environ.get("POWERTOOLS_METRICS_NAMESPACE") or "harel")
+tracer = Tracer(service=os.environ.get("POWERTOOLS_SERVICE_NAME") or "harel-worker")
+
+if os.environ.get("AWS_LAMBDA_FUNCTION_NAME"):  # on Lambda: harel's own log lines as structured JSON too
+    copy_config_to_registered_loggers(source_logger=logger, include={logging.getLogger("harel").name})
+
+processor = SqsFifoPartialProcessor(skip_group_on_error=True)
+processor.raise_on_entire_batch_failure = False
+
+_RECORD_KEYS = ["message_id", "message_group_id", "execution_id", "event_id", "event_name"]
+_OUTCOME_METRIC = {"applied": "EventsApplied", "duplicate": "Duplicates", "ignored": "EventsIgnored",
+                   "dead-lettered": "DeadLettered"}
+
+
+def _count(name: str, value: int = 1) -> None:
+    if value:
+        metrics.add_metric(name=name, unit=MetricUnit.Count, value=value)
+
+
+@tracer.capture_method
+def record_handler(record: SQSRecord) -> str:
+    """Process one record; return its outcome, or raise to report it as a batch item failure."""
+    rt = aws.get_runtime(DEFINITIONS_DIR)
+    logger.append_keys(message_id=record.message_id, message_group_id=record.attributes.message_group_id)
+
+    def parsed(env: Envelope) -> None:
+        logger.append_keys(execution_id=env.target_id, event_id=env.event.id, event_name=env.event.name)
+
+    conflicts_before = rt.worker.conflicts
+    try:
+        outcome = rt.process(record.body, message_id=record.message_id,
+                             group_id=record.attributes.message_group_id, on_parsed=parsed)
+    except StoreConflict:
+        _count("Failures")
+        logger.warning("conflicts past the retry bound; SQS will redeliver", exc_info=True)
+        raise
+    except Exception:
+        _count("Failures")
+        logger.exception("transient failure; SQS will redeliver")
+        raise
+    else:
+        _count(_OUTCOME_METRIC[outcome])
+        if outcome == "dead-lettered":
+            logger.warning("record can never be applied: moved to the dead-letter queue with its reason")
+        else:
+            logger.info(outcome)
+        return outcome
+    finally:
+        _count("Conflicts", rt.worker.conflicts - conflicts_before)
+        logger.remove_keys(_RECORD_KEYS)
+
+
+@logger.inject_lambda_context(clear_state=True)
+@tracer.capture_lambda_handler
+@metrics.log_metrics
+def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    """The Lambda entry point (``worker.handler``) for the SQS event source with ReportBatchItemFailures."""
+    return dict(process_partial_response(event=event, record_handler=record_handler, processor=processor,
+                                         context=context))
