@@ -79,8 +79,9 @@ class ExecutionSummary:
 
     @classmethod
     def of(cls, exe: Execution) -> ExecutionSummary:
-        return cls(exe.id, exe.definition_id, exe.version, exe.status, exe.outcome, exe.active_path,
-                   exe.parent_id)
+        return cls(
+            exe.id, exe.definition_id, exe.version, exe.status, exe.outcome, exe.active_path, exe.parent_id
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,8 +99,9 @@ def normalize_status(status: str | Sequence[str] | None) -> frozenset[str] | Non
     return frozenset(status)
 
 
-def summary_matches(s: ExecutionSummary, definition_id: str | None, statuses: frozenset[str] | None,
-                    roots_only: bool) -> bool:
+def summary_matches(
+    s: ExecutionSummary, definition_id: str | None, statuses: frozenset[str] | None, roots_only: bool
+) -> bool:
     """The listing filter every store applies (server-side where the backend can)."""
     if definition_id is not None and s.definition_id != definition_id:
         return False
@@ -130,9 +132,15 @@ class ExecutionStore(Protocol):
 
     def save(self, exe: Execution) -> None: ...
 
-    def commit(self, exe: Execution, emits: Sequence[Emit], processed_event_id: str | None = None,
-               timers: Iterable[TimerOp] = (), spawns: Iterable[Spawn] = (),
-               trace: dict[str, Any] | None = None) -> None: ...
+    def commit(
+        self,
+        exe: Execution,
+        emits: Sequence[Emit],
+        processed_event_id: str | None = None,
+        timers: Iterable[TimerOp] = (),
+        spawns: Iterable[Spawn] = (),
+        trace: dict[str, Any] | None = None,
+    ) -> None: ...
 
     def is_processed(self, execution_id: str, event_id: str) -> bool: ...
 
@@ -150,9 +158,14 @@ class ExecutionStore(Protocol):
 
     def delete_timer(self, execution_id: str, path: str, fire_at: float) -> None: ...
 
-    def list_executions(self, definition_id: str | None = None, status: str | Sequence[str] | None = None,
-                        roots_only: bool = False, limit: int = 100,
-                        cursor: str | None = None) -> ExecutionPage: ...
+    def list_executions(
+        self,
+        definition_id: str | None = None,
+        status: str | Sequence[str] | None = None,
+        roots_only: bool = False,
+        limit: int = 100,
+        cursor: str | None = None,
+    ) -> ExecutionPage: ...
 
     def read_trace(self, execution_id: str) -> list[dict[str, Any]]: ...
 
@@ -171,9 +184,15 @@ class AsyncExecutionStore(Protocol):
 
     async def save(self, exe: Execution) -> None: ...
 
-    async def commit(self, exe: Execution, emits: Sequence[Emit], processed_event_id: str | None = None,
-                     timers: Iterable[TimerOp] = (), spawns: Iterable[Spawn] = (),
-                     trace: dict[str, Any] | None = None) -> None: ...
+    async def commit(
+        self,
+        exe: Execution,
+        emits: Sequence[Emit],
+        processed_event_id: str | None = None,
+        timers: Iterable[TimerOp] = (),
+        spawns: Iterable[Spawn] = (),
+        trace: dict[str, Any] | None = None,
+    ) -> None: ...
 
     async def is_processed(self, execution_id: str, event_id: str) -> bool: ...
 
@@ -191,9 +210,14 @@ class AsyncExecutionStore(Protocol):
 
     async def delete_timer(self, execution_id: str, path: str, fire_at: float) -> None: ...
 
-    async def list_executions(self, definition_id: str | None = None,
-                              status: str | Sequence[str] | None = None, roots_only: bool = False,
-                              limit: int = 100, cursor: str | None = None) -> ExecutionPage: ...
+    async def list_executions(
+        self,
+        definition_id: str | None = None,
+        status: str | Sequence[str] | None = None,
+        roots_only: bool = False,
+        limit: int = 100,
+        cursor: str | None = None,
+    ) -> ExecutionPage: ...
 
     async def read_trace(self, execution_id: str) -> list[dict[str, Any]]: ...
 

@@ -1,9 +1,9 @@
 """``open_store(url)``: one URL picks and configures a backend.
 
-    memory://                                   DictStore
-    sqlite:///relative/path.db, sqlite:////abs  SqliteStore
-    postgresql://user@host:5432/db              PostgresStore (psycopg extra)
-    dynamodb://PREFIX?endpoint_url=…&region=…   DynamoDBStore (boto3 extra)
+memory://                                   DictStore
+sqlite:///relative/path.db, sqlite:////abs  SqliteStore
+postgresql://user@host:5432/db              PostgresStore (psycopg extra)
+dynamodb://PREFIX?endpoint_url=…&region=…   DynamoDBStore (boto3 extra)
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ def open_store(url: str) -> ExecutionStore:
     if scheme == "sqlite":
         from harel.engine.store.sqlite import SqliteStore
 
-        path = url[len("sqlite:///"):] if url.startswith("sqlite:///") else ""
+        path = url[len("sqlite:///") :] if url.startswith("sqlite:///") else ""
         if not path:
             raise ValueError(f"bad store URL {url!r}: use sqlite:///relative.db or sqlite:////abs/path.db")
         return SqliteStore(path)
@@ -41,8 +41,9 @@ def open_store(url: str) -> ExecutionStore:
 
         query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
         prefix = parts.netloc or "harel"
-        return DynamoDBStore.create(prefix=prefix, endpoint_url=query.get("endpoint_url"),
-                                    region=query.get("region"))
+        return DynamoDBStore.create(
+            prefix=prefix, endpoint_url=query.get("endpoint_url"), region=query.get("region")
+        )
     raise ValueError(
         f"unknown store URL {url!r}: expected one of memory://, sqlite:///path.db, "
         "postgresql://…, dynamodb://PREFIX?endpoint_url=…&region=…"
