@@ -1,0 +1,93 @@
+"""The seven tables: names, key schemas, indexes; creating them is idempotent."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from harel.engine.store._dynamo import TABLES, create_table_request
+from harel.engine.store.dynamodb import DynamoDBStore
+from harel.errors import StoreUnavailable
+
+from .conftest import make_store
+
+SEED_KEYS = {
+    "executions": [("id", "S", "HASH")],
+    "outbox": [("seq", "N", "HASH")],
+    "spawns": [("seq", "N", "HASH")],
+    "timers": [("execution_id", "S", "HASH"), ("path", "S", "RANGE")],
+    "processed": [("execution_id", "S", "HASH"), ("event_id", "S", "RANGE")],
+    "counters": [("id", "S", "HASH")],
+    "trace": [("execution_id", "S", "HASH"), ("idx", "N", "RANGE")],
+}
+
+
+def test_seven_prefixed_tables_with_the_seed_key_schemas(ddb: Any) -> None:
+    make_store(ddb, prefix="shop")
+    names = sorted(n for n in ddb.list_tables()["TableNames"] if n.startswith("shop_"))
+    assert names == sorted(f"shop_{n}" for n in SEED_KEYS)
+    for name, keys in SEED_KEYS.items():
+        desc = ddb.describe_table(TableName=f"shop_{name}")["Table"]
+        types = {a["AttributeName"]: a["AttributeType"] for a in desc["AttributeDefinitions"]}
+        got = [(k["AttributeName"], types[k["AttributeName"]], k["KeyType"]) for k in desc["KeySchema"]]
+        assert got == keys, name
+        assert desc["BillingModeSummary"]["BillingMode"] == "PAY_PER_REQUEST"
+
+
+def test_the_two_indexes(ddb: Any) -> None:
+    make_store(ddb, prefix="ix")
+    exe = ddb.describe_table(TableName="ix_executions")["Table"]["GlobalSecondaryIndexes"]
+    assert [(i["IndexName"], [k["AttributeName"] for k in i["KeySchema"]], i["Projection"]) for i in exe] == [
+        (
+            "by_status",
+            ["status", "id"],
+            {"ProjectionType": "INCLUDE", "NonKeyAttributes": ["definition_id", "parent_id"]},
+        )
+    ]
+    timers = ddb.describe_table(TableName="ix_timers")["Table"]["GlobalSecondaryIndexes"]
+    assert [
+        (i["IndexName"], [k["AttributeName"] for k in i["KeySchema"]], i["Projection"]) for i in timers
+    ] == [("due", ["shard", "fire_at"], {"ProjectionType": "KEYS_ONLY"})]
+
+
+def test_ensure_tables_is_idempotent(ddb: Any) -> None:
+    make_store(ddb, prefix="again")
+    store = make_store(ddb, prefix="again")  # every create answers ResourceInUseException: fine
+    assert store.load("nothing") is None
+
+
+def test_other_create_errors_are_real(rec: Any) -> None:
+    from .conftest import client_error
+
+    rec.fail["create_table"] = [client_error("ValidationException", "CreateTable")]
+    store = DynamoDBStore(rec, prefix="invalid")
+    with pytest.raises(Exception, match="ValidationException"):
+        store.ensure_tables()
+
+
+def test_no_right_to_create_tables_means_they_are_managed_elsewhere(rec: Any) -> None:
+    from .conftest import client_error
+
+    rec.fail["create_table"] = [client_error("AccessDeniedException", "CreateTable")]
+    store = DynamoDBStore(rec, prefix="iac")
+    store.ensure_tables()  # no error: the stack owns the tables
+    assert rec.ops() == ["create_table"]
+
+
+def test_an_existing_table_without_the_index_is_reported(ddb: Any) -> None:
+    spec = next(s for s in TABLES if s.name == "timers")
+    req = create_table_request("old", spec)
+    del req["GlobalSecondaryIndexes"]
+    req["AttributeDefinitions"] = [
+        a for a in req["AttributeDefinitions"] if a["AttributeName"] in ("execution_id", "path")
+    ]
+    ddb.create_table(**req)
+    with pytest.raises(StoreUnavailable, match="without the index 'due'"):
+        make_store(ddb, prefix="old")
+
+
+def test_missing_tables_say_what_to_do(ddb: Any) -> None:
+    store = DynamoDBStore(ddb, prefix="never")
+    with pytest.raises(StoreUnavailable, match=r"does not exist.*create the tables"):
+        store.load("x")
