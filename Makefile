@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 NODE_STAMP := node_modules/.installed
 
-.PHONY: demo test lint typecheck unit bench synth local clean
+.PHONY: demo test lint typecheck unit bench synth layer local clean
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -37,12 +37,16 @@ unit: $(STAMP) $(NODE_STAMP)
 bench: $(STAMP) $(NODE_STAMP)
 	$(PY) -m bench
 
+## layer: build the Lambda layer (engine + runtime deps for the Lambda platform), cached under layers/build
+layer: $(STAMP)
+	$(PY) layers/build_layer.py
+
 ## synth: synthesize the CDK app (offline)
 synth: $(STAMP) $(NODE_STAMP)
 	PATH="$(CURDIR)/node_modules/.bin:$(CURDIR)/$(VENV)/bin:$$PATH" npx cdk synth --quiet
 
 ## local: the no-Docker local stack (moto server + the three handlers)
-local: $(STAMP) $(NODE_STAMP)
+local: synth
 	$(VENV)/bin/harel local
 
 clean:

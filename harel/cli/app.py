@@ -27,6 +27,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "harel.cli.aws_queue",  # adds --queue-url / HAREL_QUEUE_URL to start and send
     "harel.cli.serve",
     "harel.cli.definitions",
+    "harel.cli.local",  # harel local: the no-Docker AWS stack on moto
 )
 
 EXIT_ERROR = 1

@@ -1,0 +1,57 @@
+#!/usr/bin/env python3
+"""CDK entry point: ``cdk synth`` / ``cdk deploy`` run this (see cdk.json).
+
+Settings come from CDK context (``cdk.json`` or ``-c key=value``):
+  harel:tablePrefix     table/queue/bus name prefix            (default "harel")
+  harel:definitions     folder of statecharts to package       (default "examples")
+  harel:removalPolicy   retain | destroy | snapshot (tables)   (default "retain")
+  harel:architecture    arm64 | x86_64                         (default "arm64")
+  harel:memorySize      Lambda memory in MB                    (default 512)
+  harel:sweeperRateMinutes / harel:relayBackstopMinutes        (defaults 1 / 5)
+  harel:nag             run cdk-nag's AwsSolutions checks      (default true)
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+os.environ.setdefault("JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION", "1")
+ROOT = Path(__file__).resolve().parent
+sys.path.insert(0, str(ROOT))  # infra/ and layers/ import as top-level packages
+
+import aws_cdk as cdk  # noqa: E402
+from cdk_nag import AwsSolutionsChecks  # noqa: E402
+
+from infra.stack import HarelStack, architecture, removal_policy  # noqa: E402
+
+
+def _context(app: cdk.App, key: str, default: str) -> str:
+    value = app.node.try_get_context(f"harel:{key}")
+    return default if value is None else str(value)
+
+
+def main() -> None:
+    app = cdk.App()
+    definitions = Path(_context(app, "definitions", "examples"))
+    HarelStack(
+        app,
+        _context(app, "stackName", "HarelStack"),
+        table_prefix=_context(app, "tablePrefix", "harel"),
+        definitions_dir=definitions if definitions.is_absolute() else ROOT / definitions,
+        removal=removal_policy(_context(app, "removalPolicy", "retain")),
+        arch=architecture(_context(app, "architecture", "arm64")),
+        memory_size=int(_context(app, "memorySize", "512")),
+        sweeper_rate=cdk.Duration.minutes(int(_context(app, "sweeperRateMinutes", "1"))),
+        relay_backstop_rate=cdk.Duration.minutes(int(_context(app, "relayBackstopMinutes", "5"))),
+    )
+    if _context(app, "nag", "true").lower() not in ("false", "0", "no"):
+        # Findings fail the synth; acknowledged ones are written into the template's Metadata with reasons.
+        cdk.Validations.of(app).add_plugins(
+            AwsSolutionsChecks(app, verbose=True, write_suppressions_to_cloud_formation=True))
+    app.synth()
+
+
+if __name__ == "__main__":
+    main()

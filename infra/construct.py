@@ -1,0 +1,396 @@
+"""``HarelEngine``: the whole serverless harel engine as one reusable CDK construct.
+
+What it provisions (DESIGN §6): the seven store tables ``{prefix}_{name}``; an SQS FIFO queue (one message
+group per execution) with a FIFO dead-letter queue; an EventBridge bus for untargeted emits
+(notifications); one Lambda layer with the engine; and three functions — the worker (SQS trigger, partial
+batch responses), the relay (the outbox/spawns streams, plus a schedule as the backstop) and the timer
+sweeper (a schedule). Each function gets its own role with exactly the table actions its code path uses.
+
+Why ``aws_dynamodb.Table`` and not ``TableV2``: ``TableV2`` compiles to ``AWS::DynamoDB::GlobalTable``,
+which LocalStack cannot deploy; the plain table deploys everywhere.
+
+This module imports nothing from ``harel``: the table layout comes from :mod:`infra.schema` and the layer is
+built by ``layers/build_layer.py`` as files on disk.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+
+import aws_cdk as cdk
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_events as events
+from aws_cdk import aws_events_targets as targets
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_lambda_event_sources as sources
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_sqs as sqs
+from constructs import Construct
+
+from infra.schema import TABLES, TTL_ATTRIBUTE, TableSpec, table_name
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+#: Lambda handler module and function of each of the three functions (``functions/<module>.py``).
+HANDLERS: dict[str, str] = {
+    "worker": "worker.handler",
+    "relay": "relay.handler",
+    "sweeper": "sweeper.handler",
+}
+#: Where the definitions folder lands inside each function's code (the Lambda task root is /var/task).
+DEFINITIONS_MOUNT = "definitions"
+DEFINITION_SUFFIXES = (".yaml", ".yml", ".json")
+
+_TYPES = {"S": dynamodb.AttributeType.STRING, "N": dynamodb.AttributeType.NUMBER,
+          "B": dynamodb.AttributeType.BINARY}
+
+# Table actions per code path, as the DynamoDB store issues them. Transactions are authorised per item
+# (a transactional Put needs PutItem), so there is no separate TransactWriteItems permission.
+_COMMIT: dict[str, tuple[str, ...]] = {
+    "executions": ("GetItem", "BatchGetItem", "PutItem"),
+    # Dedupe marks: read with the execution, written in the commit or behind it (BatchWriteItem).
+    "processed": ("GetItem", "BatchGetItem", "PutItem", "BatchWriteItem"),
+    "outbox": ("PutItem",),
+    "spawns": ("PutItem",),
+    "timers": ("PutItem", "DeleteItem"),
+    "counters": ("UpdateItem",),
+    "trace": ("Query", "PutItem", "DeleteItem"),
+}
+_RELAY_DRAIN: dict[str, tuple[str, ...]] = {
+    "outbox": ("Scan", "DeleteItem"),
+    "spawns": ("Scan", "DeleteItem"),
+}
+_SWEEP: dict[str, tuple[str, ...]] = {"timers": ("DeleteItem",)}
+
+
+#: Why each table other than ``executions`` (the state of record, with PITR) does without PITR.
+_NO_PITR_REASONS: dict[str, str] = {
+    "outbox": "A work queue: items live from their commit until the relay delivers them (seconds); a "
+              "restored copy would only redeliver events the receivers already deduplicate.",
+    "spawns": "A work queue of fork intents, deleted once the relay created the region child (seconds).",
+    "timers": "Every armed timer is mirrored in its execution's `timers` field in the executions table, "
+              "which has PITR, so timers can be re-derived after a restore.",
+    "processed": "Dedupe marks that only need to outlive SQS's redelivery window; they expire by TTL.",
+    "counters": "Only the seq allocator's high-water mark; seqs must be monotonic, not gapless, so a lost "
+                "counter is reseeded above the highest pending outbox/spawn seq.",
+    "trace": "The opt-in debugging timeline (a ring that expires by TTL), not state of record.",
+}
+
+
+def _merge(*grants: Mapping[str, tuple[str, ...]]) -> dict[str, tuple[str, ...]]:
+    out: dict[str, list[str]] = {}
+    for grant in grants:
+        for table, actions in grant.items():
+            out.setdefault(table, [])
+            out[table] += [a for a in actions if a not in out[table]]
+    return {t: tuple(a) for t, a in out.items()}
+
+
+#: What each function may do to which table — the single source for the grants (and the tests).
+TABLE_GRANTS: dict[str, dict[str, tuple[str, ...]]] = {
+    "worker": _merge(_COMMIT),
+    # The relay creates region children (a commit) and drains the outbox and the spawn intents.
+    "relay": _merge(_COMMIT, _RELAY_DRAIN),
+    "sweeper": _merge(_SWEEP),
+}
+#: Index reads, granted on that one index's ARN (not ``table/index/*``).
+INDEX_GRANTS: dict[str, dict[tuple[str, str], tuple[str, ...]]] = {
+    "worker": {},
+    "relay": {},
+    "sweeper": {("timers", "due"): ("Query",)},
+}
+
+
+def _digest(paths: Iterable[tuple[str, Path]]) -> str:
+    h = hashlib.sha256()
+    for rel, path in paths:
+        h.update(rel.encode() + b"\0" + hashlib.sha256(path.read_bytes()).digest())
+    return h.hexdigest()[:20]
+
+
+def definition_files(folder: Path) -> list[tuple[str, Path]]:
+    """Every file of the definitions folder (definitions and any helper modules), in a stable order."""
+    files = [
+        (f"{DEFINITIONS_MOUNT}/{p.relative_to(folder).as_posix()}", p)
+        for p in sorted(folder.rglob("*"))
+        if p.is_file() and "__pycache__" not in p.parts and p.suffix not in (".pyc", ".pyo")
+    ]
+    if not any(p.suffix in DEFINITION_SUFFIXES for _, p in files):
+        raise ValueError(f"definitions folder {folder} holds no *.yaml, *.yml or *.json statechart; "
+                         "pass definitions_dir= pointing at your definitions")
+    return files
+
+
+def stage_function_code(name: str, functions_dir: Path, definitions_dir: Path, build_root: Path) -> Path:
+    """Lay out one function's code: its handler, the shared ``_*.py`` helpers, and the definitions.
+
+    The engine itself comes from the layer, so this stays a few kilobytes and deploys in seconds.
+    The folder name is a content hash, so an unchanged function is an unchanged asset.
+    """
+    module = HANDLERS[name].split(".", 1)[0]
+    handler = functions_dir / f"{module}.py"
+    if not handler.is_file():
+        raise FileNotFoundError(f"no Lambda handler at {handler}")
+    files = [(handler.name, handler)]
+    files += [(p.name, p) for p in sorted(functions_dir.glob("_*.py")) if p.name != "__init__.py"]
+    files += definition_files(definitions_dir)
+    out = build_root / "functions" / f"{name}-{_digest(files)}"
+    if not (out / ".complete").is_file():
+        staging = out.with_name(out.name + ".staging")
+        shutil.rmtree(staging, ignore_errors=True)
+        for rel, src in files:
+            dest = staging / rel
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(src, dest)
+        shutil.rmtree(out, ignore_errors=True)
+        staging.rename(out)
+        (out / ".complete").write_text("")
+    return out
+
+
+def _suppress(construct: Construct, *rules: tuple[str, str]) -> None:
+    """cdk-nag acknowledgments, each with its reason (a wildcard finding is named ``Rule[Finding]``)."""
+    acks = [cdk.Acknowledgment(id=rule, reason=reason) for rule, reason in rules]
+    cdk.Validations.of(construct).acknowledge(*acks)
+
+
+class HarelEngine(Construct):
+    """The harel engine on AWS: tables, queue + DLQ, notification bus, layer, three functions, schedules.
+
+    Props:
+      table_prefix: tables are named ``{table_prefix}_{name}``; also names the queues and the bus.
+      definitions_dir: the folder of statechart definitions packaged with every function.
+      removal_policy: for the tables (default RETAIN: executions are the state of record).
+      sweeper_rate: how often due timers are fired (the timers' resolution; EventBridge's minimum is 1 min).
+      relay_backstop_rate: how often the relay drains anything its stream trigger missed.
+      memory_size / architecture / worker_timeout: the functions' sizing (ARM_64 is cheaper per ms).
+      max_receive_count: deliveries of a message before SQS moves it to the dead-letter queue.
+      alarm_actions: e.g. an SNS action for the dead-letter alarm.
+      layer_code: a prebuilt layer (skips the local layer build).
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        table_prefix: str = "harel",
+        definitions_dir: str | Path = PROJECT_ROOT / "examples",
+        removal_policy: cdk.RemovalPolicy = cdk.RemovalPolicy.RETAIN,
+        sweeper_rate: cdk.Duration | None = None,
+        relay_backstop_rate: cdk.Duration | None = None,
+        memory_size: int = 512,
+        architecture: lambda_.Architecture = lambda_.Architecture.ARM_64,
+        worker_timeout: cdk.Duration | None = None,
+        max_receive_count: int = 5,
+        log_retention: logs.RetentionDays = logs.RetentionDays.ONE_MONTH,
+        alarm_actions: Sequence[cloudwatch.IAlarmAction] = (),
+        layer_code: lambda_.Code | None = None,
+        functions_dir: str | Path = PROJECT_ROOT / "functions",
+        build_root: str | Path = PROJECT_ROOT / "layers" / "build",
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.table_prefix = table_prefix
+        sweeper_rate = sweeper_rate or cdk.Duration.minutes(1)
+        relay_backstop_rate = relay_backstop_rate or cdk.Duration.minutes(5)
+        worker_timeout = worker_timeout or cdk.Duration.seconds(30)
+        build = Path(build_root)
+        runtime = lambda_.Runtime.PYTHON_3_12
+
+        # ---- tables -------------------------------------------------------------------------------------
+        self.tables: dict[str, dynamodb.Table] = {
+            name: self._table(name, spec, removal_policy) for name, spec in TABLES.items()
+        }
+
+        # ---- queues -------------------------------------------------------------------------------------
+        self.dead_letter_queue = sqs.Queue(
+            self, "DeadLetterQueue",
+            queue_name=f"{table_prefix}-events-dlq.fifo",
+            fifo=True,
+            encryption=sqs.QueueEncryption.SQS_MANAGED,
+            enforce_ssl=True,
+            retention_period=cdk.Duration.days(14),
+        )
+        _suppress(self.dead_letter_queue,
+                  ("AwsSolutions-SQS3", "This is the dead-letter queue of the event queue; a DLQ of a DLQ "
+                                        "would only hide poison messages further."))
+        self.queue = sqs.Queue(
+            self, "EventQueue",
+            queue_name=f"{table_prefix}-events.fifo",
+            fifo=True,
+            # High-throughput FIFO: dedupe and throughput are per message group (= per execution).
+            deduplication_scope=sqs.DeduplicationScope.MESSAGE_GROUP,
+            fifo_throughput_limit=sqs.FifoThroughputLimit.PER_MESSAGE_GROUP_ID,
+            encryption=sqs.QueueEncryption.SQS_MANAGED,
+            enforce_ssl=True,
+            # AWS's guidance for an SQS event source: at least six times the function's timeout.
+            visibility_timeout=cdk.Duration.seconds(worker_timeout.to_seconds() * 6),
+            retention_period=cdk.Duration.days(4),
+            dead_letter_queue=sqs.DeadLetterQueue(queue=self.dead_letter_queue,
+                                                  max_receive_count=max_receive_count),
+        )
+
+        # ---- notifications ------------------------------------------------------------------------------
+        self.event_bus = events.EventBus(self, "NotificationBus",
+                                         event_bus_name=f"{table_prefix}-notifications")
+
+        # ---- layer + functions --------------------------------------------------------------------------
+        arch_name = architecture.name  # "arm64" | "x86_64"
+        if layer_code is None:
+            from layers.build_layer import build_layer  # files on disk, not the harel package
+
+            layer_dir = build_layer(architecture=arch_name, python_version="3.12", build_root=build)
+            layer_code = lambda_.Code.from_asset(
+                str(layer_dir), asset_hash=layer_dir.name, asset_hash_type=cdk.AssetHashType.CUSTOM,
+                exclude=[".complete"],
+            )
+        self.layer = lambda_.LayerVersion(
+            self, "EngineLayer",
+            code=layer_code,
+            compatible_runtimes=[runtime],
+            compatible_architectures=[architecture],
+            description="harel engine, stores and runtime with pydantic, PyYAML and Powertools",
+        )
+
+        environment = {
+            "HAREL_TABLE_PREFIX": table_prefix,
+            "HAREL_QUEUE_URL": self.queue.queue_url,
+            "HAREL_DLQ_URL": self.dead_letter_queue.queue_url,
+            "HAREL_EVENT_BUS_NAME": self.event_bus.event_bus_name,
+            "HAREL_DEFINITIONS_DIR": f"/var/task/{DEFINITIONS_MOUNT}",
+            "POWERTOOLS_METRICS_NAMESPACE": "harel",
+            "POWERTOOLS_LOG_LEVEL": "INFO",
+        }
+        definitions = Path(definitions_dir).resolve()
+        self.functions: dict[str, lambda_.Function] = {}
+        for name, timeout in (("worker", worker_timeout), ("relay", cdk.Duration.seconds(60)),
+                              ("sweeper", cdk.Duration.seconds(60))):
+            code_dir = stage_function_code(name, Path(functions_dir), definitions, build)
+            self.functions[name] = self._function(
+                name, code_dir, runtime, architecture, memory_size, timeout, log_retention,
+                {**environment, "POWERTOOLS_SERVICE_NAME": f"harel-{name}"},
+            )
+        self.worker = self.functions["worker"]
+        self.relay = self.functions["relay"]
+        self.sweeper = self.functions["sweeper"]
+
+        # ---- least-privilege grants ----------------------------------------------------------------------
+        # Explicit statements: Table.grant() would add `table/index/*` to every grant of an indexed table.
+        for fn_name, grants in TABLE_GRANTS.items():
+            for table, actions in grants.items():
+                self.functions[fn_name].add_to_role_policy(iam.PolicyStatement(
+                    actions=[f"dynamodb:{a}" for a in actions], resources=[self.tables[table].table_arn]))
+            for (table, index), actions in INDEX_GRANTS[fn_name].items():
+                self.functions[fn_name].add_to_role_policy(iam.PolicyStatement(
+                    actions=[f"dynamodb:{a}" for a in actions],
+                    resources=[f"{self.tables[table].table_arn}/index/{index}"]))
+        self.dead_letter_queue.grant_send_messages(self.worker)  # poison messages, with their reason
+        self.queue.grant_send_messages(self.relay)
+        self.queue.grant_send_messages(self.sweeper)
+        self.event_bus.grant_put_events_to(self.relay)
+
+        # ---- triggers -----------------------------------------------------------------------------------
+        self.worker.add_event_source(sources.SqsEventSource(
+            self.queue, batch_size=10, report_batch_item_failures=True,
+        ))
+        for table in ("outbox", "spawns"):
+            self.relay.add_event_source(sources.DynamoEventSource(
+                self.tables[table],
+                starting_position=lambda_.StartingPosition.TRIM_HORIZON,
+                batch_size=100,
+                retry_attempts=2,  # the scheduled backstop drains whatever a failed batch left behind
+                filters=[lambda_.FilterCriteria.filter({"eventName": lambda_.FilterRule.is_equal("INSERT")})],
+            ))
+        self.relay_schedule = events.Rule(
+            self, "RelayBackstop", schedule=events.Schedule.rate(relay_backstop_rate),
+            description="Drains the outbox and spawn intents the stream trigger did not deliver",
+            targets=[targets.LambdaFunction(self.relay, retry_attempts=2)],
+        )
+        self.sweeper_schedule = events.Rule(
+            self, "SweeperSchedule", schedule=events.Schedule.rate(sweeper_rate),
+            description="Fires due harel timers",
+            targets=[targets.LambdaFunction(self.sweeper, retry_attempts=2)],
+        )
+
+        # ---- alarm --------------------------------------------------------------------------------------
+        self.dead_letter_alarm = cloudwatch.Alarm(
+            self, "DeadLetterAlarm",
+            alarm_description="harel: messages in the dead-letter queue (malformed, unknown execution or "
+                              "definition, or retried past maxReceiveCount)",
+            metric=self.dead_letter_queue.metric_approximate_number_of_messages_visible(
+                period=cdk.Duration.minutes(1), statistic="Maximum"),
+            threshold=1,
+            evaluation_periods=1,
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+        )
+        for action in alarm_actions:
+            self.dead_letter_alarm.add_alarm_action(action)
+
+    # ------------------------------------------------------------------------------------------------------
+    def _table(self, name: str, spec: TableSpec, removal_policy: cdk.RemovalPolicy) -> dynamodb.Table:
+        table = dynamodb.Table(
+            self, f"{name.capitalize()}Table",
+            table_name=table_name(self.table_prefix, name),
+            partition_key=dynamodb.Attribute(name=spec.partition[0], type=_TYPES[spec.partition[1]]),
+            sort_key=(dynamodb.Attribute(name=spec.sort[0], type=_TYPES[spec.sort[1]])
+                      if spec.sort else None),
+            billing_mode=dynamodb.BillingMode.PAY_PER_REQUEST,
+            encryption=dynamodb.TableEncryption.AWS_MANAGED,
+            point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(
+                point_in_time_recovery_enabled=True) if spec.point_in_time_recovery else None,
+            time_to_live_attribute=TTL_ATTRIBUTE if spec.ttl else None,
+            stream=dynamodb.StreamViewType.NEW_IMAGE if spec.stream else None,
+            removal_policy=removal_policy,
+        )
+        for index in spec.indexes:
+            table.add_global_secondary_index(
+                index_name=index.name,
+                partition_key=dynamodb.Attribute(name=index.partition[0], type=_TYPES[index.partition[1]]),
+                sort_key=(dynamodb.Attribute(name=index.sort[0], type=_TYPES[index.sort[1]])
+                          if index.sort else None),
+                projection_type=dynamodb.ProjectionType[index.projection],
+                non_key_attributes=list(index.non_key_attributes) or None,
+            )
+        if not spec.point_in_time_recovery:
+            _suppress(table, ("AwsSolutions-DDB3", _NO_PITR_REASONS[name]))
+        return table
+
+    def _function(self, name: str, code_dir: Path, runtime: lambda_.Runtime,
+                  architecture: lambda_.Architecture, memory_size: int, timeout: cdk.Duration,
+                  retention: logs.RetentionDays, environment: dict[str, str]) -> lambda_.Function:
+        title = name.capitalize()
+        log_group = logs.LogGroup(self, f"{title}Logs", retention=retention,
+                                  removal_policy=cdk.RemovalPolicy.DESTROY)
+        # An explicit role: only this function's log group, no AWS managed policy with account-wide logs.
+        role = iam.Role(self, f"{title}Role", assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+                        description=f"harel {name} function")
+        log_group.grant_write(role)
+        fn = lambda_.Function(
+            self, title,
+            runtime=runtime,
+            architecture=architecture,
+            handler=HANDLERS[name],
+            code=lambda_.Code.from_asset(str(code_dir), asset_hash=code_dir.name,
+                                         asset_hash_type=cdk.AssetHashType.CUSTOM, exclude=[".complete"]),
+            layers=[self.layer],
+            memory_size=memory_size,
+            timeout=timeout,
+            role=role,
+            log_group=log_group,
+            tracing=lambda_.Tracing.ACTIVE,
+            environment=environment,
+            description=f"harel {name}",
+        )
+        wildcard = "X-Ray's PutTraceSegments/PutTelemetryRecords support no resource-level permissions"
+        if name == "relay":
+            wildcard += ", nor does dynamodb:ListStreams (added by the stream event source)"
+        _suppress(role, ("AwsSolutions-IAM5[Resource::*]", wildcard + ", so AWS requires Resource '*'."))
+        _suppress(fn, ("AwsSolutions-L1", "Python 3.12 is pinned on purpose: the layer's compiled wheels "
+                                          "(pydantic-core, PyYAML, wrapt) are built for cp312."))
+        return fn

@@ -1,0 +1,70 @@
+"""``HarelStack``: the deployable stack — the engine construct plus outputs a user needs to drive it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import aws_cdk as cdk
+from aws_cdk import aws_lambda as lambda_
+from constructs import Construct
+
+from infra.construct import HarelEngine
+
+_ARCHITECTURES = {"arm64": lambda_.Architecture.ARM_64, "x86_64": lambda_.Architecture.X86_64}
+_REMOVAL = {"retain": cdk.RemovalPolicy.RETAIN, "destroy": cdk.RemovalPolicy.DESTROY,
+            "snapshot": cdk.RemovalPolicy.SNAPSHOT}
+
+
+def removal_policy(name: str) -> cdk.RemovalPolicy:
+    try:
+        return _REMOVAL[name.lower()]
+    except KeyError:
+        raise ValueError(f"removal policy must be one of {sorted(_REMOVAL)}, not {name!r}") from None
+
+
+def architecture(name: str) -> lambda_.Architecture:
+    try:
+        return _ARCHITECTURES[name.lower()]
+    except KeyError:
+        raise ValueError(f"architecture must be one of {sorted(_ARCHITECTURES)}, not {name!r}") from None
+
+
+class HarelStack(cdk.Stack):
+    """One harel engine and the stack outputs (queue URLs, table prefix, bus) the README's commands read."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        table_prefix: str = "harel",
+        definitions_dir: str | Path = "examples",
+        removal: cdk.RemovalPolicy = cdk.RemovalPolicy.RETAIN,
+        sweeper_rate: cdk.Duration | None = None,
+        relay_backstop_rate: cdk.Duration | None = None,
+        memory_size: int = 512,
+        arch: lambda_.Architecture = lambda_.Architecture.ARM_64,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(scope, construct_id, description="harel: durable Harel statecharts on AWS", **kwargs)
+        self.engine = HarelEngine(
+            self, "Engine",
+            table_prefix=table_prefix,
+            definitions_dir=definitions_dir,
+            removal_policy=removal,
+            sweeper_rate=sweeper_rate,
+            relay_backstop_rate=relay_backstop_rate,
+            memory_size=memory_size,
+            architecture=arch,
+        )
+        outputs = {
+            "QueueUrl": (self.engine.queue.queue_url,
+                         "send events here (wire format, MessageGroupId = target)"),
+            "DeadLetterQueueUrl": (self.engine.dead_letter_queue.queue_url, "poison messages, with reasons"),
+            "TablePrefix": (table_prefix, "DynamoDB tables are {prefix}_{name}"),
+            "EventBusName": (self.engine.event_bus.event_bus_name, "untargeted emits (notifications)"),
+            "WorkerFunctionName": (self.engine.worker.function_name, "the SQS-triggered worker"),
+        }
+        for key, (value, description) in outputs.items():
+            cdk.CfnOutput(self, key, value=value, description=description)

@@ -1,0 +1,77 @@
+"""The engine layer: built without Docker for the Lambda platform, reproducible, cached, and complete."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import re
+from pathlib import Path
+
+import pytest
+from packaging.markers import default_environment
+from packaging.requirements import Requirement
+
+from layers.build_layer import (
+    LAYER_DISTRIBUTIONS,
+    RUNTIME_PROVIDED,
+    LayerBuildError,
+    build_layer,
+    layer_spec,
+    normalize,
+    read_pins,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def layer() -> Path:
+    return build_layer(architecture="arm64")  # cached under layers/build: no download after the first
+
+
+def test_the_key_covers_architecture_python_pins_and_sources() -> None:
+    arm = layer_spec(ROOT, "arm64")
+    assert arm.digest == layer_spec(ROOT, "arm64").digest
+    assert arm.digest != layer_spec(ROOT, "x86_64").digest
+    assert arm.digest != layer_spec(ROOT, "arm64", python_version="3.13").digest
+    assert any(rel == "harel/__init__.py" for rel, _ in arm.sources)
+    assert not any("__pycache__" in rel for rel, _ in arm.sources)
+    assert all(p.endswith("_aarch64") for p in arm.platforms)
+
+
+def test_a_second_build_reuses_the_first(layer: Path) -> None:
+    assert build_layer(architecture="arm64") == layer
+    assert (layer / ".complete").read_text().strip() in layer.name
+
+
+def test_layer_is_closed_over_its_requirements(layer: Path) -> None:
+    """Every requirement of every distribution in the layer is in the layer or in the Lambda runtime."""
+    env = {k: str(v) for k, v in default_environment().items()}
+    env.update({"python_version": "3.12", "python_full_version": "3.12.0", "sys_platform": "linux",
+                "platform_system": "Linux", "platform_machine": "aarch64", "extra": ""})
+    found = importlib.metadata.distributions(path=[str(layer / "python")])
+    dists = {normalize(d.metadata["Name"]): d for d in found}
+    assert set(dists) == {normalize(n) for n in LAYER_DISTRIBUTIONS} | {"harel"}
+    available = set(dists) | {normalize(n) for n in RUNTIME_PROVIDED}
+    for name, dist in dists.items():
+        for raw in dist.requires or []:
+            req = Requirement(raw)
+            if req.marker is not None and not req.marker.evaluate(env):
+                continue
+            assert normalize(req.name) in available, f"{name} needs {req.name}, missing from the layer"
+            if normalize(req.name) in dists:
+                version = dists[normalize(req.name)].version
+                assert req.specifier.contains(version, prereleases=True), (name, raw)
+
+
+def test_layer_wheels_are_for_the_lambda_platform(layer: Path) -> None:
+    sos = list((layer / "python").rglob("*.so"))
+    assert sos
+    for so in sos:
+        assert re.search(r"cpython-312-aarch64-linux-gnu|abi3", so.name), so.name
+    assert not list((layer / "python").rglob("*.pyc")), "byte code embeds build-time data"
+
+
+def test_missing_pins_are_an_error(tmp_path: Path) -> None:
+    (tmp_path / "constraints.txt").write_text("pydantic==2.0\n")
+    with pytest.raises(LayerBuildError, match="pins no version"):
+        read_pins(tmp_path / "constraints.txt")
