@@ -172,6 +172,9 @@ class HarelEngine(Construct):
       max_receive_count: deliveries of a message before SQS moves it to the dead-letter queue.
       alarm_actions: e.g. an SNS action for the dead-letter alarm.
       layer_code: a prebuilt layer (skips the local layer build).
+      trace: record a trace step per commit (off by default: it makes state-only commits transactions).
+      processed_ttl / trace_ttl: how long dedupe marks (default 14 days, longer than the queue's
+        retention) and trace steps (default 7 days) live before DynamoDB's TTL may delete them.
     """
 
     def __init__(
@@ -192,6 +195,9 @@ class HarelEngine(Construct):
         alarm_actions: Sequence[cloudwatch.IAlarmAction] = (),
         layer_code: lambda_.Code | None = None,
         functions_dir: str | Path = PROJECT_ROOT / "functions",
+        trace: bool = False,
+        processed_ttl: cdk.Duration | None = None,
+        trace_ttl: cdk.Duration | None = None,
         build_root: str | Path = PROJECT_ROOT / "layers" / "build",
     ) -> None:
         super().__init__(scope, construct_id)
@@ -263,6 +269,11 @@ class HarelEngine(Construct):
             "HAREL_DLQ_URL": self.dead_letter_queue.queue_url,
             "HAREL_EVENT_BUS_NAME": self.event_bus.event_bus_name,
             "HAREL_DEFINITIONS_DIR": f"/var/task/{DEFINITIONS_MOUNT}",
+            # Tracing is opt-in (it makes every state-only commit a transaction); the TTLs let DynamoDB
+            # expire dedupe marks (after the queue could still redeliver) and trace steps.
+            "HAREL_TRACE": "1" if trace else "0",
+            "HAREL_PROCESSED_TTL_SECONDS": str(int((processed_ttl or cdk.Duration.days(14)).to_seconds())),
+            "HAREL_TRACE_TTL_SECONDS": str(int((trace_ttl or cdk.Duration.days(7)).to_seconds())),
             "POWERTOOLS_METRICS_NAMESPACE": "harel",
             "POWERTOOLS_LOG_LEVEL": "INFO",
         }

@@ -8,7 +8,6 @@ by an in-process worker + relay + sweeper run until idle, and the command shows 
 
 from __future__ import annotations
 
-import inspect
 from dataclasses import dataclass
 
 from harel.cli.session import Session
@@ -54,22 +53,17 @@ def queued_start(sess: Session, execution_id: str) -> str | None:
     """The definition id of a ``harel.start`` for ``execution_id`` still waiting in the inbox, if any.
 
     Lets ``harel start X && harel send X e`` work before any server has run: the send is queued behind
-    the start in X's queue, in order. Returns :data:`QUEUED_UNKNOWN` when messages wait for the id but
-    the inbox cannot list them, and ``None`` when nothing waits.
+    the start in X's queue, in order. Returns :data:`QUEUED_UNKNOWN` when the queued start names no
+    definition, and ``None`` when no start waits.
     """
     inbox = sess.inbox
     if inbox is None:
         return None
-    peek = getattr(inbox, "messages", None)
-    if callable(peek):
-        takes_target = bool(inspect.signature(peek).parameters)
-        messages = peek(execution_id) if takes_target else peek()
-        for target, event in messages:
-            if target == execution_id and event.name == START:
-                definition_id = event.data.get("definition_id")
-                return definition_id if isinstance(definition_id, str) else QUEUED_UNKNOWN
+    peek = getattr(inbox, "messages", None)  # every queue transport harel ships has it; SQS does not
+    if not callable(peek):
         return None
-    count = getattr(inbox, "pending", None)
-    if callable(count) and inspect.signature(count).parameters and int(count(execution_id)) > 0:
-        return QUEUED_UNKNOWN
+    for target, event in peek(execution_id):
+        if target == execution_id and event.name == START:
+            definition_id = event.data.get("definition_id")
+            return definition_id if isinstance(definition_id, str) else QUEUED_UNKNOWN
     return None

@@ -79,7 +79,7 @@ def serve(
     total = RunStats()
     with _stop_on_signals(stop):
         while not stop.is_set():
-            stats = runtime.run_until_idle(max_rounds=1)
+            stats = runtime.run_once()
             _merge(total, stats)
             if once:
                 break
@@ -201,19 +201,11 @@ class _PrintSink:
             output.say(Text(f"notification {event.name} {output.compact(event.data, 100)}", style="cyan"))
 
 
-class _RoundByRound(logging.Filter):
-    """``serve`` drives the runtime one round at a time, so "stopped after 1 rounds" is not news."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not str(record.msg).startswith("run_until_idle stopped after")
-
-
 def _configure_logging() -> None:
     """The runtime's warnings (retries, dead letters) to stderr, once."""
     log = logging.getLogger("harel")
     if not log.handlers:
         handler = logging.StreamHandler()
         handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
-        handler.addFilter(_RoundByRound())
         log.addHandler(handler)
         log.setLevel(logging.WARNING)

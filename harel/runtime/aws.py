@@ -17,6 +17,11 @@ definitions) from these variables:
 ``HAREL_DEFINITIONS_DIR``  folder of definition files; default: ``definitions`` next to the handler
 ``HAREL_RELAY_BUDGET``     outbox entries + spawns handled per relay pass (default 500)
 ``HAREL_SWEEP_LIMIT``      due timers fired per sweeper run (default 500)
+``HAREL_TRACE``            ``1`` records a trace step per commit (off by default: it turns every state-only
+                           commit into a transaction, about 3x the write cost)
+``HAREL_PROCESSED_TTL_SECONDS`` / ``HAREL_TRACE_TTL_SECONDS``
+                           lifetime of dedupe marks / trace steps before DynamoDB's TTL may delete them
+                           (defaults 14 days / 7 days; a mark must outlive the queue's retention period)
 =========================  ===========================================================================
 
 No endpoint is passed to boto3 explicitly: botocore resolves ``AWS_ENDPOINT_URL_<SERVICE>`` and
@@ -62,6 +67,8 @@ __all__ = [
 log = logging.getLogger("harel.runtime.aws")
 
 DEFAULT_BUDGET = 500
+DEFAULT_PROCESSED_TTL = 14 * 86400
+DEFAULT_TRACE_TTL = 7 * 86400
 
 Outcome = Literal["applied", "duplicate", "ignored", "dead-lettered"]
 
@@ -87,6 +94,9 @@ class AwsSettings:
     definitions_dir: Path = Path("definitions")
     relay_budget: int = DEFAULT_BUDGET
     sweep_limit: int = DEFAULT_BUDGET
+    trace: bool = False
+    processed_ttl: int = DEFAULT_PROCESSED_TTL
+    trace_ttl: int = DEFAULT_TRACE_TTL
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None,
@@ -102,6 +112,9 @@ class AwsSettings:
             definitions_dir=Path(defs),
             relay_budget=_positive_int(env, "HAREL_RELAY_BUDGET", DEFAULT_BUDGET),
             sweep_limit=_positive_int(env, "HAREL_SWEEP_LIMIT", DEFAULT_BUDGET),
+            trace=(env.get("HAREL_TRACE") or "0").strip().lower() in ("1", "true", "yes", "on"),
+            processed_ttl=_positive_int(env, "HAREL_PROCESSED_TTL_SECONDS", DEFAULT_PROCESSED_TTL),
+            trace_ttl=_positive_int(env, "HAREL_TRACE_TTL_SECONDS", DEFAULT_TRACE_TTL),
         )
 
 
@@ -256,7 +269,8 @@ def build_runtime(settings: AwsSettings | None = None, *, clock: Clock = time.ti
     if store is None:
         from harel.engine.store.dynamodb import DynamoDBStore
 
-        store = DynamoDBStore(dynamodb, prefix=settings.table_prefix)
+        store = DynamoDBStore(dynamodb, prefix=settings.table_prefix, record_trace=settings.trace,
+                              processed_ttl=settings.processed_ttl, trace_ttl=settings.trace_ttl)
     transport: Transport
     if settings.queue_url:
         from harel.transport.sqs import SqsTransport

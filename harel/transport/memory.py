@@ -110,10 +110,10 @@ class InMemoryTransport:
     def __len__(self) -> int:
         return self.pending()
 
-    def messages(self) -> list[tuple[str, Event]]:
-        """A snapshot of every unacked message, per target in delivery order (for tests and `show`)."""
+    def messages(self, target_id: str | None = None) -> list[tuple[str, Event]]:
+        """A snapshot of every unacked message (of one target, or all), per target in delivery order."""
         with self._lock:
-            return [(t, m.event) for t, q in self._queues.items() for m in q]
+            return [(t, m.event) for t, q in self._queues.items() if target_id in (None, t) for m in q]
 
     def _expire(self, now: float) -> None:
         for target_id, msg in list(self._inflight.items()):

@@ -101,7 +101,7 @@ class PostgresTransport(PgLink):
         )
         self._release = f"UPDATE {s}.inbox SET token = NULL, lease_until = NULL WHERE seq = %s AND token = %s"
         self._pending = f"SELECT count(*) FROM {s}.inbox"
-        self._messages = f"SELECT target_id, event FROM {s}.inbox ORDER BY target_id, seq"
+        self._messages = f"SELECT target_id, event FROM {s}.inbox"
         if create_schema:
             self.ensure_schema()
 
@@ -212,10 +212,13 @@ class PostgresTransport(PgLink):
             self._conn.commit()
         return int(row[0]) if row else 0
 
-    def messages(self) -> list[tuple[str, Event]]:
-        """Every unacked message, per target in delivery order (for tests and ``show``)."""
+    def messages(self, target_id: str | None = None) -> list[tuple[str, Event]]:
+        """Every unacked message (of one target, or all), per target in delivery order."""
         with self._cursor() as cur:
-            cur.execute(self._messages)
+            if target_id is None:
+                cur.execute(self._messages + " ORDER BY target_id, seq")
+            else:
+                cur.execute(self._messages + " WHERE target_id = %s ORDER BY seq", (target_id,))
             rows = cur.fetchall()
             self._conn.commit()
         return [(t, Event.model_validate_json(e)) for t, e in rows]

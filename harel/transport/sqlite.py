@@ -124,6 +124,20 @@ class SqliteTransport:
                                            (target_id,)).fetchone()
         return int(row[0])
 
+    def messages(self, target_id: str | None = None) -> list[tuple[str, Event]]:
+        """Every unacked message (of one target, or all), per target in delivery order.
+
+        ``harel send`` uses it to check an event against the definition of an execution whose start is
+        still waiting in the inbox.
+        """
+        sql = "SELECT target_id, event FROM inbox"
+        args: tuple[str, ...] = ()
+        if target_id is not None:
+            sql, args = sql + " WHERE target_id = ?", (target_id,)
+        with self._db.lock:
+            rows = self._db.cur.execute(sql + " ORDER BY target_id, seq", args).fetchall()
+        return [(t, Event.model_validate_json(e)) for t, e in rows]
+
     def close(self) -> None:
         """Close the connection if this transport opened it (a store's connection stays the store's)."""
         if self._owned:
