@@ -102,9 +102,12 @@ class DeliveryFailed(HarelError):
     receiver deduplicates what did arrive.
     """
 
-    def __init__(self, what: str, failures: list[tuple[str, str, str]]) -> None:
+    def __init__(self, what: str, failures: list[tuple[str, str, str]],
+                 permanent: frozenset[str] = frozenset()) -> None:
         self.what = what
         self.failures = list(failures)
+        self.permanent = frozenset(permanent)
+        """Keys of the failures no retry can fix (the receiver rejected them as the sender's fault)."""
         shown = "; ".join(f"{k}: {c} {m}".strip() for k, c, m in self.failures[:5])
         more = f" (+{len(self.failures) - 5} more)" if len(self.failures) > 5 else ""
         super().__init__(
@@ -113,7 +116,7 @@ class DeliveryFailed(HarelError):
         )
 
     def __reduce__(self) -> tuple[object, ...]:
-        return (type(self), (self.what, self.failures))
+        return (type(self), (self.what, self.failures, self.permanent))
 
 
 class StoreThrottled(StoreUnavailable):

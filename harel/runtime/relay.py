@@ -16,13 +16,16 @@ from dataclasses import dataclass
 from harel.engine import DefinitionRegistry, step
 from harel.engine.model import START, Event, Execution
 from harel.engine.store._base import ExecutionStore, OutboxEntry, SpawnEntry
-from harel.errors import StoreConflict
+from harel.errors import DeliveryFailed, StoreConflict
 from harel.runtime.clock import Clock
 from harel.transport.base import Sink, Transport
 
 __all__ = ["Relay", "RelayStats"]
 
 log = logging.getLogger("harel.runtime")
+
+UNDELIVERABLE = "harel.undeliverable"
+"""The notification a relay publishes for an emitted event its transport rejected for good."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +52,8 @@ class Relay:
         self.sink = sink
         self.clock = clock
         self.batch_size = max(1, batch_size)
+        self.undeliverable: list[tuple[OutboxEntry, str]] = []
+        """Outbox entries dropped because the transport can never deliver them, with the reason."""
 
     def run_once(self, max_items: int | None = None) -> RelayStats:
         """One pass: spawns first, then the outbox, at most ``max_items`` items in all.
@@ -117,11 +122,34 @@ class Relay:
         return sent, published
 
     def _send(self, batch: list[OutboxEntry]) -> int:
-        # If send raises, nothing of this batch is acked; a later pass sends it again (deduped downstream).
-        self.transport.send([(e.target_id, e.event) for e in batch if e.target_id is not None])
+        try:
+            self.transport.send([(e.target_id, e.event) for e in batch if e.target_id is not None])
+        except DeliveryFailed as err:
+            # Ack what went and what never can (else one poison entry stalls the relay for everyone);
+            # leave the rest for the next pass, which sends it again (deduplicated downstream).
+            failed = {key for key, _, _ in err.failures}
+            for e in batch:
+                if e.event.id in err.permanent:
+                    self._undeliverable(e, err)
+                if e.event.id not in failed or e.event.id in err.permanent:
+                    self.store.ack_outbox(e.seq)
+            if failed - err.permanent:
+                raise
+            return len(batch)
         for e in batch:
             self.store.ack_outbox(e.seq)
         return len(batch)
+
+    def _undeliverable(self, e: OutboxEntry, err: DeliveryFailed) -> None:
+        """An entry the transport rejects for good: logged, and announced on the sink when there is one."""
+        reason = next((f"{code} {msg}".strip() for key, code, msg in err.failures if key == e.event.id), "")
+        log.error("outbox %s: event %s (%s) to %s can never be delivered (%s); dropped", e.seq, e.event.id,
+                  e.event.name, e.target_id, reason)
+        self.undeliverable.append((e, reason))
+        if self.sink is not None:
+            self.sink.publish([Event(id=f"{e.event.id}:undeliverable", name=UNDELIVERABLE,
+                                     data={"target_id": e.target_id, "event": e.event.model_dump(),
+                                           "reason": reason})])
 
     def _publish(self, notices: list[OutboxEntry]) -> int:
         if self.sink is not None:

@@ -147,12 +147,14 @@ class SqsTransport(QueueTransport):
     def send(self, messages: Sequence[tuple[str, Event]]) -> None:
         """Deliver every ``(target_id, event)``; raise :class:`DeliveryFailed` naming any that did not go."""
         failures: list[tuple[str, str, str]] = []
+        permanent: set[str] = set()
         for chunk in _chunks([(t, e, dump_envelope(t, e)) for t, e in messages]):
-            failures.extend(self._send_chunk(chunk))
+            failures.extend(self._send_chunk(chunk, permanent))
         if failures:
-            raise DeliveryFailed(f"SQS queue {self.queue_url}", failures)
+            raise DeliveryFailed(f"SQS queue {self.queue_url}", failures, frozenset(permanent))
 
-    def _send_chunk(self, chunk: list[tuple[str, Event, str]]) -> list[tuple[str, str, str]]:
+    def _send_chunk(self, chunk: list[tuple[str, Event, str]], permanent_ids: set[str]
+                    ) -> list[tuple[str, str, str]]:
         from botocore.exceptions import ClientError  # type: ignore[import-untyped]
 
         todo = dict(enumerate(chunk))
@@ -172,6 +174,7 @@ class SqsTransport(QueueTransport):
                 last = {int(f["Id"]): (str(f.get("Code", "")), str(f.get("Message", ""))) for f in failed}
                 permanent = [int(f["Id"]) for f in failed if f.get("SenderFault")]
                 if permanent:  # the sender's fault (too large, bad id): a retry cannot succeed
+                    permanent_ids.update(todo[i][1].id for i in permanent)
                     return [(todo[i][1].id, *last[i]) for i in last]
                 todo = {i: todo[i] for i in last}
             if attempt < self._max_attempts:

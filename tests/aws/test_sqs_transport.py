@@ -111,9 +111,10 @@ def test_an_entry_that_keeps_failing_raises_and_names_it(sqs: Any, queues: tuple
 def test_sender_fault_is_not_retried(sqs: Any, queues: tuple[str, str]) -> None:
     q, _ = queues
     rec = Recording(sqs, {"e1": [("InvalidParameterValue", True)]})
-    with pytest.raises(DeliveryFailed, match="InvalidParameterValue"):
+    with pytest.raises(DeliveryFailed, match="InvalidParameterValue") as err:
         SqsTransport(rec, q, sleep=lambda s: None).send([("a", ev(1))])
     assert len(rec.batches) == 1
+    assert err.value.permanent == {"e1"}  # the relay drops it instead of retrying it forever
 
 
 def test_claim_hands_out_one_per_target_in_order(sqs: Any, queues: tuple[str, str]) -> None:

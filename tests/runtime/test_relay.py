@@ -10,7 +10,9 @@ from harel.engine import DefinitionRegistry
 from harel.engine.model import FINISHED, Event
 from harel.engine.store import DictStore
 from harel.engine.store._base import SpawnEntry
+from harel.errors import DeliveryFailed
 from harel.runtime import LocalRuntime, ManualClock, Relay, Worker
+from harel.runtime.relay import UNDELIVERABLE
 from harel.transport import InMemorySink, InMemoryTransport
 
 from .conftest import HookedStore, ev
@@ -143,4 +145,41 @@ def test_untargeted_emits_go_to_the_sink_or_are_dropped_with_a_log_line(
     with caplog.at_level(logging.INFO, logger="harel.runtime"):
         assert Relay(store, registry, transport).run_once().published == 1
     assert "harel.finished" in caplog.text and "no sink" in caplog.text
+    assert store.pending_outbox() == []
+
+
+class RejectingTransport(InMemoryTransport):
+    """Rejects some event ids for good (as SQS does an oversized body) and others for now."""
+
+    def __init__(self, permanent: set[str], transient: set[str]) -> None:
+        super().__init__()
+        self.permanent, self.transient = permanent, transient
+
+    def send(self, messages: list[tuple[str, Event]]) -> None:  # type: ignore[override]
+        bad = [(e.id, "Rejected", "") for _, e in messages if e.id in self.permanent | self.transient]
+        super().send([(t, e) for t, e in messages if e.id not in self.permanent | self.transient])
+        if bad:
+            raise DeliveryFailed("test queue", bad, frozenset(self.permanent))
+
+
+def test_an_undeliverable_entry_is_dropped_and_announced_not_retried_forever(
+        registry: DefinitionRegistry) -> None:
+    store = DictStore()
+    w = Worker(store, registry)
+    w.handle("src", start_event("src", context={"peer": "t"}))
+    for n in (1, 2, 3):
+        w.handle("src", ev("poke", f"p{n}"))
+    first, second, third = store.pending_outbox()
+    sink = InMemorySink()
+    transport = RejectingTransport(permanent={second.event.id}, transient={third.event.id})
+    relay = Relay(store, registry, transport, sink)
+    with pytest.raises(DeliveryFailed):
+        relay.run_once()  # the transient failure is still reported to the caller
+    assert store.pending_outbox() == [third]  # delivered and undeliverable acked; the transient kept
+    assert [e.id for _, e in transport.messages()] == [first.event.id]
+    assert [(e.seq, reason) for e, reason in relay.undeliverable] == [(second.seq, "Rejected")]
+    (notice,) = sink.events
+    assert notice.name == UNDELIVERABLE and notice.data["event"]["id"] == second.event.id
+    transport.transient.clear()
+    assert relay.run_once().sent == 1  # the next pass delivers the transient one
     assert store.pending_outbox() == []
