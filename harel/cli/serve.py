@@ -74,10 +74,11 @@ def serve(
         runtime.worker = _ReportingWorker(runtime.worker, sess)
     mode = "until idle" if until_idle else ("one round" if once else "until Ctrl-C")
     shift = f", clock +{advance:g}s" if advance else ""
-    output.note(f"serving {redact(sess.store_url)} ({mode}{shift})")
     stop = threading.Event()
     total = RunStats()
     with _stop_on_signals(stop):
+        # Printed once Ctrl-C / SIGTERM stop cleanly: a supervisor may wait for this line.
+        output.note(f"serving {redact(sess.store_url)} ({mode}{shift})")
         while not stop.is_set():
             stats = runtime.run_once()
             _merge(total, stats)

@@ -42,6 +42,10 @@ class Servers:
         proc = subprocess.Popen([*harel_executable(), "serve", "-q", *args], stdout=log, stderr=log,
                                 env={**os.environ, **self.env.vars()}, cwd=self.env.tmp)
         self.procs.append(proc)
+        # Ready once it says "serving": from then on SIGTERM stops it cleanly (before, the interpreter
+        # may still be importing, and the default action of SIGTERM applies).
+        own_log = self.env.tmp / f"serve-{len(self.procs) - 1}.log"
+        wait_for("the server to start", lambda: "serving" in own_log.read_text(errors="replace"), self)
         return proc
 
     def kill(self, proc: subprocess.Popen[bytes]) -> None:
