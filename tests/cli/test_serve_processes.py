@@ -42,11 +42,13 @@ class Servers:
         proc = subprocess.Popen([*harel_executable(), "serve", "-q", *args], stdout=log, stderr=log,
                                 env={**os.environ, **self.env.vars()}, cwd=self.env.tmp)
         self.procs.append(proc)
-        # Ready once it says "serving": from then on SIGTERM stops it cleanly (before, the interpreter
-        # may still be importing, and the default action of SIGTERM applies).
-        own_log = self.env.tmp / f"serve-{len(self.procs) - 1}.log"
-        wait_for("the server to start", lambda: "serving" in own_log.read_text(errors="replace"), self)
         return proc
+
+    def wait_serving(self, proc: subprocess.Popen[bytes]) -> None:
+        """Until ``proc`` says "serving": from then on SIGTERM stops it cleanly (before, the interpreter
+        may still be importing, and SIGTERM's default action would apply)."""
+        log = self.env.tmp / f"serve-{self.procs.index(proc)}.log"
+        wait_for("the server to start", lambda: "serving" in log.read_text(errors="replace"), self)
 
     def kill(self, proc: subprocess.Popen[bytes]) -> None:
         """SIGKILL: no handler runs, nothing is flushed or released — a crash."""
@@ -103,7 +105,8 @@ def wait_for(what: str, check: Callable[[], bool], servers: Servers) -> None:
         time.sleep(0.05)  # polling interval only: the condition above is the synchronisation
 
 
-def stop_cleanly(proc: subprocess.Popen[bytes]) -> None:
+def stop_cleanly(servers: Servers, proc: subprocess.Popen[bytes]) -> None:
+    servers.wait_serving(proc)
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=60) == 0
 
@@ -126,7 +129,7 @@ def test_sigkill_mid_run_then_restart_applies_every_event_once(env: Env, servers
         second = servers.start("--lease", "2")
         wait_for("every execution to finish", lambda: all(
             s == "finished" for s, _ in counts(store, ids).values()), servers)
-        stop_cleanly(second)
+        stop_cleanly(servers, second)
         final = counts(store, ids)
         assert final == {eid: ("finished", incs) for eid in ids}
         with SqliteTransport(env.db) as inbox:
@@ -147,8 +150,8 @@ def test_two_servers_share_one_file_and_apply_each_event_once(env: Env, servers:
     try:
         wait_for("every execution to finish", lambda: all(
             s == "finished" for s, _ in counts(store, ids).values()), servers)
-        stop_cleanly(a)
-        stop_cleanly(b)
+        stop_cleanly(servers, a)
+        stop_cleanly(servers, b)
         assert counts(store, ids) == {eid: ("finished", incs) for eid in ids}
         for eid in ids:  # each step recorded once: start + incs + finish
             assert [s["event"] for s in store.read_trace(eid)].count("inc") == incs
@@ -164,5 +167,5 @@ def test_sigterm_stops_an_idle_server_cleanly(env: Env, servers: Servers) -> Non
         wait_for("the start to be applied", lambda: store.load("sig1") is not None, servers)
     finally:
         store.close()
-    stop_cleanly(proc)
+    stop_cleanly(servers, proc)
     assert "stopped" in Path(env.tmp / "serve-0.log").read_text()

@@ -81,6 +81,15 @@ class Workers:
         self.procs.append(proc)
         return proc
 
+    def wait_serving(self, i: int) -> None:
+        """Until worker ``i`` says "serving": from then on SIGTERM stops it cleanly (before, the
+        interpreter may still be importing, and SIGTERM's default action would apply)."""
+        log, proc = self.tmp / f"worker-{i}.log", self.procs[i]
+        deadline = time.monotonic() + DEADLINE
+        while "serving" not in log.read_text(errors="replace"):
+            assert proc.poll() is None and time.monotonic() < deadline, self.logs()
+            time.sleep(0.05)  # polling interval only: the log line is the synchronisation
+
     def logs(self) -> str:
         return "\n".join(
             f"--- worker {i}\n" + (self.tmp / f"worker-{i}.log").read_text(errors="replace")
@@ -88,8 +97,9 @@ class Workers:
         )
 
     def stop(self) -> list[int]:
-        for proc in self.procs:
+        for i, proc in enumerate(self.procs):
             if proc.poll() is None:
+                self.wait_serving(i)
                 proc.send_signal(signal.SIGTERM)
         return [proc.wait(timeout=60) for proc in self.procs]
 
