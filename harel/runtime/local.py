@@ -173,7 +173,7 @@ class LocalRuntime:
                 except Exception:  # the relay or the sweeper failed (store/queue down): keep serving
                     log.exception("runtime round failed; retrying in %ss", poll_interval)
                     busy = False
-                if not busy:
+                if not busy or self._settled:  # a settled round: the next would find nothing
                     stop.wait(poll_interval)
         except KeyboardInterrupt:
             log.info("interrupted; stopping")

@@ -8,6 +8,7 @@ Nothing survives the process. The logic lives in :class:`DictCore`, shared verba
 from __future__ import annotations
 
 import bisect
+from collections import deque
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -38,7 +39,9 @@ class DictCore:
         self._processed: set[tuple[str, str]] = set()
         self._timers: dict[tuple[str, str], float] = {}
         self._spawns: dict[int, SpawnEntry] = {}
-        self._trace: dict[str, list[dict[str, Any]]] = {}
+        # One bounded deque per execution: appending to a full ring drops the oldest step in O(1)
+        # (a list trimmed with ``del steps[:1]`` moves the whole ring on every step).
+        self._trace: dict[str, deque[dict[str, Any]]] = {}
         self._trace_idx: dict[str, int] = {}
         self.trace_max: int | None = trace_max
         self._seq = 0
@@ -128,10 +131,13 @@ class DictCore:
     def _record_trace(self, execution_id: str, entry: dict[str, Any]) -> None:
         idx = self._trace_idx.get(execution_id, 0)
         self._trace_idx[execution_id] = idx + 1  # climbs regardless of trimming
-        steps = self._trace.setdefault(execution_id, [])
-        steps.append({**entry, "index": entry.get("index", idx)})
-        if self.trace_max and len(steps) > self.trace_max:
-            del steps[: len(steps) - self.trace_max]
+        bound = self.trace_max or None
+        steps = self._trace.get(execution_id)
+        if steps is None or steps.maxlen != bound:  # first step, or trace_max was changed since
+            steps = self._trace[execution_id] = deque(steps or (), maxlen=bound)
+        step = dict(entry)
+        step.setdefault("index", idx)
+        steps.append(step)
 
     def _read_trace(self, execution_id: str) -> list[dict[str, Any]]:
         return list(self._trace.get(execution_id, []))

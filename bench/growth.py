@@ -1,0 +1,246 @@
+"""Growth: does the read cost of a sweep, a relay pass and a listing page grow with what it returns,
+or with the table?
+
+Each store is filled to two sizes (by default 10k and 100k rows; ``--quick``: 1k and 10k) and the same
+three reads are costed at both:
+
+- **sweep**: ``due_timers(now)`` with every row an armed timer, of which 10 are due;
+- **relay pass**: the read a relay pass makes (``pending_spawns`` + ``pending_outbox``) with the whole
+  table as a backlog of undelivered outbox entries, against the 100 entries a pass with a budget of 100
+  delivers;
+- **listing**: one page (100) of ``list_executions(status="running")`` in a table where 1 % run.
+
+DynamoDB (moto, in process): items read and read units, billed by :mod:`bench._meter` from the
+requests and responses. PostgreSQL: ``EXPLAIN (ANALYZE, BUFFERS)`` of the store's own statements — rows
+read and shared buffers touched. Rows are bulk-loaded (``BatchWriteItem`` / ``COPY``) in the stores'
+own layouts: each DynamoDB item is a clone of one the store wrote itself, so the layout cannot drift.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from typing import Any
+
+from bench._meter import Meter
+
+NOW = 1_700_000_000.0
+DUE = 10
+PAGE = 100
+RELAY_BUDGET = 100
+
+
+# -- DynamoDB -------------------------------------------------------------------------------------------
+def _dynamo_templates(store: Any, client: Any) -> dict[str, dict[str, Any]]:
+    """One item per table, written by the store itself (an execution with an armed timer and an emit)."""
+    from harel.engine import DefinitionRegistry, Event, load_definition
+    from harel.runtime.worker import Worker
+
+    reg = DefinitionRegistry()
+    reg.register(load_definition(os.path.join(os.path.dirname(__file__), "defs", "costs.yaml")))
+    w = Worker(store, reg, clock=lambda: NOW)
+    w.handle("tmpl", Event(id="tmpl:start", name="harel.start",
+                           data={"definition_id": "costs", "context": {"peer": "someone"}}))
+    w.handle("tmpl", Event(id="tmpl:1", name="notify"))
+    w.handle("tmpl", Event(id="tmpl:2", name="arm"))
+    out = {}
+    for name in ("executions", "timers", "outbox"):
+        items = client.scan(TableName=store.table(name))["Items"]
+        out[name] = items[0]
+        client.delete_item(TableName=store.table(name),
+                           Key={k: items[0][k] for k in _keys(name)})
+    return out
+
+
+def _keys(table: str) -> tuple[str, ...]:
+    from harel.engine.store import _dynamo
+
+    for t in _dynamo.TABLES:
+        if t.name == table:
+            return tuple(k for k, _ in t.keys)
+    raise KeyError(table)
+
+
+def _batch_put(client: Any, table: str, items: list[dict[str, Any]]) -> None:
+    """Bulk-load ``items`` (a fixture, not a measurement): straight into moto's in-process backend when
+    it is there — its HTTP emulation loads ~1k items/s, far too slow for 100k — else BatchWriteItem."""
+    try:
+        from moto.core import DEFAULT_ACCOUNT_ID
+        from moto.dynamodb.models import dynamodb_backends
+
+        backend_table = dynamodb_backends[DEFAULT_ACCOUNT_ID]["us-east-1"].get_table(table)
+    except Exception:
+        backend_table = None
+    if backend_table is not None:
+        for it in items:
+            backend_table.put_item(it)
+        return
+    for i in range(0, len(items), 25):
+        pending: dict[str, Any] = {table: [{"PutRequest": {"Item": it}} for it in items[i:i + 25]]}
+        while pending:
+            pending = client.batch_write_item(RequestItems=pending).get("UnprocessedItems") or {}
+
+
+def _dynamo_fill(store: Any, client: Any, tmpl: dict[str, dict[str, Any]], start: int, end: int,
+                 outbox_max: int) -> None:
+    from harel.engine.store import _dynamo
+
+    shard_of = getattr(_dynamo, "shard_of", None)
+    timers, outbox, exes = [], [], []
+    for i in range(start, end):
+        eid = f"e{i:07d}"
+        t = dict(tmpl["timers"])
+        t["execution_id"] = {"S": eid}
+        due = i < DUE
+        t["fire_at"] = {"N": str(NOW - 100 + i if due else NOW + 3600 + i)}
+        if shard_of is not None and "shard" in t:
+            t["shard"] = {"S": shard_of(eid)}
+        timers.append(t)
+        o = dict(tmpl["outbox"])
+        o["seq"] = {"N": str(i + 1000)}
+        o["target_id"] = {"S": eid}
+        outbox.append(o)
+        x = dict(tmpl["executions"])
+        x["id"] = {"S": eid}
+        status = "running" if i % 100 == 0 else "finished"
+        x["status"] = {"S": status}
+        x["data"] = {"S": x["data"]["S"].replace('"tmpl"', json.dumps(eid)).replace(
+            '"status":"running"', f'"status":"{status}"')}
+        exes.append(x)
+    _batch_put(client, store.table("timers"), timers)
+    _batch_put(client, store.table("outbox"), outbox[: max(0, outbox_max - start)])
+    _batch_put(client, store.table("executions"), exes)
+
+
+def run_dynamo(sizes: tuple[int, ...], relay_max: int = 10_000) -> dict[int, dict[str, Any]]:
+    """``relay_max``: the outbox backlog stops growing there (moto's Scan emulation needs minutes for
+    100k items, and a Scan reads the whole backlog by construction: the smaller sizes show it)."""
+    import boto3
+    from moto import mock_aws
+
+    from harel.engine.store.dynamodb import DynamoDBStore
+
+    for k, v in (("AWS_ACCESS_KEY_ID", "testing"), ("AWS_SECRET_ACCESS_KEY", "testing"),
+                 ("AWS_DEFAULT_REGION", "us-east-1")):
+        os.environ.setdefault(k, v)
+    out: dict[int, dict[str, Any]] = {}
+    with mock_aws():
+        client = boto3.client("dynamodb", region_name="us-east-1")
+        store = DynamoDBStore(client, prefix="growth")
+        store.ensure_tables()
+        tmpl = _dynamo_templates(store, client)
+        meter = Meter.for_harel("growth")
+        meter.attach(client, "dynamodb")
+        filled = 0
+        for size in sizes:
+            meter.tag = "fill"
+            t0 = time.perf_counter()
+            _dynamo_fill(store, client, tmpl, filled, size, relay_max)
+            filled = size
+            fill_s = time.perf_counter() - t0
+            row: dict[str, Any] = {"fill_seconds": fill_s}
+            for name, call in (
+                ("sweep", lambda: store.due_timers(NOW)),
+                ("relay pass", lambda: (store.pending_spawns(), store.pending_outbox())),
+                ("listing page", lambda: store.list_executions(status="running", limit=PAGE)),
+            ):
+                if name == "relay pass" and size > relay_max:
+                    row[name] = None
+                    continue
+                meter.tag = f"{size}:{name}"
+                result = call()
+                got = (len(result[1]) if name == "relay pass" else
+                       len(result.items) if name == "listing page" else len(result))
+                t = meter.tallies[meter.tag]
+                row[name] = {"returned": got, "items_read": t.items_read, "rru": t.rru,
+                             "requests": t.dynamo_requests,
+                             "needed": RELAY_BUDGET if name == "relay pass" else got}
+            out[size] = row
+    return out
+
+
+# -- PostgreSQL -----------------------------------------------------------------------------------------
+PG_SCHEMA = f"harel_growth_{os.getpid()}"
+
+
+def _pg_copy(conn: Any, schema: str, start: int, end: int) -> None:
+    from harel.engine.model import Event, Execution
+
+    tmpl_exe = Execution(id="x", definition_id="costs", active_path="idle", version=3)
+    ev = Event(id="e", name="pinged").model_dump_json()
+    with conn.cursor() as cur:
+        with cur.copy(f'COPY "{schema}".timers (execution_id, path, fire_at) FROM STDIN') as cp:
+            for i in range(start, end):
+                cp.write_row((f"e{i:07d}", "waiting", NOW - 100 + i if i < DUE else NOW + 3600 + i))
+        with cur.copy(f'COPY "{schema}".outbox (target_id, event) FROM STDIN') as cp:
+            for i in range(start, end):
+                cp.write_row((f"e{i:07d}", ev))
+        with cur.copy(f'COPY "{schema}".executions (id, definition_id, version, status, parent_id, '
+                      "active_path, outcome, data) FROM STDIN") as cp:
+            for i in range(start, end):
+                eid = f"e{i:07d}"
+                status = "running" if i % 100 == 0 else "finished"
+                tmpl_exe.id, tmpl_exe.status = eid, status  # type: ignore[assignment]
+                cp.write_row((eid, "costs", 3, status, None, "idle", None, tmpl_exe.model_dump_json()))
+    conn.commit()
+    with conn.cursor() as cur:
+        for t in ("timers", "outbox", "executions"):
+            cur.execute(f'VACUUM ANALYZE "{schema}".{t}')
+
+
+def _explain(conn: Any, sql: str, params: Any) -> dict[str, Any]:
+    import psycopg
+
+    with psycopg.ClientCursor(conn) as cur:
+        cur.execute("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + sql, params)
+        plan = cur.fetchone()[0][0]
+    top = plan["Plan"]
+    nodes = []
+
+    def walk(n: dict[str, Any]) -> None:
+        nodes.append(n)
+        for c in n.get("Plans", []):
+            walk(c)
+
+    walk(top)
+    scanned = sum(n.get("Actual Rows", 0) * n.get("Actual Loops", 1) + n.get("Rows Removed by Filter", 0)
+                  for n in nodes if "Scan" in n.get("Node Type", ""))
+    return {"returned": top.get("Actual Rows", 0), "rows_scanned": scanned,
+            "buffers": top.get("Shared Hit Blocks", 0) + top.get("Shared Read Blocks", 0),
+            "ms": plan.get("Execution Time", 0.0),
+            "nodes": sorted({n["Node Type"] + (f" on {n['Index Name']}" if n.get("Index Name") else "")
+                             for n in nodes if "Scan" in n.get("Node Type", "")})}
+
+
+def run_postgres(sizes: tuple[int, ...]) -> dict[int, dict[str, Any]]:
+    import psycopg
+
+    from bench.stores import PG_DSN
+    from harel.engine.store.postgres import PostgresStore
+
+    with psycopg.connect(PG_DSN, autocommit=True) as c:
+        c.execute(f'DROP SCHEMA IF EXISTS "{PG_SCHEMA}" CASCADE')
+    store = PostgresStore.from_dsn(PG_DSN, schema=PG_SCHEMA)
+    sql = store._sql
+    out: dict[int, dict[str, Any]] = {}
+    try:
+        with psycopg.connect(PG_DSN, autocommit=True) as conn:
+            filled = 0
+            for size in sizes:
+                t0 = time.perf_counter()
+                _pg_copy(conn, PG_SCHEMA, filled, size)
+                filled = size
+                row: dict[str, Any] = {"fill_seconds": time.perf_counter() - t0}
+                row["sweep"] = _explain(conn, sql.stmt.due_timers, (NOW,))
+                row["relay pass"] = _explain(conn, sql.stmt.pending_outbox, ())
+                q = sql.list_executions(None, frozenset({"running"}), False, None, PAGE)
+                assert q is not None
+                row["listing page"] = _explain(conn, q[0], q[1])
+                row["relay pass"]["needed"] = RELAY_BUDGET
+                out[size] = row
+    finally:
+        store.close()
+        with psycopg.connect(PG_DSN, autocommit=True) as c:
+            c.execute(f'DROP SCHEMA IF EXISTS "{PG_SCHEMA}" CASCADE')
+    return out

@@ -1,0 +1,315 @@
+"""Durable stores: events per second through harel's worker against a raw write loop on the same settings.
+
+- **SQLite** (WAL; ``synchronous`` NORMAL and FULL): harel's ``Worker.handle`` per event on a
+  ``SqliteStore`` — one read (execution + dedupe check) and one write transaction (CAS update, dedupe
+  mark, trace step) — against a raw loop of ``BEGIN IMMEDIATE; UPDATE … WHERE id = ?; COMMIT`` on a
+  one-row table in a file with the same pragmas, writing a payload as large as harel's execution JSON.
+- **PostgreSQL** (127.0.0.1, a schema of our own): harel's worker on ``PostgresStore`` against a raw
+  psycopg loop of ``UPDATE …`` + ``conn.commit()`` (a default, non-autocommit connection), at 1 and 8
+  connections. 8 connections are 8 *processes* (one connection each, one execution each, started
+  together behind a barrier): threads would measure the GIL, not the database. The raw loop in
+  autocommit (the UPDATE is its own transaction, one round trip) is reported too, as the floor.
+
+Both sides of every comparison run interleaved within each repeat, on the same chart-1 event sequence.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing as mp
+import os
+import shutil
+import sqlite3
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from bench._util import Series, interleave, paired_ratio
+from bench.peers import CHART1_CYCLE
+
+DEFS = Path(__file__).parent / "defs"
+PG_DSN = os.environ.get("HAREL_BENCH_PG", "host=127.0.0.1 port=5432 dbname=test user=postgres")
+NOW = 1_700_000_000.0
+
+
+def _registry() -> Any:
+    from harel.engine import DefinitionRegistry, load_definition
+
+    reg = DefinitionRegistry()
+    reg.register(load_definition(DEFS / "toggle.yaml"))
+    return reg
+
+
+def _payload_size() -> int:
+    """Bytes of harel's stored execution JSON for chart 1 (the raw loops write as much)."""
+    from harel.engine import Event, step
+    from harel.engine.model import Execution
+
+    reg = _registry()
+    exe = Execution(id="x", definition_id="toggle")
+    step(reg.get("toggle"), exe, Event(id="s", name="harel.start"), NOW)
+    exe.version = 42
+    return len(exe.model_dump_json())
+
+
+def _events(n: int, tag: str) -> list[Any]:
+    from harel.engine import Event
+
+    seq = (CHART1_CYCLE * (n // len(CHART1_CYCLE) + 1))[:n]
+    return [Event(id=f"{tag}-{i}", name=name) for i, name in enumerate(seq)]
+
+
+# -- SQLite ---------------------------------------------------------------------------------------------
+def _sqlite_harel(path: Path, sync: str, n: int) -> Callable[[], float]:
+    from harel.engine import Event
+    from harel.engine.store.sqlite import SqliteStore
+    from harel.runtime.worker import Worker
+
+    reg = _registry()
+    store = SqliteStore(path, synchronous=sync)  # type: ignore[arg-type]
+    worker = Worker(store, reg, clock=lambda: NOW)
+    worker.handle("x", Event(id="x:start", name="harel.start", data={"definition_id": "toggle"}))
+    runs = [0]
+
+    def run() -> float:
+        runs[0] += 1
+        events = _events(n, f"r{runs[0]}")
+        t0 = time.perf_counter()
+        for ev in events:
+            worker.handle("x", ev)
+        return n / (time.perf_counter() - t0)
+
+    run.close = store.close  # type: ignore[attr-defined]
+    return run
+
+
+def _sqlite_raw(path: Path, sync: str, n: int, size: int) -> Callable[[], float]:
+    conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute(f"PRAGMA synchronous = {sync}")
+    conn.execute("CREATE TABLE IF NOT EXISTS t (id TEXT PRIMARY KEY, version INTEGER NOT NULL, "
+                 "data TEXT NOT NULL) WITHOUT ROWID")
+    conn.execute("INSERT OR IGNORE INTO t VALUES ('x', 0, '')")
+    payload = "x" * size
+    cur = conn.cursor()
+
+    def run() -> float:
+        t0 = time.perf_counter()
+        for _ in range(n):
+            cur.execute("BEGIN IMMEDIATE")
+            cur.execute("UPDATE t SET data = ?, version = version + 1 WHERE id = ?", (payload, "x"))
+            cur.execute("COMMIT")
+        return n / (time.perf_counter() - t0)
+
+    run.close = conn.close  # type: ignore[attr-defined]
+    return run
+
+
+def _wal_pages_per_event(folder: Path, size: int, n: int = 150) -> dict[str, float]:
+    """WAL frames (4 KB pages) one event appends, for harel and the raw loop, in steady state.
+
+    Fresh files; each side first runs long enough to fill harel's trace ring (so its trimming is
+    counted), then the WAL is checkpointed to empty and ``n`` more events are run — few enough that no
+    automatic checkpoint (every 1000 pages) restarts the WAL in between.
+    """
+    out = {}
+    for name, make in (("harel SqliteStore", lambda p: _sqlite_harel(p, "NORMAL", n)),
+                       ("raw UPDATE loop", lambda p: _sqlite_raw(p, "NORMAL", n, size))):
+        path = folder / f"wal-{name.split()[0]}.db"
+        runner = make(path)
+        runner()
+        runner()
+        conn = sqlite3.connect(str(path), isolation_level=None)
+        try:
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        finally:
+            conn.close()
+        runner()
+        wal = Path(str(path) + "-wal")
+        out[name] = max(0, (wal.stat().st_size if wal.exists() else 0) - 32) / (4096 + 24) / n
+        runner.close()  # type: ignore[attr-defined]
+    return out
+
+
+def run_sqlite(n_normal: int = 3000, n_full: int = 200, repeats: int = 5, warmup: bool = True,
+               wal_events: int = 150) -> dict[str, Any]:
+    """``wal_events``: events run to count WAL pages per event (0 skips that diagnostic)."""
+    size = _payload_size()
+    tmp = Path(tempfile.mkdtemp(prefix="harel-bench-"))
+    out: dict[str, Any] = {"payload_bytes": size}
+    try:
+        for sync, n in (("NORMAL", n_normal), ("FULL", n_full)):
+            runners = {
+                "harel SqliteStore": _sqlite_harel(tmp / f"harel-{sync}.db", sync, n),
+                "raw UPDATE loop": _sqlite_raw(tmp / f"raw-{sync}.db", sync, n, size),
+            }
+            series = interleave(runners, repeats, warmup=warmup)
+            # what each commit writes (the same at FULL, where the fsync dominates)
+            pages = _wal_pages_per_event(tmp, size, wal_events) if sync == "NORMAL" and wal_events else {}
+            for r in runners.values():
+                r.close()  # type: ignore[attr-defined]
+            out[sync] = {"events": n, "repeats": repeats, "series": series, "wal_pages_per_event": pages,
+                         "ratio": paired_ratio(series["harel SqliteStore"], series["raw UPDATE loop"])}
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return out
+
+
+# -- PostgreSQL -----------------------------------------------------------------------------------------
+def pg_available() -> str | None:
+    """``None`` if the benchmark database answers, else why not."""
+    try:
+        import psycopg
+
+        with psycopg.connect(PG_DSN, connect_timeout=3) as conn:
+            conn.execute("SELECT 1")
+    except Exception as exc:  # the section is skipped with the reason, never fails the whole run
+        return f"{type(exc).__name__}: {exc}".splitlines()[0]
+    return None
+
+
+SCHEMA = f"harel_bench_{os.getpid()}"
+"""Our own schema (per process, so a smoke test and a benchmark run never share one); dropped at the end."""
+
+
+def _pg_reset(schema: str) -> None:
+    import psycopg
+
+    with psycopg.connect(PG_DSN, autocommit=True) as conn:
+        conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+        conn.execute(f'CREATE SCHEMA "{schema}"')
+        conn.execute(f'CREATE TABLE "{schema}".raw (id text PRIMARY KEY, version bigint NOT NULL, '
+                     "data text NOT NULL)")
+
+
+def _pg_worker_proc(kind: str, tag: str, n: int, size: int, barrier: Any, results: Any) -> None:
+    """One connection's loop (in its own process for the multi-connection runs)."""
+    import psycopg
+
+    if kind == "harel":
+        from harel.engine import Event
+        from harel.engine.store.postgres import PostgresStore
+        from harel.runtime.worker import Worker
+
+        store = PostgresStore.from_dsn(PG_DSN, schema=SCHEMA)
+        worker = Worker(store, _registry(), clock=lambda: NOW)
+        worker.handle(tag, Event(id=f"{tag}:start", name="harel.start", data={"definition_id": "toggle"}))
+        events = _events(n, tag)
+
+        def loop() -> None:
+            for ev in events:
+                worker.handle(tag, ev)
+
+        close: Callable[[], None] = store.close
+    else:
+        conn = psycopg.connect(PG_DSN, autocommit=(kind == "raw-autocommit"))
+        with conn.cursor() as cur:
+            cur.execute(f'INSERT INTO "{SCHEMA}".raw VALUES (%s, 0, %s) ON CONFLICT DO NOTHING', (tag, ""))
+        conn.commit()
+        payload = "x" * size
+        sql = f'UPDATE "{SCHEMA}".raw SET data = %s, version = version + 1 WHERE id = %s'
+
+        def loop() -> None:
+            for _ in range(n):
+                with conn.cursor() as cur:
+                    cur.execute(sql, (payload, tag))
+                conn.commit()
+
+        close = conn.close
+    if barrier is not None:
+        barrier.wait()
+    lsn = _lsn() if barrier is None else None
+    t0 = time.time()
+    loop()
+    t1 = time.time()
+    wal = (_lsn() - lsn) / n if lsn is not None else None
+    close()
+    results.put((t0, t1, n, wal))
+
+
+def _lsn() -> int:
+    """The server's current WAL position in bytes (to measure WAL written per event)."""
+    import psycopg
+
+    with psycopg.connect(PG_DSN, autocommit=True) as conn:
+        row = conn.execute("SELECT pg_current_wal_lsn() - '0/0'::pg_lsn").fetchone()
+        return int(row[0]) if row else 0
+
+
+_tags = iter(range(10**9))
+_WAL: dict[str, list[float]] = {}
+"""WAL bytes per event of each single-connection run, by kind (min over runs: others' noise excluded)."""
+
+
+def _pg_runner(kind: str, conns: int, n: int, size: int) -> Callable[[], float]:
+    def run() -> float:
+        base = f"{kind}-{conns}-{next(_tags)}"
+        if conns == 1:
+            q: Any = _ListQueue()
+            _pg_worker_proc(kind, base, n, size, None, q)
+            t0, t1, k, wal = q.items[0]
+            _WAL.setdefault(kind, []).append(wal)
+            return k / (t1 - t0)
+        ctx = mp.get_context("fork")
+        barrier = ctx.Barrier(conns)
+        results = ctx.Queue()
+        procs = [ctx.Process(target=_pg_worker_proc, args=(kind, f"{base}-{i}", n, size, barrier, results))
+                 for i in range(conns)]
+        for p in procs:
+            p.start()
+        got = [results.get(timeout=600) for _ in procs]
+        for p in procs:
+            p.join()
+        start = min(g[0] for g in got)
+        end = max(g[1] for g in got)
+        return sum(g[2] for g in got) / (end - start)
+
+    return run
+
+
+class _ListQueue:
+    def __init__(self) -> None:
+        self.items: list[Any] = []
+
+    def put(self, item: Any) -> None:
+        self.items.append(item)
+
+
+def run_postgres(n1: int = 300, n8: int = 150, repeats: int = 5, many: int = 8,
+                 warmup: bool = True) -> dict[str, Any]:
+    """``many``: the multi-connection run's connection count (8; the smoke test uses fewer)."""
+    size = _payload_size()
+    _pg_reset(SCHEMA)
+    from harel.engine.store.postgres import PostgresStore
+
+    PostgresStore.from_dsn(PG_DSN, schema=SCHEMA).close()  # create the tables once, outside the timing
+    out: dict[str, Any] = {"payload_bytes": size}
+    with contextlib.suppress(Exception):
+        import psycopg
+
+        with psycopg.connect(PG_DSN) as conn:
+            row = conn.execute("SELECT current_setting('synchronous_commit'), current_setting('fsync'), "
+                               "version()").fetchone()
+            out["server"] = {"synchronous_commit": row[0], "fsync": row[1],
+                             "version": row[2].split(" on ")[0]}
+    out["many"] = many
+    for conns, n in ((1, n1), (many, n8)):
+        runners = {
+            "harel PostgresStore": _pg_runner("harel", conns, n, size),
+            "raw UPDATE+commit": _pg_runner("raw", conns, n, size),
+            "raw UPDATE, autocommit": _pg_runner("raw-autocommit", conns, n, size),
+        }
+        series: dict[str, Series] = interleave(runners, repeats, warmup=warmup)
+        out[conns] = {"events_per_conn": n, "repeats": repeats, "series": series,
+                      "ratio": paired_ratio(series["harel PostgresStore"], series["raw UPDATE+commit"]),
+                      "ratio_autocommit": paired_ratio(series["harel PostgresStore"],
+                                                       series["raw UPDATE, autocommit"])}
+    out["wal_bytes_per_event"] = {k: min(v) for k, v in _WAL.items() if v}
+    with contextlib.suppress(Exception):
+        import psycopg
+
+        with psycopg.connect(PG_DSN, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{SCHEMA}" CASCADE')
+    return out
