@@ -62,8 +62,9 @@ class Relay:
         event in this outbox snapshot was committed no later than any spawn of the child it targets, so
         that child exists before the event leaves — a region never receives an event before it exists.
         """
-        outbox = self.store.pending_outbox()
-        spawns = self.store.pending_spawns()
+        # Read only the budget (oldest first): a pass costs what it delivers, not the backlog.
+        outbox = self.store.pending_outbox(max_items)
+        spawns = self.store.pending_spawns(max_items)
         if max_items is not None:
             # Spawns spend the budget first; the outbox gets what is left (nothing, if a spawn was deferred,
             # so no event can overtake the creation of the child it targets).

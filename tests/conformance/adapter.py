@@ -57,14 +57,14 @@ class SyncAdapter:
     def load_for_event(self, execution_id: str, event_id: str) -> tuple[Execution | None, bool]:
         return self._runner.run(self.inner.load_for_event(execution_id, event_id))
 
-    def pending_outbox(self) -> list[OutboxEntry]:
-        return self._runner.run(self.inner.pending_outbox())
+    def pending_outbox(self, limit: int | None = None) -> list[OutboxEntry]:
+        return self._runner.run(self.inner.pending_outbox(limit))
 
     def ack_outbox(self, seq: int) -> None:
         self._runner.run(self.inner.ack_outbox(seq))
 
-    def pending_spawns(self) -> list[SpawnEntry]:
-        return self._runner.run(self.inner.pending_spawns())
+    def pending_spawns(self, limit: int | None = None) -> list[SpawnEntry]:
+        return self._runner.run(self.inner.pending_spawns(limit))
 
     def ack_spawn(self, seq: int) -> None:
         self._runner.run(self.inner.ack_spawn(seq))

@@ -243,6 +243,18 @@ def test_outbox_order_and_ack(store: ExecutionStore) -> None:
     assert later[0].seq > max(seqs)  # seqs are never reused
 
 
+def test_pending_reads_take_the_oldest_first_up_to_a_limit(store: ExecutionStore) -> None:
+    """A relay pass reads only its budget: the oldest entries, in order."""
+    exe = new_exe()
+    store.commit(exe, [(f"t{n}", ev(f"e{n}", n=n)) for n in range(5)],
+                 spawns=[(f"{exe.id}.{n}", "r", {"n": n}) for n in range(4)])
+    assert [p.event.name for p in store.pending_outbox(2)] == ["e0", "e1"]
+    assert [p.event.name for p in store.pending_outbox(limit=10)] == [f"e{n}" for n in range(5)]
+    assert store.pending_outbox(0) == []
+    assert [s.context["n"] for s in store.pending_spawns(3)] == [0, 1, 2]
+    assert len(store.pending_spawns()) == 4
+
+
 def test_untargeted_emits(store: ExecutionStore) -> None:
     exe = new_exe()
     note = ev("order.shipped", eid="n-1", order={"id": 7, "items": ["x", "y"]}, ok=True)

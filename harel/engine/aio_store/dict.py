@@ -7,6 +7,7 @@ internally, so each body runs without interleaving on one event loop.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from itertools import islice
 from typing import Any
 
 from harel.engine.model import Execution
@@ -40,14 +41,14 @@ class AsyncDictStore(DictCore):
     async def load_for_event(self, execution_id: str, event_id: str) -> tuple[Execution | None, bool]:
         return self._by_id.get(execution_id), (execution_id, event_id) in self._processed
 
-    async def pending_outbox(self) -> list[OutboxEntry]:
-        return list(self._outbox.values())
+    async def pending_outbox(self, limit: int | None = None) -> list[OutboxEntry]:
+        return list(islice(self._outbox.values(), limit))
 
     async def ack_outbox(self, seq: int) -> None:
         self._ack_outbox(seq)
 
-    async def pending_spawns(self) -> list[SpawnEntry]:
-        return list(self._spawns.values())
+    async def pending_spawns(self, limit: int | None = None) -> list[SpawnEntry]:
+        return list(islice(self._spawns.values(), limit))
 
     async def ack_spawn(self, seq: int) -> None:
         self._ack_spawn(seq)

@@ -175,14 +175,14 @@ class AsyncDynamoDBStore(DynamoCore):
     async def load_for_event(self, execution_id: str, event_id: str) -> tuple[Execution | None, bool]:
         return await self._run(self.load_for_event_ops(execution_id, event_id))
 
-    async def pending_outbox(self) -> list[OutboxEntry]:
-        return await self._run(self.pending_outbox_ops())
+    async def pending_outbox(self, limit: int | None = None) -> list[OutboxEntry]:
+        return await self._run(self.pending_outbox_ops(limit))
 
     async def ack_outbox(self, seq: int) -> None:
         await self._run(self.ack_ops("outbox", seq))
 
-    async def pending_spawns(self) -> list[SpawnEntry]:
-        return await self._run(self.pending_spawns_ops())
+    async def pending_spawns(self, limit: int | None = None) -> list[SpawnEntry]:
+        return await self._run(self.pending_spawns_ops(limit))
 
     async def ack_spawn(self, seq: int) -> None:
         await self._run(self.ack_ops("spawns", seq))

@@ -30,6 +30,7 @@ from harel.engine.store._base import (
     StoreConflict,
     TimerOp,
 )
+from harel.engine.store._sql import POSTGRES
 from harel.engine.store.postgres import (
     DEFAULT_SCHEMA,
     PgSql,
@@ -302,14 +303,16 @@ class AsyncPostgresStore:
     async def is_processed(self, execution_id: str, event_id: str) -> bool:
         return await self._fetch(self._sql.stmt.is_processed, (execution_id, event_id), one=True) is not None
 
-    async def pending_outbox(self) -> list[OutboxEntry]:
-        return [outbox_entry(r) for r in await self._fetch(self._sql.stmt.pending_outbox)]
+    async def pending_outbox(self, limit: int | None = None) -> list[OutboxEntry]:
+        rows = await self._fetch(self._sql.stmt.pending_outbox, (POSTGRES.limit(limit),))
+        return [outbox_entry(r) for r in rows]
 
     async def ack_outbox(self, seq: int) -> None:
         await self._write(self._sql.stmt.ack_outbox, (seq,))
 
-    async def pending_spawns(self) -> list[SpawnEntry]:
-        return [spawn_entry(r) for r in await self._fetch(self._sql.stmt.pending_spawns)]
+    async def pending_spawns(self, limit: int | None = None) -> list[SpawnEntry]:
+        rows = await self._fetch(self._sql.stmt.pending_spawns, (POSTGRES.limit(limit),))
+        return [spawn_entry(r) for r in rows]
 
     async def ack_spawn(self, seq: int) -> None:
         await self._write(self._sql.stmt.ack_spawn, (seq,))

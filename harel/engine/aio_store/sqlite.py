@@ -100,14 +100,14 @@ class AsyncSqliteStore:
     async def is_processed(self, execution_id: str, event_id: str) -> bool:
         return await self._run(self.sync.is_processed, execution_id, event_id)
 
-    async def pending_outbox(self) -> list[OutboxEntry]:
-        return await self._run(self.sync.pending_outbox)
+    async def pending_outbox(self, limit: int | None = None) -> list[OutboxEntry]:
+        return await self._run(self.sync.pending_outbox, limit)
 
     async def ack_outbox(self, seq: int) -> None:
         await self._run(self.sync.ack_outbox, seq)
 
-    async def pending_spawns(self) -> list[SpawnEntry]:
-        return await self._run(self.sync.pending_spawns)
+    async def pending_spawns(self, limit: int | None = None) -> list[SpawnEntry]:
+        return await self._run(self.sync.pending_spawns, limit)
 
     async def ack_spawn(self, seq: int) -> None:
         await self._run(self.sync.ack_spawn, seq)

@@ -80,6 +80,12 @@ class Dialect:
     """A monotonic, never-reused integer primary key (outbox/spawn seq)."""
     without_rowid: bool
     """SQLite: store composite-key tables clustered on their key."""
+    no_limit: int | None
+    """The ``LIMIT ?`` argument that means "all rows": -1 in SQLite, NULL in PostgreSQL."""
+
+    def limit(self, limit: int | None) -> int | None:
+        """The ``LIMIT`` argument for an optional row limit (a relay pass reads only its budget)."""
+        return self.no_limit if limit is None else max(0, limit)
 
     def render(self, sql: str) -> str:
         return sql if self.param == "?" else sql.replace("?", self.param)
@@ -92,12 +98,14 @@ SQLITE = Dialect(
     # AUTOINCREMENT: a plain rowid reuses max(rowid)+1 after the newest row is acked; seqs must not repeat.
     serial_pk="INTEGER PRIMARY KEY AUTOINCREMENT",
     without_rowid=True,
+    no_limit=-1,
 )
 POSTGRES = Dialect(
     name="postgres",
     param="%s",
     types={"text": "TEXT", "int": "INTEGER", "bigint": "BIGINT", "float": "DOUBLE PRECISION"},
     serial_pk="BIGSERIAL PRIMARY KEY",
+    no_limit=None,
     without_rowid=False,
 )
 
@@ -216,9 +224,9 @@ class Statements:
     trace_insert: str  # (execution_id, entry_json, execution_id) RETURNING idx
     trace_trim: str  # (execution_id, max_idx_to_delete)
     read_trace: str  # (execution_id) -> (idx, entry) ordered
-    pending_outbox: str  # () -> (seq, target_id, event)
+    pending_outbox: str  # (limit) -> (seq, target_id, event), oldest first
     ack_outbox: str  # (seq)
-    pending_spawns: str  # () -> (seq, parent_id, child_id, root_path, context)
+    pending_spawns: str  # (limit) -> (seq, parent_id, child_id, root_path, context)
     ack_spawn: str  # (seq)
     due_timers: str  # (now) -> (execution_id, path, fire_at) oldest first
     delete_timer: str  # (execution_id, path, fire_at) guarded by fire_at
@@ -267,9 +275,11 @@ def statements(dialect: Dialect) -> Statements:
         ),
         trace_trim=r("DELETE FROM trace WHERE execution_id = ? AND idx <= ?"),
         read_trace=r("SELECT idx, entry FROM trace WHERE execution_id = ? ORDER BY idx"),
-        pending_outbox="SELECT seq, target_id, event FROM outbox ORDER BY seq",
+        pending_outbox=r("SELECT seq, target_id, event FROM outbox ORDER BY seq LIMIT ?"),
         ack_outbox=r("DELETE FROM outbox WHERE seq = ?"),
-        pending_spawns="SELECT seq, parent_id, child_id, root_path, context FROM spawns ORDER BY seq",
+        pending_spawns=r(
+            "SELECT seq, parent_id, child_id, root_path, context FROM spawns ORDER BY seq LIMIT ?"
+        ),
         ack_spawn=r("DELETE FROM spawns WHERE seq = ?"),
         due_timers=r("SELECT execution_id, path, fire_at FROM timers WHERE fire_at <= ? ORDER BY fire_at"),
         delete_timer=r("DELETE FROM timers WHERE execution_id = ? AND path = ? AND fire_at = ?"),

@@ -10,6 +10,7 @@ from __future__ import annotations
 import bisect
 from collections import deque
 from collections.abc import Iterable, Sequence
+from itertools import islice
 from typing import Any
 
 from harel.engine.model import Execution
@@ -169,14 +170,14 @@ class DictStore(DictCore):
     def load_for_event(self, execution_id: str, event_id: str) -> tuple[Execution | None, bool]:
         return self._by_id.get(execution_id), (execution_id, event_id) in self._processed
 
-    def pending_outbox(self) -> list[OutboxEntry]:
-        return list(self._outbox.values())
+    def pending_outbox(self, limit: int | None = None) -> list[OutboxEntry]:
+        return list(islice(self._outbox.values(), limit))
 
     def ack_outbox(self, seq: int) -> None:
         self._ack_outbox(seq)
 
-    def pending_spawns(self) -> list[SpawnEntry]:
-        return list(self._spawns.values())
+    def pending_spawns(self, limit: int | None = None) -> list[SpawnEntry]:
+        return list(islice(self._spawns.values(), limit))
 
     def ack_spawn(self, seq: int) -> None:
         self._ack_spawn(seq)

@@ -172,14 +172,14 @@ class DynamoDBStore(DynamoCore):
     def load_for_event(self, execution_id: str, event_id: str) -> tuple[Execution | None, bool]:
         return self._run(self.load_for_event_ops(execution_id, event_id))
 
-    def pending_outbox(self) -> list[OutboxEntry]:
-        return self._run(self.pending_outbox_ops())
+    def pending_outbox(self, limit: int | None = None) -> list[OutboxEntry]:
+        return self._run(self.pending_outbox_ops(limit))
 
     def ack_outbox(self, seq: int) -> None:
         self._run(self.ack_ops("outbox", seq))
 
-    def pending_spawns(self) -> list[SpawnEntry]:
-        return self._run(self.pending_spawns_ops())
+    def pending_spawns(self, limit: int | None = None) -> list[SpawnEntry]:
+        return self._run(self.pending_spawns_ops(limit))
 
     def ack_spawn(self, seq: int) -> None:
         self._run(self.ack_ops("spawns", seq))

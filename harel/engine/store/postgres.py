@@ -644,14 +644,14 @@ class PostgresStore(PgLink):
     def is_processed(self, execution_id: str, event_id: str) -> bool:
         return self._fetch(self._sql.stmt.is_processed, (execution_id, event_id), one=True) is not None
 
-    def pending_outbox(self) -> list[OutboxEntry]:
-        return [outbox_entry(r) for r in self._fetch(self._sql.stmt.pending_outbox)]
+    def pending_outbox(self, limit: int | None = None) -> list[OutboxEntry]:
+        return [outbox_entry(r) for r in self._fetch(self._sql.stmt.pending_outbox, (POSTGRES.limit(limit),))]
 
     def ack_outbox(self, seq: int) -> None:
         self._write(self._sql.stmt.ack_outbox, (seq,))
 
-    def pending_spawns(self) -> list[SpawnEntry]:
-        return [spawn_entry(r) for r in self._fetch(self._sql.stmt.pending_spawns)]
+    def pending_spawns(self, limit: int | None = None) -> list[SpawnEntry]:
+        return [spawn_entry(r) for r in self._fetch(self._sql.stmt.pending_spawns, (POSTGRES.limit(limit),))]
 
     def ack_spawn(self, seq: int) -> None:
         self._write(self._sql.stmt.ack_spawn, (seq,))

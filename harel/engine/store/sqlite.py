@@ -287,18 +287,18 @@ class SqliteStore:
             return self.db.cur.execute(_SQL.is_processed, (execution_id, event_id)).fetchone() is not None
 
     # -- outbox and spawns ----------------------------------------------------------------------------
-    def pending_outbox(self) -> list[OutboxEntry]:
+    def pending_outbox(self, limit: int | None = None) -> list[OutboxEntry]:
         with self.db.lock:
-            rows = self.db.cur.execute(_SQL.pending_outbox).fetchall()
+            rows = self.db.cur.execute(_SQL.pending_outbox, (_sql.SQLITE.limit(limit),)).fetchall()
         return [OutboxEntry(seq, target, Event.model_validate_json(event)) for seq, target, event in rows]
 
     def ack_outbox(self, seq: int) -> None:
         with self.db.write() as cur:
             cur.execute(_SQL.ack_outbox, (seq,))
 
-    def pending_spawns(self) -> list[SpawnEntry]:
+    def pending_spawns(self, limit: int | None = None) -> list[SpawnEntry]:
         with self.db.lock:
-            rows = self.db.cur.execute(_SQL.pending_spawns).fetchall()
+            rows = self.db.cur.execute(_SQL.pending_spawns, (_sql.SQLITE.limit(limit),)).fetchall()
         return [
             SpawnEntry(seq, parent, child, root, json.loads(ctx)) for seq, parent, child, root, ctx in rows
         ]
