@@ -141,9 +141,10 @@ def _write(out: Path, results: dict[str, Any], info: dict[str, str], command: st
     text = report.write(out, results, info, command)
     default_out = Path(__file__).parent / "results"
     if out.resolve() == default_out.resolve():
-        docs = Path(__file__).parent.parent / "docs" / "sections" / "bench.md"
+        docs = Path(__file__).parent.parent / "docs" / "benchmarks.md"
         if docs.parent.exists():
-            docs.write_text(report.summary_md(results), encoding="utf-8")
+            summary = report.summary_md(results, "../bench/results/README.md", "../bench/results/engine.png")
+            docs.write_text(summary.replace("## Benchmarks", "# Benchmarks", 1), encoding="utf-8")
     (out / "results.json").write_text(json.dumps(report.jsonable(results), indent=1, default=str) + "\n")
     return text
 

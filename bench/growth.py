@@ -5,7 +5,8 @@ Each store is filled to two sizes (by default 10k and 100k rows; ``--quick``: 1k
 three reads are costed at both:
 
 - **sweep**: ``due_timers(now)`` with every row an armed timer, of which 10 are due;
-- **relay pass**: the read a relay pass makes (``pending_spawns`` + ``pending_outbox``) with the whole
+- **relay pass**: the read a relay pass makes (``pending_spawns`` + ``pending_outbox``, each limited to the
+  pass's budget) with the whole
   table as a backlog of undelivered outbox entries, against the 100 entries a pass with a budget of 100
   delivers;
 - **listing**: one page (100) of ``list_executions(status="running")`` in a table where 1 % run.
@@ -142,7 +143,8 @@ def run_dynamo(sizes: tuple[int, ...], relay_max: int = 10_000) -> dict[int, dic
             row: dict[str, Any] = {"fill_seconds": fill_s}
             for name, call in (
                 ("sweep", lambda: store.due_timers(NOW)),
-                ("relay pass", lambda: (store.pending_spawns(), store.pending_outbox())),
+                ("relay pass",
+                 lambda: (store.pending_spawns(RELAY_BUDGET), store.pending_outbox(RELAY_BUDGET))),
                 ("listing page", lambda: store.list_executions(status="running", limit=PAGE)),
             ):
                 if name == "relay pass" and size > relay_max:
@@ -233,7 +235,7 @@ def run_postgres(sizes: tuple[int, ...]) -> dict[int, dict[str, Any]]:
                 filled = size
                 row: dict[str, Any] = {"fill_seconds": time.perf_counter() - t0}
                 row["sweep"] = _explain(conn, sql.stmt.due_timers, (NOW,))
-                row["relay pass"] = _explain(conn, sql.stmt.pending_outbox, ())
+                row["relay pass"] = _explain(conn, sql.stmt.pending_outbox, (RELAY_BUDGET,))
                 q = sql.list_executions(None, frozenset({"running"}), False, None, PAGE)
                 assert q is not None
                 row["listing page"] = _explain(conn, q[0], q[1])

@@ -414,7 +414,7 @@ _GROWTH_INTRO = (
 # -- the README's section -----------------------------------------------------------------------------------
 def summary_md(results: dict[str, Any], results_link: str = "bench/results/README.md",
                plot: str = "bench/results/engine.png") -> str:
-    """``docs/sections/bench.md``: the headline numbers, a link to the full tables, one plot."""
+    """``docs/benchmarks.md``: the headline numbers, a link to the full tables, one plot."""
     rows: list[list[str]] = []
     eng = results.get("engine")
     if eng and "error" not in eng:

@@ -340,7 +340,7 @@ def test_registry_imports_python_defined_definitions_by_fqn() -> None:
 
 
 def test_the_reference_documentation_examples_run() -> None:
-    doc = (Path(__file__).resolve().parents[2] / "docs" / "sections" / "definitions.md").read_text()
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "definitions.md").read_text()
     yaml_block = doc.split("```yaml\n", 1)[1].split("```", 1)[0]
     defn = load_definition(yaml_block)
     assert defn.id == "order" and "processing.resume_point" in defn.paths
