@@ -63,13 +63,13 @@ class Relay:
         that child exists before the event leaves — a region never receives an event before it exists.
         """
         # Read only the budget (oldest first): a pass costs what it delivers, not the backlog.
-        outbox = self.store.pending_outbox(max_items)
-        spawns = self.store.pending_spawns(max_items)
-        if max_items is not None:
+        budget = None if max_items is None else max(0, max_items)
+        outbox = self.store.pending_outbox(budget)
+        spawns = self.store.pending_spawns(budget)
+        if budget is not None:
             # Spawns spend the budget first; the outbox gets what is left (nothing, if a spawn was deferred,
             # so no event can overtake the creation of the child it targets).
-            spawns = spawns[: max(0, max_items)]
-            outbox = outbox[: max(0, max_items - len(spawns))]
+            outbox = outbox[: budget - len(spawns)]
         spawned = self._spawn_all(spawns)
         sent, published = self._drain(outbox)
         return RelayStats(spawned, sent, published)
