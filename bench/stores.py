@@ -32,6 +32,11 @@ from bench.peers import CHART1_CYCLE
 DEFS = Path(__file__).parent / "defs"
 PG_DSN = os.environ.get("HAREL_BENCH_PG", "host=127.0.0.1 port=5432 dbname=test user=postgres")
 NOW = 1_700_000_000.0
+KEEP = 64
+"""``keep_committed`` of the "keep" rows (``harel serve --exclusive``): the worker is the only one for its
+executions, so it commits each next event on the copy it kept, without reading it back."""
+HAREL, HAREL_KEEP = "harel SqliteStore", "harel SqliteStore, keep_committed"
+PG_HAREL, PG_HAREL_KEEP = "harel PostgresStore", "harel PostgresStore, keep_committed"
 
 
 def _registry() -> Any:
@@ -62,14 +67,14 @@ def _events(n: int, tag: str) -> list[Any]:
 
 
 # -- SQLite ---------------------------------------------------------------------------------------------
-def _sqlite_harel(path: Path, sync: str, n: int) -> Callable[[], float]:
+def _sqlite_harel(path: Path, sync: str, n: int, keep: int = 0) -> Callable[[], float]:
     from harel.engine import Event
     from harel.engine.store.sqlite import SqliteStore
     from harel.runtime.worker import Worker
 
     reg = _registry()
     store = SqliteStore(path, synchronous=sync)  # type: ignore[arg-type]
-    worker = Worker(store, reg, clock=lambda: NOW)
+    worker = Worker(store, reg, clock=lambda: NOW, keep_committed=keep)
     worker.handle("x", Event(id="x:start", name="harel.start", data={"definition_id": "toggle"}))
     runs = [0]
 
@@ -142,7 +147,8 @@ def run_sqlite(n_normal: int = 3000, n_full: int = 200, repeats: int = 5, warmup
     try:
         for sync, n in (("NORMAL", n_normal), ("FULL", n_full)):
             runners = {
-                "harel SqliteStore": _sqlite_harel(tmp / f"harel-{sync}.db", sync, n),
+                HAREL: _sqlite_harel(tmp / f"harel-{sync}.db", sync, n),
+                HAREL_KEEP: _sqlite_harel(tmp / f"keep-{sync}.db", sync, n, KEEP),
                 "raw UPDATE loop": _sqlite_raw(tmp / f"raw-{sync}.db", sync, n, size),
             }
             series = interleave(runners, repeats, warmup=warmup)
@@ -151,7 +157,8 @@ def run_sqlite(n_normal: int = 3000, n_full: int = 200, repeats: int = 5, warmup
             for r in runners.values():
                 r.close()  # type: ignore[attr-defined]
             out[sync] = {"events": n, "repeats": repeats, "series": series, "wal_pages_per_event": pages,
-                         "ratio": paired_ratio(series["harel SqliteStore"], series["raw UPDATE loop"])}
+                         "ratio": paired_ratio(series[HAREL], series["raw UPDATE loop"]),
+                         "ratio_keep": paired_ratio(series[HAREL_KEEP], series["raw UPDATE loop"])}
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return out
@@ -188,13 +195,14 @@ def _pg_worker_proc(kind: str, tag: str, n: int, size: int, barrier: Any, result
     """One connection's loop (in its own process for the multi-connection runs)."""
     import psycopg
 
-    if kind == "harel":
+    if kind.startswith("harel"):
         from harel.engine import Event
         from harel.engine.store.postgres import PostgresStore
         from harel.runtime.worker import Worker
 
         store = PostgresStore.from_dsn(PG_DSN, schema=SCHEMA)
-        worker = Worker(store, _registry(), clock=lambda: NOW)
+        keep = KEEP if kind == "harel-keep" else 0
+        worker = Worker(store, _registry(), clock=lambda: NOW, keep_committed=keep)
         worker.handle(tag, Event(id=f"{tag}:start", name="harel.start", data={"definition_id": "toggle"}))
         events = _events(n, tag)
 
@@ -297,13 +305,15 @@ def run_postgres(n1: int = 300, n8: int = 150, repeats: int = 5, many: int = 8,
     out["many"] = many
     for conns, n in ((1, n1), (many, n8)):
         runners = {
-            "harel PostgresStore": _pg_runner("harel", conns, n, size),
+            PG_HAREL: _pg_runner("harel", conns, n, size),
+            PG_HAREL_KEEP: _pg_runner("harel-keep", conns, n, size),
             "raw UPDATE+commit": _pg_runner("raw", conns, n, size),
             "raw UPDATE, autocommit": _pg_runner("raw-autocommit", conns, n, size),
         }
         series: dict[str, Series] = interleave(runners, repeats, warmup=warmup)
         out[conns] = {"events_per_conn": n, "repeats": repeats, "series": series,
-                      "ratio": paired_ratio(series["harel PostgresStore"], series["raw UPDATE+commit"]),
+                      "ratio": paired_ratio(series[PG_HAREL], series["raw UPDATE+commit"]),
+                      "ratio_keep": paired_ratio(series[PG_HAREL_KEEP], series["raw UPDATE+commit"]),
                       "ratio_autocommit": paired_ratio(series["harel PostgresStore"],
                                                        series["raw UPDATE, autocommit"])}
     out["wal_bytes_per_event"] = {k: min(v) for k, v in _WAL.items() if v}

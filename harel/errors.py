@@ -30,6 +30,30 @@ class StoreConflict(HarelError):
         return (type(self), (self.execution_id, self.expected, self.found))
 
 
+class EventAlreadyProcessed(StoreConflict):
+    """A commit that was asked to check its event (``check_event=True``) found it already applied.
+
+    Raised instead of writing anything: the caller committed on top of a copy it kept rather than one it
+    just loaded with the dedupe check, and the event turned out to be a redelivery. It is a
+    :class:`StoreConflict`, so a caller that reloads on conflicts (the worker) then sees the event as a
+    duplicate through ``load_for_event`` and skips it.
+    """
+
+    def __init__(self, execution_id: str, event_id: str, version: int | None = None) -> None:
+        self.event_id = event_id
+        HarelError.__init__(
+            self,
+            f"event {event_id!r} was already applied to execution {execution_id!r}; nothing was written "
+            "(reload the execution: the event is a duplicate)",
+        )
+        self.execution_id = execution_id
+        self.expected = version
+        self.found = version
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (self.execution_id, self.event_id, self.expected))
+
+
 class StoreUnavailable(HarelError):
     """The store could not be reached (after its own retries)."""
 
@@ -102,8 +126,9 @@ class DeliveryFailed(HarelError):
     receiver deduplicates what did arrive.
     """
 
-    def __init__(self, what: str, failures: list[tuple[str, str, str]],
-                 permanent: frozenset[str] = frozenset()) -> None:
+    def __init__(
+        self, what: str, failures: list[tuple[str, str, str]], permanent: frozenset[str] = frozenset()
+    ) -> None:
         self.what = what
         self.failures = list(failures)
         self.permanent = frozenset(permanent)

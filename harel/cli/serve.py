@@ -31,6 +31,9 @@ from harel.cli.session import Session, redact
 from harel.engine.model import CANCEL, FINISHED, START, TIMEOUT, Event
 from harel.runtime import HandleResult, LocalRuntime, RunStats, Worker
 
+EXCLUSIVE_KEEP = 4096
+"""Executions ``--exclusive`` keeps (a few MB for typical ones; older ones are read again)."""
+
 
 def register(app: typer.Typer) -> None:
     app.command("serve")(serve)
@@ -57,6 +60,12 @@ def serve(
     ] = 30.0,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No line per event; only the summary.")
                      ] = False,
+    exclusive: Annotated[bool, typer.Option(
+        "--exclusive",
+        help="This is the only server for this store: keep what it commits and skip the read before the "
+             "next event of the same execution (SQLite, PostgreSQL). Still exactly-once if it is not, but "
+             "steps then run twice on stale copies.")
+    ] = False,
     store: StoreOption = None,
     definitions: DefinitionsOption = None,
 ) -> None:
@@ -69,7 +78,8 @@ def serve(
         output.note(f"{sess.scheme}:// has no durable queue here: serving only what this process finds "
                     "(outbox, spawns, due timers)")
     runtime = LocalRuntime(sess.store, sess.registry, transport, clock, batch_size=batch,
-                           sink=_PrintSink(quiet), lease_seconds=lease)
+                           sink=_PrintSink(quiet), lease_seconds=lease,
+                           keep_committed=EXCLUSIVE_KEEP if exclusive else 0)
     if not quiet:
         runtime.worker = _ReportingWorker(runtime.worker, sess)
     mode = "until idle" if until_idle else ("one round" if once else "until Ctrl-C")
@@ -164,7 +174,9 @@ class _ReportingWorker(Worker):
     """The runtime's worker, plus one progress line per event: who, what, and where it ended up."""
 
     def __init__(self, inner: Worker, sess: Session) -> None:
-        super().__init__(inner.store, inner.registry, inner.clock, inner.max_conflict_retries)
+        super().__init__(inner.store, inner.registry, inner.clock, inner.max_conflict_retries,
+                         copy_on_load=inner.copy_on_load, trace=inner.trace,
+                         keep_committed=inner.keep_committed)
         self._sess = sess
 
     def handle(self, target_id: str, event: Event) -> HandleResult:
@@ -174,7 +186,7 @@ class _ReportingWorker(Worker):
         line.append(f"{target_id:<14}", style="bold")
         line.append(f" ← {describe_event(event):<22}")
         if result is HandleResult.APPLIED:
-            exe = self.store.load(target_id)
+            exe = self.committed(target_id) or self.store.load(target_id)
             if exe is not None:
                 line.append(" → ")
                 line.append(exe.active_path or "-", style="magenta")

@@ -96,7 +96,8 @@ class LocalRuntime:
                  sink: Sink | None = None, batch_size: int = 32, max_attempts: int = 5,
                  sweep_limit: int = 500, sweep_interval: float = 1.0, lease_seconds: float = 30.0,
                  max_conflict_retries: int = 8, copy_on_load: bool | None = None,
-                 on_dead_letter: Callable[[DeadLetter], None] | None = None) -> None:
+                 on_dead_letter: Callable[[DeadLetter], None] | None = None,
+                 keep_committed: int = 0) -> None:
         self.store = store
         self.registry = registry
         self.clock = clock
@@ -108,7 +109,9 @@ class LocalRuntime:
         self.sweep_interval = sweep_interval
         self._last_sweep = float("-inf")
         self.lease_seconds = lease_seconds
-        self.worker = Worker(store, registry, clock, max_conflict_retries, copy_on_load=copy_on_load)
+        # keep_committed: see Worker (worth it when this runtime is the only one serving its executions).
+        self.worker = Worker(store, registry, clock, max_conflict_retries, copy_on_load=copy_on_load,
+                             keep_committed=keep_committed)
         self.relay = Relay(store, registry, self.transport, sink, clock)
         self.sweeper = Sweeper(store, self.transport, clock)
         self.dead_letters: list[DeadLetter] = []

@@ -4,6 +4,16 @@
 pure ``step`` → one atomic ``commit`` that also records the event id as processed. The commit's version
 compare-and-swap is the only concurrency control: a loser reloads and steps again on fresh state, so the
 result always equals some serial order of the events.
+
+``keep_committed=N`` (opt-in, on a store whose commit can check an event's dedupe mark itself —
+``EventCheckingStore``: the SQL stores): the worker keeps the last N executions it committed and applies
+the next event for one of them without reading it back. The commit's CAS rejects a copy another writer
+has since moved on, its event check rejects a redelivered event, and on either the worker reloads and
+goes the usual way, so exactly-once holds as before. It pays when this worker is the only one applying
+events to its executions (one embedded process; a deployment partitioned by execution): one round trip
+per event instead of two. With several workers taking turns on the same executions a kept copy is
+usually stale, and the step then runs twice (once on the stale copy, whose commit is refused) — still
+correct, but wasted work and user actions called twice — so it is off by default.
 """
 
 from __future__ import annotations
@@ -13,16 +23,23 @@ import enum
 import logging
 import random
 import time
-from collections.abc import Callable
-from typing import Any, TypeVar
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, TypeVar, cast
 
 from pydantic import BaseModel
 
 from harel.engine import Definition, DefinitionRegistry, step
 from harel.engine.model import FINISHED, START, Event, Execution
-from harel.engine.store._base import ExecutionStore
+from harel.engine.store._base import Emit, EventCheckingStore, ExecutionStore, Spawn, TimerOp
 from harel.engine.store.dict import DictCore
-from harel.errors import MalformedEvent, StoreConflict, UnknownDefinition, UnknownExecution
+from harel.errors import (
+    EventAlreadyProcessed,
+    MalformedEvent,
+    StoreConflict,
+    UnknownDefinition,
+    UnknownExecution,
+)
 from harel.runtime.clock import Clock
 
 __all__ = ["HandleResult", "Worker", "detached_copy", "returns_live_objects"]
@@ -108,7 +125,8 @@ class Worker:
 
     def __init__(self, store: ExecutionStore, registry: DefinitionRegistry, clock: Clock = time.time,
                  max_conflict_retries: int = 8, *, copy_on_load: bool | None = None,
-                 sleep: Callable[[float], None] = time.sleep, trace: bool = True) -> None:
+                 sleep: Callable[[float], None] = time.sleep, trace: bool = True,
+                 keep_committed: int = 0) -> None:
         self.store = store
         self.registry = registry
         self.clock = clock
@@ -121,6 +139,14 @@ class Worker:
         from a two-item transaction into one conditional ``PutItem`` (half the requests' write units)."""
         self.conflicts = 0
         """How many commits lost the compare-and-swap and were retried (a metric)."""
+        checks = isinstance(store, EventCheckingStore) and bool(store.commit_checks_event)
+        if keep_committed < 0:
+            raise ValueError(f"keep_committed must be 0 or more, got {keep_committed}")
+        self.keep_committed = keep_committed if checks else 0
+        """How many executions this worker keeps after committing them to skip the next read (0, the
+        default: read before every event; ignored on a store whose commit cannot check the event). See
+        the module docstring for when to turn it on."""
+        self._kept: OrderedDict[str, Execution] = OrderedDict()
 
     def handle(self, target_id: str, event: Event) -> HandleResult:
         """Apply ``event`` to execution ``target_id``.
@@ -130,13 +156,21 @@ class Worker:
         all permanent — or :class:`StoreConflict` once ``max_conflict_retries`` reloads all lost the race.
         """
         attempt = 0
+        kept = self._kept.pop(target_id, None)
+        exe: Execution | None
         while True:
-            exe, seen = self.store.load_for_event(target_id, event.id)
-            if seen:
-                return HandleResult.DUPLICATE
+            if kept is not None:
+                exe, blind, kept = kept, True, None
+            else:
+                exe, seen = self.store.load_for_event(target_id, event.id)
+                if seen:
+                    return HandleResult.DUPLICATE
+                blind = False
             try:
-                return self._apply(target_id, event, exe)
-            except StoreConflict:
+                return self._apply(target_id, event, exe, blind)
+            except StoreConflict as exc:
+                if isinstance(exc, EventAlreadyProcessed):  # a redelivery met by a blind commit
+                    continue  # the read now reports it a duplicate
                 attempt += 1
                 self.conflicts += 1
                 if attempt > self.max_conflict_retries:
@@ -145,7 +179,8 @@ class Worker:
                 if attempt > 1:  # the first retry is immediate; then a tiny jittered backoff
                     self._sleep(random.uniform(0, min(0.05, 0.001 * 2**attempt)))
 
-    def _apply(self, target_id: str, event: Event, exe: Execution | None) -> HandleResult:
+    def _apply(self, target_id: str, event: Event, exe: Execution | None, blind: bool) -> HandleResult:
+        """Step and commit; ``blind``: ``exe`` is a kept copy, so the commit itself checks the event."""
         now = self.clock()
         if exe is None:
             if event.name != START:
@@ -155,21 +190,42 @@ class Worker:
                 return HandleResult.APPLIED  # a failed child was recorded and its parent notified
             exe, defn = created
         else:
-            if self.copy_on_load:
+            if self.copy_on_load and not blind:  # a kept copy is the worker's own already
                 exe = detached_copy(exe)
             if exe.status != "running":
                 # Ended: consumed and ignored, without needing its definition (it may be gone by now).
                 step_record = {"event": event.name, "event_id": event.id, "from": exe.active_path,
                                "to": exe.active_path, "status": exe.status, "ignored": True}
-                self.store.commit(exe, [], processed_event_id=event.id,
-                                  trace=step_record if self.trace else None)
+                self._commit(exe, [], event.id, blind, trace=step_record)
                 return HandleResult.IGNORED
             defn = self.registry.get(exe.definition_id)
         # A repeated harel.start is ignored by step itself; so is an unhandled event or a stale timeout.
         res = step(defn, exe, event, now)
-        self.store.commit(exe, res.emits, processed_event_id=event.id, timers=res.timers,
-                          spawns=res.spawns, trace=res.trace if self.trace else None)
+        self._commit(exe, res.emits, event.id, blind, timers=res.timers, spawns=res.spawns, trace=res.trace)
         return HandleResult.IGNORED if res.ignored else HandleResult.APPLIED
+
+    def _commit(self, exe: Execution, emits: Sequence[Emit], event_id: str, blind: bool, *,
+                timers: Iterable[TimerOp] = (), spawns: Iterable[Spawn] = (),
+                trace: dict[str, Any] | None = None) -> None:
+        """The one commit of an event; afterwards ``exe`` is what the store holds, so keep it."""
+        if not self.trace:
+            trace = None
+        if blind:  # only when keep_committed is on, i.e. the store is an EventCheckingStore
+            cast(EventCheckingStore, self.store).commit(
+                exe, emits, processed_event_id=event_id, timers=timers, spawns=spawns, trace=trace,
+                check_event=True)
+        else:
+            self.store.commit(exe, emits, processed_event_id=event_id, timers=timers, spawns=spawns,
+                              trace=trace)
+        if self.keep_committed:
+            kept = self._kept
+            kept[exe.id] = exe
+            if len(kept) > self.keep_committed:
+                kept.popitem(last=False)
+
+    def committed(self, execution_id: str) -> Execution | None:
+        """The execution as this worker last committed it, if it still keeps it (do not modify it)."""
+        return self._kept.get(execution_id)
 
     def _create(self, target_id: str, event: Event, now: float) -> tuple[Execution, Definition] | None:
         data = event.data
@@ -217,7 +273,7 @@ class Worker:
                        data={"child_id": child_id, "status": "failed", "outcome": None,
                              "output": dict(context), "error": str(err)})
         log.warning("child %s of %s failed to start: %s", target_id, parent_id, err)
-        self.store.commit(child, [(parent_id, notice)], processed_event_id=event.id,
-                          trace={"event": event.name, "event_id": event.id, "from": None, "to": None,
-                                 "status": "failed", "error": str(err)})
+        self._commit(child, [(parent_id, notice)], event.id, False,
+                     trace={"event": event.name, "event_id": event.id, "from": None, "to": None,
+                            "status": "failed", "error": str(err)})
 

@@ -51,6 +51,23 @@ def test_send_before_serve_keeps_order_and_applies_once(cli: Cli) -> None:
     assert exe["context"] == {"count": 4}
 
 
+def test_an_exclusive_server_applies_runs_of_events_once_and_in_order(cli: Cli) -> None:
+    ok(cli("start", "counter", "--id", "c9"))
+    ok(cli("serve", "--until-idle", "--exclusive"))
+    for _ in range(3):
+        ok(cli("send", "c9", "inc"))
+    ok(cli("send", "c9", "inc", "--id", "again"))
+    served = ok(cli("serve", "--until-idle", "--exclusive"))
+    assert "4 applied" in served.stderr
+    # The same id again, once the first was served: the worker meets it with a commit on its kept copy
+    # of c9, the commit refuses it, and the reread reports it a duplicate.
+    ok(cli("send", "c9", "inc"))
+    ok(cli("send", "c9", "inc", "--id", "again"))
+    served = ok(cli("serve", "--until-idle", "--exclusive"))
+    assert "1 applied" in served.stderr and "1 duplicate" in served.stderr
+    assert show_json(cli, "c9")["context"] == {"count": 5}
+
+
 def test_start_is_idempotent(cli: Cli) -> None:
     ok(cli("start", "counter", "--id", "c3"))
     ok(cli("serve", "--until-idle"))

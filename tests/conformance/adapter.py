@@ -46,10 +46,14 @@ class SyncAdapter:
     def save(self, exe: Execution) -> None:
         self._runner.run(self.inner.save(exe))
 
+    @property
+    def commit_checks_event(self) -> bool:
+        return bool(getattr(self.inner, "commit_checks_event", False))
+
     def commit(self, exe: Execution, emits: Sequence[Emit], processed_event_id: str | None = None,
                timers: Iterable[TimerOp] = (), spawns: Iterable[Spawn] = (),
-               trace: dict[str, Any] | None = None) -> None:
-        self._runner.run(self.inner.commit(exe, emits, processed_event_id, timers, spawns, trace))
+               trace: dict[str, Any] | None = None, **options: Any) -> None:
+        self._runner.run(self.inner.commit(exe, emits, processed_event_id, timers, spawns, trace, **options))
 
     def is_processed(self, execution_id: str, event_id: str) -> bool:
         return self._runner.run(self.inner.is_processed(execution_id, event_id))

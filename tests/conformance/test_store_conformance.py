@@ -18,7 +18,7 @@ from harel.engine.store._base import (
     ExecutionSummary,
     TimerOp,
 )
-from harel.errors import StoreConflict
+from harel.errors import EventAlreadyProcessed, StoreConflict
 
 from .backends import Backend
 from .conftest import MakeStore
@@ -285,6 +285,39 @@ def test_dedupe_marks(store: ExecutionStore) -> None:
     assert not store.is_processed("e1", "ev-2")
     store.commit(exe, [], processed_event_id="ev-1")  # marking twice is harmless
     assert store.is_processed("e1", "ev-1") and exe.version == 3
+
+
+@pytest.mark.parametrize("path", ["fast", "multi"])
+def test_a_checked_commit_refuses_an_event_already_applied_and_writes_nothing(
+    store: ExecutionStore, path: str
+) -> None:
+    """``check_event=True`` (stores that declare ``commit_checks_event``): the commit is the dedupe check."""
+    if not getattr(store, "commit_checks_event", False):
+        pytest.skip("this store's commit does not check events (the worker always reads first)")
+    checking: Any = store
+    exe = new_exe(context={"n": 1})
+    checking.commit(exe, [], processed_event_id="ev-1", check_event=True)  # a new event: committed
+    assert store.is_processed("e1", "ev-1") and exe.version == 1
+    emits = [("e1", ev("out"))] if path == "multi" else []
+    exe.context["n"] = 2
+    with pytest.raises(EventAlreadyProcessed) as info:
+        checking.commit(exe, emits, processed_event_id="ev-1", check_event=True,
+                        timers=[TimerOp("schedule", "p", 9.0)] if path == "multi" else ())
+    assert isinstance(info.value, StoreConflict) and info.value.event_id == "ev-1"
+    assert exe.version == 1  # the in-memory bump was undone
+    stored = store.load("e1")
+    assert stored is not None and stored.version == 1 and stored.context == {"n": 1}
+    assert store.pending_outbox() == [] and store.due_timers(100.0) == []
+    checking.commit(exe, emits, processed_event_id="ev-2", check_event=True)  # the next one lands
+    stored = store.load("e1")
+    assert stored is not None and stored.version == 2 and stored.context == {"n": 2}
+    stale = rival(stored)
+    stored.context["n"] = 3
+    store.commit(stored, [], processed_event_id="ev-3")
+    with pytest.raises(StoreConflict) as lost:  # a stale copy with a new event: a plain lost CAS
+        checking.commit(stale, [], processed_event_id="ev-4", check_event=True)
+    assert not isinstance(lost.value, EventAlreadyProcessed)
+    assert not store.is_processed("e1", "ev-4")
 
 
 def test_load_for_event(store: ExecutionStore, backend: Backend) -> None:

@@ -101,12 +101,12 @@ class HookedStore:
 
     def commit(self, exe: Execution, emits: Sequence[Emit], processed_event_id: str | None = None,
                timers: Iterable[TimerOp] = (), spawns: Iterable[Spawn] = (),
-               trace: dict[str, Any] | None = None) -> None:
+               trace: dict[str, Any] | None = None, **options: Any) -> None:
         hook, self.before_commit = self.before_commit, None
         if hook is not None:
             hook(exe)
         self.commits += 1
-        self.inner.commit(exe, emits, processed_event_id, timers, spawns, trace)
+        self.inner.commit(exe, emits, processed_event_id, timers, spawns, trace, **options)
 
     def ack_outbox(self, seq: int) -> None:
         if self.fail_ack_outbox:

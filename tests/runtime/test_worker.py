@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from pathlib import Path
+
 import pytest
 
 from harel.engine import DefinitionRegistry, load_definition
@@ -226,3 +229,76 @@ def test_a_pre_saved_unstarted_execution_is_started_by_harel_start(
 def test_load_definition_is_real() -> None:
     # guard against this module silently running on a stub engine
     assert load_definition({"id": "t", "initial": "a", "states": {"a": {}}}).id == "t"
+
+
+# -- keep_committed: applying the next event without reading the execution back -------------------------
+
+
+class CountingStore(HookedStore):
+    """Counts the worker's reads (``load_for_event``)."""
+
+    def __init__(self, inner: ExecutionStore) -> None:
+        super().__init__(inner)
+        self.reads = 0
+
+    def load_for_event(self, execution_id: str, event_id: str) -> tuple[Execution | None, bool]:
+        self.reads += 1
+        return self.inner.load_for_event(execution_id, event_id)
+
+
+@pytest.fixture
+def sqlite_store(tmp_path: Path) -> Iterator[ExecutionStore]:
+    from harel.engine.store import SqliteStore
+
+    with SqliteStore(tmp_path / "keep.db") as store:
+        yield store
+
+
+def test_a_kept_execution_takes_its_next_events_without_a_read(
+        sqlite_store: ExecutionStore, registry: DefinitionRegistry, clock: ManualClock) -> None:
+    store = CountingStore(sqlite_store)
+    w = Worker(store, registry, clock, keep_committed=8)  # type: ignore[arg-type]
+    w.handle("c1", start_event("c1"))
+    for i in range(5):
+        assert w.handle("c1", ev("inc", f"i{i}")) == "applied"
+    assert store.reads == 1  # the start's dedupe check; every inc committed on the kept copy
+    exe = sqlite_store.load("c1")
+    assert exe is not None and exe.context["count"] == 5 and exe.version == 6
+    assert w.committed("c1") == exe
+
+
+def test_a_redelivered_event_on_a_kept_execution_is_still_a_duplicate(
+        sqlite_store: ExecutionStore, registry: DefinitionRegistry, clock: ManualClock) -> None:
+    w = Worker(sqlite_store, registry, clock, keep_committed=8)
+    w.handle("c1", start_event("c1"))
+    w.handle("c1", ev("inc", "i1"))
+    w.handle("c1", ev("inc", "i2"))
+    assert w.handle("c1", ev("inc", "i1")) == HandleResult.DUPLICATE  # the commit refused it; reread
+    assert w.handle("c1", start_event("c1")) == HandleResult.DUPLICATE
+    exe = sqlite_store.load("c1")
+    assert exe is not None and exe.context["count"] == 2 and exe.version == 3
+    assert w.handle("c1", ev("inc", "i3")) == "applied"  # and the worker goes on from the right state
+    exe = sqlite_store.load("c1")
+    assert exe is not None and exe.context["count"] == 3
+
+
+def test_a_kept_copy_another_writer_moved_on_is_reloaded_and_the_result_is_serial(
+        sqlite_store: ExecutionStore, registry: DefinitionRegistry, clock: ManualClock) -> None:
+    mine = Worker(sqlite_store, registry, clock, keep_committed=8)
+    other = Worker(sqlite_store, registry, clock)
+    mine.handle("c1", start_event("c1"))
+    mine.handle("c1", ev("inc", "i1"))
+    other.handle("c1", ev("inc", "i2"))  # mine's kept copy is now one version behind
+    other.handle("c1", ev("wait", "w"))
+    assert mine.handle("c1", ev("inc", "i3")) == "applied"
+    assert mine.conflicts == 1
+    exe = sqlite_store.load("c1")  # on the stale copy it would be count 2 in idle
+    assert exe is not None and exe.context["count"] == 3 and exe.active_path == "waiting"
+    assert sqlite_store.is_processed("c1", "i3")
+
+
+def test_keep_committed_is_ignored_on_a_store_whose_commit_cannot_check_the_event(
+        dict_store: DictStore, registry: DefinitionRegistry) -> None:
+    assert Worker(dict_store, registry, keep_committed=8).keep_committed == 0
+    with pytest.raises(ValueError, match="keep_committed"):
+        Worker(dict_store, registry, keep_committed=-1)

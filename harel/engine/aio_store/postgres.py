@@ -27,7 +27,6 @@ from harel.engine.store._base import (
     OutboxEntry,
     Spawn,
     SpawnEntry,
-    StoreConflict,
     TimerOp,
 )
 from harel.engine.store._sql import POSTGRES
@@ -40,6 +39,7 @@ from harel.engine.store.postgres import (
     is_autocommit,
     is_conflict,
     is_fast,
+    lost_commit,
     make_page,
     outbox_entry,
     page_query,
@@ -57,6 +57,9 @@ __all__ = ["AsyncPostgresStore"]
 
 class AsyncPostgresStore:
     """The PostgreSQL :class:`~harel.engine.store.AsyncExecutionStore` over a connection pool."""
+
+    commit_checks_event = True
+    """``commit(..., check_event=True)`` refuses an event already marked (see ``PostgresStore``)."""
 
     def __init__(
         self,
@@ -198,28 +201,30 @@ class AsyncPostgresStore:
         timers: Iterable[TimerOp] = (),
         spawns: Iterable[Spawn] = (),
         trace: dict[str, Any] | None = None,
+        *,
+        check_event: bool = False,
     ) -> None:
         timers, spawns = list(timers), list(spawns)
         old = exe.version
         exe.version = old + 1
-        found: int | None = None
+        state: Sequence[Any] | None = None
         try:
             data = exe.model_dump_json()
             async with self._connection() as conn:
                 if is_fast(emits, timers, spawns):
-                    ok = await self._commit_fast(conn, exe, old, data, processed_event_id, trace)
+                    ok = await self._commit_fast(conn, exe, old, data, processed_event_id, trace, check_event)
                 else:
                     ok = await self._commit_multi(
-                        conn, exe, old, data, emits, processed_event_id, timers, spawns, trace
+                        conn, exe, old, data, emits, processed_event_id, timers, spawns, trace, check_event
                     )
                 if not ok:
-                    found = await self._stored_version(conn, exe.id)
+                    state = await self._conflict_state(conn, exe.id, processed_event_id)
         except BaseException:
             exe.version = old
             raise
         if not ok:
             exe.version = old
-            raise StoreConflict(exe.id, expected=old, found=found)
+            raise lost_commit(exe.id, old, processed_event_id, check_event, state)
 
     async def _commit_fast(
         self,
@@ -229,11 +234,13 @@ class AsyncPostgresStore:
         data: str,
         processed_event_id: str | None,
         trace: dict[str, Any] | None,
+        check_event: bool,
     ) -> bool:
         """One ``SELECT harel_commit_cas(…)``; the function returns false on a lost CAS, never raises."""
         async with conn.cursor() as cur:
             await cur.execute(
-                self._sql.fast_commit, fast_params(exe, old, data, processed_event_id, trace, self.trace_max)
+                self._sql.fast_commit,
+                fast_params(exe, old, data, processed_event_id, trace, self.trace_max, check_event),
             )
             row = await cur.fetchone()
         ok = bool(row and row[0])
@@ -251,11 +258,12 @@ class AsyncPostgresStore:
         timers: Sequence[TimerOp],
         spawns: Sequence[Spawn],
         trace: dict[str, Any] | None,
+        check_event: bool,
     ) -> bool:
         """CAS + side effects + COMMIT in one pipeline (see the sync store); False on a lost CAS."""
         cas_sql, cas_params = cas_statement(self._sql, exe, old, data)
         effects = side_effects(
-            self._sql, exe.id, emits, processed_event_id, timers, spawns, trace, self.trace_max
+            self._sql, exe.id, emits, processed_event_id, timers, spawns, trace, self.trace_max, check_event
         )
         explicit = is_autocommit(conn)
         try:
@@ -280,12 +288,15 @@ class AsyncPostgresStore:
             await conn.commit()
         return True
 
-    async def _stored_version(self, conn: Any, execution_id: str) -> int | None:
+    async def _conflict_state(
+        self, conn: Any, execution_id: str, event_id: str | None
+    ) -> Sequence[Any] | None:
+        """The version that won and whether the event is marked (the rare lost-commit path)."""
         async with conn.cursor() as cur:
-            await cur.execute(self._sql.stmt.select_version, (execution_id,))
+            await cur.execute(self._sql.conflict_state, (execution_id, execution_id, event_id or ""))
             row = await cur.fetchone()
         await conn.commit()
-        return int(row[0]) if row else None
+        return tuple(row) if row else None
 
     # -- reads ----------------------------------------------------------------------------------------
     async def load(self, execution_id: str) -> Execution | None:

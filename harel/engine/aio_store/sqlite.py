@@ -37,6 +37,9 @@ R = TypeVar("R")
 class AsyncSqliteStore:
     """The SQLite :class:`~harel.engine.store.AsyncExecutionStore`; ``await store.close()`` when done."""
 
+    commit_checks_event = True
+    """``commit(..., check_event=True)`` refuses an event already marked (see ``SqliteStore``)."""
+
     def __init__(
         self,
         path: str | os.PathLike[str],
@@ -90,11 +93,21 @@ class AsyncSqliteStore:
         timers: Iterable[TimerOp] = (),
         spawns: Iterable[Spawn] = (),
         trace: dict[str, Any] | None = None,
+        *,
+        check_event: bool = False,
     ) -> None:
+        """See :meth:`SqliteStore.commit`; ``check_event`` as in ``EventCheckingStore``."""
         # Materialise the iterables here: a generator must not be consumed on another thread while the
         # caller's code keeps running.
         await self._run(
-            self.sync.commit, exe, list(emits), processed_event_id, list(timers), list(spawns), trace
+            self.sync.commit,
+            exe,
+            list(emits),
+            processed_event_id,
+            list(timers),
+            list(spawns),
+            trace,
+            check_event=check_event,
         )
 
     async def is_processed(self, execution_id: str, event_id: str) -> bool:

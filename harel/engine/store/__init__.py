@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from harel.engine.store._base import (
     DEFAULT_TRACE_MAX,
+    EventCheckingStore,
     ExecutionPage,
     ExecutionStore,
     ExecutionSummary,
@@ -31,6 +32,7 @@ __all__ = [
     "DEFAULT_TRACE_MAX",
     "DictStore",
     "DynamoDBStore",
+    "EventCheckingStore",
     "ExecutionPage",
     "ExecutionStore",
     "ExecutionSummary",

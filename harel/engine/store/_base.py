@@ -21,6 +21,7 @@ __all__ = [
     "DEFAULT_TRACE_MAX",
     "AsyncExecutionStore",
     "Emit",
+    "EventCheckingStore",
     "ExecutionPage",
     "ExecutionStore",
     "ExecutionSummary",
@@ -172,6 +173,35 @@ class ExecutionStore(Protocol):
     def append_trace(self, execution_id: str, entry: dict[str, Any]) -> None: ...
 
     def close(self) -> None: ...
+
+
+@runtime_checkable
+class EventCheckingStore(ExecutionStore, Protocol):
+    """A store whose commit can do the dedupe check itself: ``commit(..., check_event=True)``.
+
+    With ``check_event=True`` a ``processed_event_id`` already marked for the execution makes the commit
+    write nothing and raise :class:`~harel.errors.EventAlreadyProcessed` (a :class:`StoreConflict`),
+    atomically with the version compare-and-swap. That lets a worker commit an event on top of the
+    execution it committed last, without reading it back first: the CAS rejects a stale copy, this
+    check rejects a redelivered event, and either way the worker reloads. Without ``check_event`` marking
+    an event twice stays harmless (the seed's contract). The SQL stores implement it for free (the mark's
+    insert reports whether it inserted); stores that cannot do it cheaply just do not declare
+    ``commit_checks_event``.
+    """
+
+    commit_checks_event: bool
+
+    def commit(
+        self,
+        exe: Execution,
+        emits: Sequence[Emit],
+        processed_event_id: str | None = None,
+        timers: Iterable[TimerOp] = (),
+        spawns: Iterable[Spawn] = (),
+        trace: dict[str, Any] | None = None,
+        *,
+        check_event: bool = False,
+    ) -> None: ...
 
 
 @runtime_checkable

@@ -74,7 +74,7 @@ from harel.engine.store._sql import (
     summary_from_row,
     trace_entry,
 )
-from harel.errors import StoreUnavailable
+from harel.errors import EventAlreadyProcessed, StoreUnavailable
 
 if TYPE_CHECKING:
     import psycopg
@@ -165,6 +165,10 @@ _FUNCTION_BODY = """
 DECLARE
   v_idx bigint;
 BEGIN
+  IF p_check AND p_event <> '' AND EXISTS (
+       SELECT 1 FROM {s}.processed_events WHERE execution_id = p_id AND event_id = p_event) THEN
+    RETURN false;  -- check_event: the event was applied before; write nothing
+  END IF;
   IF p_old = 0 THEN
     INSERT INTO {s}.executions (id, definition_id, version, status, parent_id, active_path, outcome, data)
     VALUES (p_id, p_definition_id, 1, p_status, p_parent_id, p_active_path, p_outcome, p_data)
@@ -220,9 +224,12 @@ class PgSql:
         self.functions: dict[str, tuple[str, str]] = {
             "harel_commit_cas": (
                 commit_cas,
+                # The first statement drops the signature before p_check (one function, no overloads).
+                f"DROP FUNCTION IF EXISTS {s}.harel_commit_cas(text, text, text, bigint, text, text, text, "
+                "text, text, text, bigint); "
                 f"CREATE OR REPLACE FUNCTION {s}.harel_commit_cas(p_id text, p_definition_id text, "
                 "p_data text, p_old bigint, p_event text, p_status text, p_outcome text, "
-                "p_active_path text, p_parent_id text, p_trace text, p_trace_max bigint) "
+                "p_active_path text, p_parent_id text, p_trace text, p_trace_max bigint, p_check boolean) "
                 "RETURNS boolean LANGUAGE plpgsql AS $harel$" + commit_cas + "$harel$",
             ),
             "harel_conflict": (
@@ -237,7 +244,7 @@ class PgSql:
         )
         self.fast_commit = (
             f"SELECT {s}.harel_commit_cas(%s::text, %s::text, %s::text, %s::bigint, %s::text, %s::text, "
-            "%s::text, %s::text, %s::text, %s::text, %s::bigint)"
+            "%s::text, %s::text, %s::text, %s::text, %s::bigint, %s::boolean)"
         )
         # The multi-statement path's CAS: the family's insert / guarded update, made to abort the
         # transaction when it matches no row, so that BEGIN, the CAS, the side effects and COMMIT can
@@ -248,6 +255,13 @@ class PgSql:
         )
         self.insert_execution = "WITH cas AS (" + self.stmt.insert_execution + guard
         self.update_execution = "WITH cas AS (" + self.stmt.update_execution + guard
+        # check_event's dedupe mark: the same guard, so an event marked before aborts the transaction.
+        self.insert_processed_checked = "WITH cas AS (" + self.stmt.insert_processed + guard
+        # After a failed commit (the rare path): the winning version and whether the event was marked.
+        self.conflict_state = (
+            f"SELECT (SELECT version FROM {s}.executions WHERE id = %s), "
+            f"EXISTS (SELECT 1 FROM {s}.processed_events WHERE execution_id = %s AND event_id = %s)"
+        )
         # Trace step in ONE statement (pipeline-friendly: nothing waits for the new index client-side):
         # the INSERT computes idx; the DELETE, on the statement's snapshot, trims at or below
         # new_idx - trace_max. Params: id, entry, id, id, trace_max, trace_max.
@@ -288,6 +302,7 @@ def fast_params(
     processed_event_id: str | None,
     trace: dict[str, Any] | None,
     trace_max: int | None,
+    check_event: bool = False,
 ) -> tuple[Any, ...]:
     return (
         exe.id,
@@ -301,6 +316,7 @@ def fast_params(
         exe.parent_id,
         json.dumps(trace) if trace is not None else None,
         trace_max or 0,
+        check_event,
     )
 
 
@@ -325,6 +341,7 @@ def side_effects(
     spawns: Sequence[Spawn],
     trace: dict[str, Any] | None,
     trace_max: int | None,
+    check_event: bool = False,
 ) -> list[tuple[str, list[tuple[Any, ...]]]]:
     """Every side-effect statement of a commit, in commit order, as ``(sql, rows)`` for executemany.
 
@@ -335,7 +352,8 @@ def side_effects(
     if emits:
         out.append((st.insert_outbox, [(t, e.model_dump_json()) for t, e in emits]))
     if processed_event_id is not None:
-        out.append((st.insert_processed, [(exe_id, processed_event_id)]))
+        mark = sql.insert_processed_checked if check_event else st.insert_processed
+        out.append((mark, [(exe_id, processed_event_id)]))
     if spawns:
         out.append((st.insert_spawn, [(exe_id, cid, root, json.dumps(ctx)) for cid, root, ctx in spawns]))
     for op in timers:
@@ -351,6 +369,20 @@ def side_effects(
 def trace_params(execution_id: str, entry: dict[str, Any], trace_max: int | None) -> tuple[Any, ...]:
     n = trace_max or 0
     return (execution_id, json.dumps(entry), execution_id, execution_id, n, n)
+
+
+def lost_commit(
+    exe_id: str, old: int, event_id: str | None, check_event: bool, state: Sequence[Any] | None
+) -> StoreConflict:
+    """The error of a commit that wrote nothing, from ``conflict_state``'s row (``None``: not readable).
+
+    With ``check_event`` a marked event is the likelier cause (a redelivery committed blind), and the
+    caller must learn it is a duplicate rather than a race: :class:`EventAlreadyProcessed`.
+    """
+    found = None if state is None or state[0] is None else int(state[0])
+    if check_event and event_id is not None and state is not None and state[1]:
+        return EventAlreadyProcessed(exe_id, event_id, found)
+    return StoreConflict(exe_id, expected=old, found=found)
 
 
 def is_fast(emits: Sequence[Emit], timers: Sequence[TimerOp], spawns: Sequence[Spawn]) -> bool:
@@ -448,6 +480,10 @@ class PgLink:
 class PostgresStore(PgLink):
     """The PostgreSQL :class:`~harel.engine.store.ExecutionStore` over one (injected) connection."""
 
+    commit_checks_event = True
+    """``commit(..., check_event=True)`` refuses an event already marked (``EventCheckingStore``): the
+    fast path's function checks the mark before its CAS, the pipelined path guards the mark's insert."""
+
     def __init__(
         self,
         conn: Any,
@@ -523,6 +559,8 @@ class PostgresStore(PgLink):
         timers: Iterable[TimerOp] = (),
         spawns: Iterable[Spawn] = (),
         trace: dict[str, Any] | None = None,
+        *,
+        check_event: bool = False,
     ) -> None:
         timers, spawns = list(timers), list(spawns)
         old = exe.version
@@ -530,15 +568,19 @@ class PostgresStore(PgLink):
         try:
             data = exe.model_dump_json()
             if is_fast(emits, timers, spawns):
-                ok = self._commit_fast(exe, old, data, processed_event_id, trace)
+                ok = self._commit_fast(exe, old, data, processed_event_id, trace, check_event)
             else:
-                ok = self._commit_multi(exe, old, data, emits, processed_event_id, timers, spawns, trace)
+                ok = self._commit_multi(
+                    exe, old, data, emits, processed_event_id, timers, spawns, trace, check_event
+                )
         except BaseException:
             exe.version = old
             raise
         if not ok:
             exe.version = old
-            raise StoreConflict(exe.id, expected=old, found=self._stored_version(exe.id))
+            raise lost_commit(
+                exe.id, old, processed_event_id, check_event, self._conflict_state(exe.id, processed_event_id)
+            )
 
     def _commit_fast(
         self,
@@ -547,11 +589,13 @@ class PostgresStore(PgLink):
         data: str,
         processed_event_id: str | None,
         trace: dict[str, Any] | None,
+        check_event: bool,
     ) -> bool:
         """One ``SELECT harel_commit_cas(…)``: CAS + dedupe + trace step in one round trip."""
         with self._cursor() as cur:
             cur.execute(
-                self._sql.fast_commit, fast_params(exe, old, data, processed_event_id, trace, self.trace_max)
+                self._sql.fast_commit,
+                fast_params(exe, old, data, processed_event_id, trace, self.trace_max, check_event),
             )
             row = cur.fetchone()
             ok = bool(row and row[0])
@@ -571,6 +615,7 @@ class PostgresStore(PgLink):
         timers: Sequence[TimerOp],
         spawns: Sequence[Spawn],
         trace: dict[str, Any] | None,
+        check_event: bool,
     ) -> bool:
         """The CAS and every side effect in one transaction: one pipeline, one round trip.
 
@@ -581,7 +626,7 @@ class PostgresStore(PgLink):
         """
         cas_sql, cas_params = cas_statement(self._sql, exe, old, data)
         effects = side_effects(
-            self._sql, exe.id, emits, processed_event_id, timers, spawns, trace, self.trace_max
+            self._sql, exe.id, emits, processed_event_id, timers, spawns, trace, self.trace_max, check_event
         )
         with self._cursor() as cur:
             conn = self._conn
@@ -607,16 +652,16 @@ class PostgresStore(PgLink):
                 conn.commit()
             return True
 
-    def _stored_version(self, execution_id: str) -> int | None:
-        """The version that won, for the conflict's message (only on the rare conflict path)."""
+    def _conflict_state(self, execution_id: str, event_id: str | None) -> Sequence[Any] | None:
+        """The version that won and whether the event is marked (only on the rare lost-commit path)."""
         try:
             with self._cursor() as cur:
-                cur.execute(self._sql.stmt.select_version, (execution_id,))
+                cur.execute(self._sql.conflict_state, (execution_id, execution_id, event_id or ""))
                 row = cur.fetchone()
                 self._conn.commit()
         except Exception:
             return None
-        return int(row[0]) if row else None
+        return tuple(row) if row else None
 
     # -- reads (each ends its transaction so the next sees other workers' commits) --------------------
     def _fetch(self, stmt: str, params: Sequence[Any] = (), *, one: bool = False) -> Any:

@@ -54,7 +54,7 @@ from harel.engine.store._base import (
     TimerOp,
     normalize_status,
 )
-from harel.errors import StoreConflict, StoreUnavailable
+from harel.errors import EventAlreadyProcessed, StoreConflict, StoreUnavailable
 
 __all__ = ["DEFAULT_BUSY_TIMEOUT", "SqliteDatabase", "SqliteStore", "Synchronous"]
 
@@ -151,8 +151,10 @@ class SqliteDatabase:
         )
 
     def failed_error(self, exc: sqlite3.OperationalError) -> StoreUnavailable:
-        return StoreUnavailable(f"SQLite database {str(self.path)!r} failed a write ({exc}); nothing of it "
-                                "was kept — check free disk space and the file's permissions, then retry")
+        return StoreUnavailable(
+            f"SQLite database {str(self.path)!r} failed a write ({exc}); nothing of it "
+            "was kept — check free disk space and the file's permissions, then retry"
+        )
 
     def ensure_schema(self, ddl: Sequence[str]) -> None:
         with self.write() as cur:
@@ -169,6 +171,11 @@ class SqliteDatabase:
 
 class SqliteStore:
     """The SQLite :class:`~harel.engine.store.ExecutionStore` (see the module docstring)."""
+
+    commit_checks_event = True
+    """``commit(..., check_event=True)`` refuses an event already marked (see ``EventCheckingStore``):
+    the dedupe mark's ``INSERT … ON CONFLICT DO NOTHING`` says whether it inserted, inside the commit's
+    transaction."""
 
     def __init__(
         self,
@@ -225,6 +232,8 @@ class SqliteStore:
         timers: Iterable[TimerOp] = (),
         spawns: Iterable[Spawn] = (),
         trace: dict[str, Any] | None = None,
+        *,
+        check_event: bool = False,
     ) -> None:
         old = exe.version
         exe.version = new = old + 1
@@ -258,6 +267,8 @@ class SqliteStore:
                     )
                 if processed_event_id is not None:
                     cur.execute(_SQL.insert_processed, (exe.id, processed_event_id))
+                    if check_event and cur.rowcount != 1:  # already marked: a redelivery
+                        raise EventAlreadyProcessed(exe.id, processed_event_id, old)
                 for op in timers:
                     if op.action == "schedule":
                         cur.execute(_SQL.upsert_timer, (exe.id, op.path, op.fire_at))
