@@ -253,3 +253,15 @@ def test_not_a_database(tmp_path: Path) -> None:
     (tmp_path / "notes.db").write_text("this is not SQLite " * 100)
     with pytest.raises(StoreUnavailable, match="SQLite database"):
         SqliteStore(tmp_path / "notes.db")
+
+
+def test_the_trace_ring_is_trimmed_in_batches_and_reads_show_the_newest_steps(tmp_path: Path) -> None:
+    from harel.engine.store._sql import TRIM_EVERY
+
+    with SqliteStore(tmp_path / "ring.db", trace_max=5) as store:
+        exe = Execution(id="r", definition_id="d")
+        for n in range(3 * TRIM_EVERY + 3):
+            store.commit(exe, [], trace={"n": n})
+            stored = store.db.cur.execute("SELECT count(*) FROM trace WHERE execution_id = 'r'").fetchone()[0]
+            assert stored < 5 + TRIM_EVERY  # the table never holds more than the ring plus one batch
+            assert [s["n"] for s in store.read_trace("r")] == list(range(max(0, n - 4), n + 1))

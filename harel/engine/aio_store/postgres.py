@@ -29,7 +29,7 @@ from harel.engine.store._base import (
     SpawnEntry,
     TimerOp,
 )
-from harel.engine.store._sql import POSTGRES
+from harel.engine.store._sql import POSTGRES, trace_ring
 from harel.engine.store.postgres import (
     DEFAULT_SCHEMA,
     PgSql,
@@ -46,7 +46,6 @@ from harel.engine.store.postgres import (
     side_effects,
     spawn_entry,
     split_schema,
-    trace_entries,
     trace_params,
     unreachable_message,
 )
@@ -346,7 +345,7 @@ class AsyncPostgresStore:
         return make_page(await self._fetch(*query) if query else [], limit)
 
     async def read_trace(self, execution_id: str) -> list[dict[str, Any]]:
-        return trace_entries(await self._fetch(self._sql.stmt.read_trace, (execution_id,)))
+        return trace_ring(await self._fetch(self._sql.stmt.read_trace, (execution_id,)), self.trace_max)
 
     async def append_trace(self, execution_id: str, entry: dict[str, Any]) -> None:
         await self._write(self._sql.write_trace, trace_params(execution_id, entry, self.trace_max))

@@ -64,6 +64,7 @@ from harel.engine.store._base import (
 from harel.engine.store._sql import (
     POSTGRES,
     TABLES,
+    TRIM_EVERY,
     Statements,
     create_statements,
     cursor_after,
@@ -72,7 +73,7 @@ from harel.engine.store._sql import (
     next_cursor,
     statements,
     summary_from_row,
-    trace_entry,
+    trace_ring,
 )
 from harel.errors import EventAlreadyProcessed, StoreUnavailable
 
@@ -190,7 +191,7 @@ BEGIN
     INSERT INTO {s}.trace (execution_id, idx, entry)
     SELECT p_id, COALESCE(MAX(t.idx), -1) + 1, p_trace FROM {s}.trace t WHERE t.execution_id = p_id
     RETURNING idx INTO v_idx;
-    IF p_trace_max > 0 AND v_idx >= p_trace_max THEN
+    IF p_trace_max > 0 AND v_idx >= p_trace_max AND v_idx % {trim_every} = 0 THEN  -- see _sql.TRIM_EVERY
       DELETE FROM {s}.trace WHERE execution_id = p_id AND idx <= v_idx - p_trace_max;
     END IF;
   END IF;
@@ -214,7 +215,7 @@ class PgSql:
         base = statements(POSTGRES)
         self.stmt = Statements(**{f.name: self.qualify(getattr(base, f.name)) for f in fields(Statements)})
         self.lock_key = f"harel:{schema}"
-        commit_cas = _FUNCTION_BODY.format(s=s)
+        commit_cas = _FUNCTION_BODY.format(s=s, trim_every=TRIM_EVERY)
         conflict = (
             "\nBEGIN\n  RAISE EXCEPTION 'harel: version conflict' "
             f"USING ERRCODE = '{CONFLICT_SQLSTATE}';\nEND\n"
@@ -270,7 +271,7 @@ class PgSql:
             f"SELECT %s, COALESCE(MAX(t.idx), -1) + 1, %s FROM {s}.trace t WHERE t.execution_id = %s "
             "RETURNING idx) "
             f"DELETE FROM {s}.trace WHERE execution_id = %s AND %s::bigint > 0 "
-            "AND idx <= (SELECT idx FROM ins) - %s::bigint"
+            f"AND (SELECT idx FROM ins) %% {TRIM_EVERY} = 0 AND idx <= (SELECT idx FROM ins) - %s::bigint"
         )
 
     def qualify(self, sql: str) -> str:
@@ -395,10 +396,6 @@ def outbox_entry(row: Sequence[Any]) -> OutboxEntry:
 
 def spawn_entry(row: Sequence[Any]) -> SpawnEntry:
     return SpawnEntry(int(row[0]), row[1], row[2], row[3], json.loads(row[4]))
-
-
-def trace_entries(rows: Iterable[Sequence[Any]]) -> list[dict[str, Any]]:
-    return [trace_entry(int(idx), entry) for idx, entry in rows]
 
 
 def page_query(
@@ -720,7 +717,7 @@ class PostgresStore(PgLink):
         return make_page(self._fetch(*query) if query else [], limit)
 
     def read_trace(self, execution_id: str) -> list[dict[str, Any]]:
-        return trace_entries(self._fetch(self._sql.stmt.read_trace, (execution_id,)))
+        return trace_ring(self._fetch(self._sql.stmt.read_trace, (execution_id,)), self.trace_max)
 
     def append_trace(self, execution_id: str, entry: dict[str, Any]) -> None:
         self._write(self._sql.write_trace, trace_params(execution_id, entry, self.trace_max))

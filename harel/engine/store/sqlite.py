@@ -353,7 +353,7 @@ class SqliteStore:
     def _write_trace(self, cur: sqlite3.Cursor, execution_id: str, entry: dict[str, Any]) -> None:
         (idx,) = cur.execute(_SQL.trace_insert, (execution_id, json.dumps(entry), execution_id)).fetchone()
         trace_max = self.trace_max
-        if trace_max and idx >= trace_max:
+        if trace_max and idx >= trace_max and idx % _sql.TRIM_EVERY == 0:
             cur.execute(_SQL.trace_trim, (execution_id, idx - trace_max))
 
     def append_trace(self, execution_id: str, entry: dict[str, Any]) -> None:
@@ -363,7 +363,7 @@ class SqliteStore:
     def read_trace(self, execution_id: str) -> list[dict[str, Any]]:
         with self.db.lock:
             rows = self.db.cur.execute(_SQL.read_trace, (execution_id,)).fetchall()
-        return [_sql.trace_entry(idx, entry) for idx, entry in rows]
+        return _sql.trace_ring(rows, self.trace_max)
 
     def close(self) -> None:
         """Close the connection (idempotent). Committed data is in the file; WAL is checkpointed by SQLite."""
