@@ -235,9 +235,8 @@ def growth_md(dyn: dict[str, Any] | None, pg: dict[str, Any] | None, targets: li
                 size = max(int(s) for s in sizes if dyn[s][op] is not None)
                 measured[op].append(f"DynamoDB {last['items_read']:,} items read for {last['needed']:,} "
                                     f"needed at {size:,} rows")
-        parts.append("**DynamoDB** (moto; items read and RRU billed from the requests and responses; the "
-                     "outbox backlog stops at 10,000 — moto's Scan emulation needs minutes beyond that, and "
-                     "a Scan reads the whole backlog by construction, as the smaller sizes show):\n\n"
+        parts.append("**DynamoDB** (moto; items read and RRU billed from the requests and responses; a "
+                     "relay pass Queries each of the outbox's 4 shards from its oldest entry):\n\n"
                      + table(["read", "table rows", "returned", "a pass needs", "items read", "RRU"], rows))
     bad = _failed("PostgreSQL growth", pg)
     if bad:

@@ -62,8 +62,9 @@ _COMMIT: dict[str, tuple[str, ...]] = {
     "trace": ("Query", "PutItem", "DeleteItem"),
 }
 _RELAY_DRAIN: dict[str, tuple[str, ...]] = {
-    "outbox": ("Scan", "DeleteItem"),
-    "spawns": ("Scan", "DeleteItem"),
+    # Pending entries are read oldest first by Query, one per shard.
+    "outbox": ("Query", "DeleteItem"),
+    "spawns": ("Query", "DeleteItem"),
 }
 _SWEEP: dict[str, tuple[str, ...]] = {"timers": ("DeleteItem",)}
 

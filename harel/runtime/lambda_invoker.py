@@ -247,7 +247,8 @@ class HandlerLoop:
 
     def call_relay(self, *, scheduled: bool = False) -> Any:
         event = (scheduled_event("harel-relay-backstop", self.region) if scheduled else
-                 dynamodb_stream_event(self.stream_table, [{"seq": {"N": "0"}}], ["seq"], region=self.region))
+                 dynamodb_stream_event(self.stream_table, [{"shard": {"S": "0"}, "seq": {"N": "0"}}],
+                                      ["shard", "seq"], region=self.region))
         return self.relay(event, FakeLambdaContext(function_name="harel-relay", region=self.region))
 
     def call_sweeper(self) -> Any:

@@ -127,7 +127,7 @@ def test_state_only_commit_is_one_conditional_put(store: DynamoDBStore, rec: Rec
     assert loaded is not None and not seen
     loaded.active_path = "b"
     store.commit(loaded, [], processed_event_id="ev1")
-    assert rec.ops() == ["batch_get_item", "put_item"]  # two requests per state-only transition
+    assert rec.ops() == ["get_item", "put_item"]  # two requests per state-only transition
     put = rec.calls[1][1]
     assert put["ConditionExpression"] == "#v = :ov"
     assert item_size(put["Item"]) <= 1024  # a small execution stays within one write unit

@@ -12,10 +12,11 @@ from harel.errors import StoreUnavailable
 
 from .conftest import make_store
 
-SEED_KEYS = {
+KEYS = {
     "executions": [("id", "S", "HASH")],
-    "outbox": [("seq", "N", "HASH")],
-    "spawns": [("seq", "N", "HASH")],
+    # beyond the seed (seq alone): a shard of seq, so the oldest entries come from Queries, not a Scan
+    "outbox": [("shard", "S", "HASH"), ("seq", "N", "RANGE")],
+    "spawns": [("shard", "S", "HASH"), ("seq", "N", "RANGE")],
     "timers": [("execution_id", "S", "HASH"), ("path", "S", "RANGE")],
     "processed": [("execution_id", "S", "HASH"), ("event_id", "S", "RANGE")],
     "counters": [("id", "S", "HASH")],
@@ -23,11 +24,11 @@ SEED_KEYS = {
 }
 
 
-def test_seven_prefixed_tables_with_the_seed_key_schemas(ddb: Any) -> None:
+def test_seven_prefixed_tables_with_their_key_schemas(ddb: Any) -> None:
     make_store(ddb, prefix="shop")
     names = sorted(n for n in ddb.list_tables()["TableNames"] if n.startswith("shop_"))
-    assert names == sorted(f"shop_{n}" for n in SEED_KEYS)
-    for name, keys in SEED_KEYS.items():
+    assert names == sorted(f"shop_{n}" for n in KEYS)
+    for name, keys in KEYS.items():
         desc = ddb.describe_table(TableName=f"shop_{name}")["Table"]
         types = {a["AttributeName"]: a["AttributeType"] for a in desc["AttributeDefinitions"]}
         got = [(k["AttributeName"], types[k["AttributeName"]], k["KeyType"]) for k in desc["KeySchema"]]
@@ -91,3 +92,15 @@ def test_missing_tables_say_what_to_do(ddb: Any) -> None:
     store = DynamoDBStore(ddb, prefix="never")
     with pytest.raises(StoreUnavailable, match=r"does not exist.*create the tables"):
         store.load("x")
+
+
+def test_a_queue_table_with_the_seed_key_is_reported(ddb: Any) -> None:
+    """An outbox made by an older harel (keyed by seq alone) cannot be queried by shard: say what to do."""
+    ddb.create_table(
+        TableName="seed_outbox",
+        KeySchema=[{"AttributeName": "seq", "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": "seq", "AttributeType": "N"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    with pytest.raises(StoreUnavailable, match=r"seed_outbox exists keyed by .*drain it, then delete it"):
+        make_store(ddb, prefix="seed")

@@ -8,6 +8,7 @@ import pytest
 
 from harel.engine.model import Event, Execution
 from harel.engine.store._base import TimerOp
+from harel.engine.store._dynamo import QUEUE_SHARDS, execution_shard, queue_shard
 from harel.engine.store.dynamodb import DynamoDBStore
 
 from .conftest import Recorder
@@ -17,16 +18,108 @@ def scanned(rec: Recorder, op: str) -> int:
     return sum(int(r.get("ScannedCount", 0)) for name, r in rec.responses if name == op)
 
 
-def test_relay_scan_follows_pages(store: DynamoDBStore, rec: Recorder) -> None:
-    """A backlog bigger than one 1 MB Scan page comes back whole and in seq order."""
-    for n in range(4):
-        exe = Execution(id=f"e{n}", definition_id="order")
-        store.commit(exe, [(f"t{n}", Event(id=f"big{n}", name="x", data={"blob": "y" * 350_000}))])
+def queried(rec: Recorder, table: str) -> list[dict[str, Any]]:
+    """The responses of the Queries of one table, in order."""
+    return [
+        r
+        for (op, kw), (_, r) in zip(rec.calls, rec.responses, strict=True)
+        if op == "query" and kw["TableName"] == table
+    ]
+
+
+def emit(store: DynamoDBStore, n: int, **data: Any) -> None:
+    exe = Execution(id=f"e{n}", definition_id="order")
+    store.commit(exe, [(f"t{n}", Event(id=f"ev{n}", name="x", data=data))])
+
+
+def test_relay_read_follows_pages(store: DynamoDBStore, rec: Recorder) -> None:
+    """A shard bigger than one 1 MB Query page comes back whole, and the backlog in seq order."""
+    for n in range(12):  # 3 entries of 350 KB per shard: more than a page
+        emit(store, n, blob="y" * 350_000)
     rec.reset()
     entries = store.pending_outbox()
-    assert [e.event.id for e in entries] == ["big0", "big1", "big2", "big3"]
+    assert [e.event.id for e in entries] == [f"ev{n}" for n in range(12)]
     assert [e.seq for e in entries] == sorted(e.seq for e in entries)
-    assert rec.ops().count("scan") >= 2  # LastEvaluatedKey was followed
+    pages = queried(rec, store.table("outbox"))
+    assert len(pages) > QUEUE_SHARDS and any("LastEvaluatedKey" in r for r in pages)
+    assert rec.ops().count("scan") == 0
+
+
+def test_a_relay_pass_reads_about_its_budget_not_the_backlog(store: DynamoDBStore, rec: Recorder) -> None:
+    for n in range(300):
+        emit(store, n)
+    rec.reset()
+    entries = store.pending_outbox(20)
+    assert [e.event.id for e in entries] == [f"ev{n}" for n in range(20)]
+    read = sum(int(r["ScannedCount"]) for r in queried(rec, store.table("outbox")))
+    assert read <= 2 * 20 + QUEUE_SHARDS  # about the budget (shards fill unevenly), not 300
+    assert set(rec.ops()) == {"query"} and len(rec.ops()) <= 2 * QUEUE_SHARDS
+
+
+def test_uneven_shards_still_give_the_oldest_in_order(store: DynamoDBStore, rec: Recorder) -> None:
+    """Acks out of order (a failed delivery kept, the rest acked) leave shards uneven: the merge reads
+    further pages of the shards that bound it, and still returns exactly the oldest entries."""
+    for n in range(120):
+        emit(store, n)
+    everything = store.pending_outbox()
+    keep_shard = queue_shard(everything[0].seq)
+    acked = [e.seq for e in everything[:80] if queue_shard(e.seq) != keep_shard]
+    for seq in acked:
+        store.ack_outbox(seq)
+    left = [e.seq for e in store.pending_outbox()]
+    assert left == sorted(left) and left == [e.seq for e in everything if e.seq not in acked]
+    assert len(acked) > 30  # the other shards really were drained ahead of this one
+    rec.reset()
+    assert [e.seq for e in store.pending_outbox(25)] == left[:25]
+    assert len(queried(rec, store.table("outbox"))) > QUEUE_SHARDS  # the kept shard was read on
+    for limit in (1, 3, 7, 30, len(left) - 1, len(left), len(left) + 1, 1000):
+        assert [e.seq for e in store.pending_outbox(limit)] == left[:limit], limit
+    assert store.pending_outbox(0) == []
+
+
+def test_an_executions_entries_share_one_shard_in_order(store: DynamoDBStore) -> None:
+    for eid in ("x", "y", "z", "w"):
+        exe = Execution(id=eid, definition_id="order")
+        for n in range(3):  # commits of one and of several emits
+            store.commit(exe, [("t", Event(id=f"{eid}{n}-{k}", name="x")) for k in range(n + 1)])
+    entries = store.pending_outbox()
+    assert [e.seq for e in entries] == sorted(e.seq for e in entries)
+    for eid in ("x", "y", "z", "w"):
+        mine = [e for e in entries if e.event.id.startswith(eid)]
+        assert len(mine) == 6
+        assert {queue_shard(e.seq) for e in mine} == {str(execution_shard(eid))}
+        assert [e.event.id for e in mine] == [f"{eid}{n}-{k}" for n in range(3) for k in range(n + 1)]
+    assert {str(execution_shard(e)) for e in ("x", "y", "z", "w")} != {"0"}  # they do spread
+
+
+def test_a_commit_landing_between_a_passs_queries_is_never_delivered_out_of_order(
+    store: DynamoDBStore, rec: Recorder
+) -> None:
+    """An execution commits while a pass reads the shards one after another — before, between and after
+    the query of its own shard: the pass delivers its entries all or in order, never a later one alone."""
+    exe = Execution(id="x", definition_id="order")
+    home = str(execution_shard("x"))
+    for shard in range(QUEUE_SHARDS):
+        for e in store.pending_outbox():
+            store.ack_outbox(e.seq)
+        fired = False
+
+        def commit_during_read(real: Any, kwargs: dict[str, Any], shard: int = shard) -> Any:
+            nonlocal fired
+            response = real(**kwargs)
+            if not fired and kwargs["ExpressionAttributeValues"][":sh"] == {"S": str(shard)}:
+                fired = True  # after the query of `shard`: two commits, two emits each
+                two = [("t", Event(id=f"a{shard}", name="x")), ("t", Event(id=f"b{shard}", name="x"))]
+                store.commit(exe, two)
+                store.commit(exe, [("t", Event(id=f"c{shard}", name="x"))])
+            return response
+
+        rec.after["query"] = commit_during_read
+        seen = [e.event.id for e in store.pending_outbox()]
+        del rec.after["query"]
+        assert seen in ([], [f"a{shard}", f"b{shard}", f"c{shard}"]), (shard, home, seen)
+        assert seen == ([] if shard >= int(home) else [f"a{shard}", f"b{shard}", f"c{shard}"])
+        assert [e.event.id for e in store.pending_outbox()] == [f"a{shard}", f"b{shard}", f"c{shard}"]
 
 
 def test_cursor_paging_over_several_pages(store: DynamoDBStore) -> None:

@@ -7,7 +7,8 @@ its botocore method name), :class:`Sleep` (a backoff pause) or :class:`Probe` (i
 client, ``AsyncDynamoDBStore`` with an aiobotocore client and ``await``; that is the only difference
 between them, so their semantics cannot drift apart. Nothing here does I/O or imports a client library.
 
-Layout (seven tables ``{prefix}_{name}``, on-demand; the seed's key schemas, plus two indexes):
+Layout (seven tables ``{prefix}_{name}``, on-demand; the seed's key schemas except the outbox's and
+the spawns', plus two indexes):
 
 ==========  =====================================  ==============================================
 table       key                                    holds
@@ -15,9 +16,11 @@ table       key                                    holds
 executions  id (S)                                 ``data`` (the Execution JSON), ``version``,
                                                    ``definition_id``, the summary fields broken out
                                                    (``status``, ``outcome``, ``active_path``,
-                                                   ``parent_id``) and ``rids`` (recent event ids)
-outbox      seq (N)                                ``target_id``, ``event`` (JSON)
-spawns      seq (N)                                ``parent_id``, ``child_id``, ``root_path``,
+                                                   ``parent_id``), ``rids`` (recent event ids) and
+                                                   ``spill`` (B: a filter of the ids spilled from
+                                                   ``rids``)
+outbox      shard (S), seq (N)                     ``target_id``, ``event`` (JSON)
+spawns      shard (S), seq (N)                     ``parent_id``, ``child_id``, ``root_path``,
                                                    ``context`` (JSON)
 timers      execution_id (S), path (S)             ``fire_at`` (N), ``shard`` (S)
 processed   execution_id (S), event_id (S)         one dedupe mark per applied event
@@ -34,10 +37,43 @@ Beyond the seed, and why (the seed's behaviour stays the contract):
   ids), so it lands atomically with the state change. When ``rids`` overflows, the ids that fall out
   are first written to the ``processed`` table (a BatchWriteItem, before the execution write that
   drops them — they are already committed, so writing their marks early is always true) and only then
-  dropped. Every applied event id is therefore always in ``rids`` or in ``processed``, and
-  ``is_processed`` / ``load_for_event`` read both in one BatchGetItem: the ``processed`` table keeps
-  its meaning (one item per handled event), it is only written behind. ``recent_events=0`` restores
-  the seed's layout exactly (the mark is a ``processed`` Put inside the commit's transaction).
+  dropped. Every applied event id is therefore always in ``rids`` or in ``processed``: the
+  ``processed`` table keeps its meaning (one item per handled event), it is only written behind.
+  ``recent_events=0`` restores the seed's layout exactly (the mark is a ``processed`` Put inside the
+  commit's transaction).
+* **The dedupe check is one GetItem** (1 read unit) in the common case, not a read of the execution
+  and its ``processed`` mark (2). The write that drops ids from ``rids`` also adds them to ``spill``,
+  a Bloom filter in the execution item (:data:`BLOOM_BITS` bits, :data:`BLOOM_HASHES` hashes; ``b""``
+  until the first spill), which every later commit carries forward — so every applied id not in
+  ``rids`` is in the filter of every later version. ``load_for_event`` / ``is_processed`` read the
+  item alone: an id in ``rids`` is applied; an id the filter rules out is not; only a filter
+  positive (a spilled id, or a false positive) reads the ``processed`` mark too, for the exact answer.
+  A false positive costs that second read, never correctness; its rate grows with the spilled ids
+  (about 0.5 % at 64, 1.6 % at 100, 9 % at 200, 33 % at 400, 85 % at 1,000: see
+  :data:`BLOOM_HASHES`), and 128 bytes keep the cost benchmark's state-only execution item under
+  1 KB (1 write unit). No item means not applied, with no second read: a mark is only ever written
+  for an id its execution holds (in the commit's transaction, or behind it for ids in ``rids``) and
+  executions are never deleted (no store operation deletes one, and the table has no TTL), so no mark
+  exists without its execution item. The seed layout (every mark in ``processed``) writes no filter
+  and drops one it finds (its marks are not in it); an item without a filter (written by the seed
+  layout, or by a harel before the filter) never gets one back, and its dedupe check always reads
+  the mark. There, and for an execution remembered with a saturated filter (false-positive rate ≥
+  1/2), the check reads the execution and the mark in one BatchGetItem instead (1 request, 2 units).
+* **The relay reads the oldest entries by Query, not by Scan.** The seed keys the outbox and spawns
+  by ``seq`` alone, so the oldest entries can only be found by scanning every pending one (a Scan is
+  unordered) — a pass over a backlog of N read N. Here they are keyed by ``shard`` (``seq %``
+  :data:`QUEUE_SHARDS`, so a seq still names exactly one item and an ack deletes by it) and ``seq``:
+  a pass Queries each shard from its oldest entry (strongly consistent) and merges by seq, reading
+  about its budget whatever the backlog (:meth:`DynamoCore._oldest`). Why sharded, and why
+  :data:`QUEUE_SHARDS` = 4: see that constant (one partition's write limit, and the seq allocator's
+  ceiling). Its price is a floor per pass: one Query per shard and table (1 read unit each, even
+  empty) where the seed made one Scan per table. The Queries of one pass run one after the other,
+  so a commit may land between them; but every entry of one execution is written to one shard (its
+  seqs are drawn from that shard's residue class, :meth:`DynamoCore._next_seqs`), where a Query
+  returns it in seq order, so a pass never delivers a later entry of an execution — of the same
+  commit or a later one — ahead of an earlier one. Changing a table's key means a new table:
+  :meth:`DynamoCore.ensure_tables_ops` refuses one with the seed's key (drain it with the previous
+  version's relay, delete it, create it again; it holds only undelivered work).
 * **Due timers come from a sparse index**, ``due`` on the timers table (hash ``shard``, range
   ``fire_at``, keys only), so a sweep reads the timers that are due, not every armed timer.
   ``shard`` spreads the index over :data:`TIMER_SHARDS` partition keys so timer arms never
@@ -50,10 +86,10 @@ Beyond the seed, and why (the seed's behaviour stays the contract):
   changes on every commit (not ``version``), so ordinary commits never write to it.
 * **Consistent reads** where a stale answer would be wrong: ``load``, ``load_for_event``,
   ``is_processed`` (a stale read could apply an event twice or lose a CAS race it should see), the
-  relay's Scans (an acked entry must not reappear, a committed one must be seen) and the trace
-  index. Index queries cannot be consistent: a timer armed a moment ago may be swept on the next pass
-  (the sweeper's ``fire_at`` guard and the engine's stale-timeout check make an early or late sweep
-  harmless), and a listing may lag a commit by a moment.
+  relay's Queries (an acked entry must not reappear, a committed one must be seen) and the trace
+  index. Index queries cannot be consistent: a timer armed a moment
+  ago may be swept on the next pass (the sweeper's ``fire_at`` guard and the engine's stale-timeout
+  check make an early or late sweep harmless), and a listing may lag a commit by a moment.
 * **Safe at the limits.** Items over 400 KB and commits over 100 items or 4 MB are refused *before
   any request* with :class:`~harel.errors.ExecutionTooLarge`. A cancelled transaction is classified by
   its ``CancellationReasons``: only a failed condition on the execution item (index 0) is a
@@ -63,14 +99,15 @@ Beyond the seed, and why (the seed's behaviour stays the contract):
   says it retried, and the stored item — returned by ``ReturnValuesOnConditionCheckFailure`` — is
   byte-for-byte ours) counts as success, not a conflict. The limits are read conservatively
   (400,000 bytes, 4,000,000 bytes), with item sizes computed by DynamoDB's documented rules.
-* **Fewer reads per commit.** The stored version and ``rids`` of an execution loaded through this
-  store, and the next trace index after a traced commit, are remembered (keyed by version: an
+* **Fewer reads per commit.** The stored version, ``rids`` and ``spill`` of an execution loaded
+  through this store, and the next trace index after a traced commit, are remembered (keyed by version: an
   ``(id, version)`` pair names exactly one stored item), so a commit normally makes no read of its own.
 * **Optional TTL** (``expires_at``) on dedupe marks and trace steps, for the stack's TTL setting.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import random
@@ -114,6 +151,27 @@ BATCH_WRITE_MAX = 25
 
 TIMER_SHARDS = 4
 """Partition keys of the ``due`` index. Fixed: every process must agree on it, or timers go unswept."""
+
+QUEUE_SHARDS = 4
+"""Partition keys (``shard`` = ``seq % QUEUE_SHARDS``) of the outbox and spawns tables, whose sort key is
+``seq``. Fixed: every process must agree on it, or entries go undelivered.
+
+Why 4: a partition takes at most 1,000 write units a second, and a monotonically increasing sort key
+defeats DynamoDB's split-for-heat (every new entry lands at the tail of its shard), so each shard is one
+hot partition. An entry costs 3 write units there (its transactional Put, 2; its ack's Delete, 1). An
+execution's entries all go to one shard (by a hash of its id, for ordering: see ``_next_seqs``), so
+executions spread the load over the shards. The seq allocator is one item of the counters table, so at
+most ~1,000 commits a second can emit or spawn at all: at that ceiling, one entry each, 4 shards carry
+~750 write units a second each, under the limit. More shards would add nothing the allocator lets
+through, and every relay pass queries every shard (one request and one read unit each, even when
+empty), so the count is kept at that ceiling."""
+
+BLOOM_BITS = 1024
+"""Bits of the execution item's filter of spilled event ids (``spill``, 128 bytes once anything spilled)."""
+BLOOM_HASHES = 3
+"""Bit positions per id. With 1,024 bits the false-positive rate after n spilled ids is about
+``(1 - e^(-3n/1024))^3``: 0.07 % at 32, 0.5 % at 64, 1.6 % at 100, 8.7 % at 200, 33 % at 400, 85 % at
+1,000 — a false positive only costs the second read."""
 
 TTL_ATTRIBUTE = "expires_at"
 """Epoch seconds after which DynamoDB's TTL deletes an item (dedupe marks and trace steps, if configured)."""
@@ -186,8 +244,8 @@ TABLES: tuple[TableSpec, ...] = (
         (("id", "S"),),
         (IndexSpec("by_status", (("status", "S"), ("id", "S")), ("definition_id", "parent_id")),),
     ),
-    TableSpec("outbox", (("seq", "N"),)),
-    TableSpec("spawns", (("seq", "N"),)),
+    TableSpec("outbox", (("shard", "S"), ("seq", "N"))),
+    TableSpec("spawns", (("shard", "S"), ("seq", "N"))),
     TableSpec(
         "timers",
         (("execution_id", "S"), ("path", "S")),
@@ -434,6 +492,55 @@ def shard_of(execution_id: str) -> str:
     return str(zlib.crc32(execution_id.encode("utf-8")) % TIMER_SHARDS)
 
 
+def queue_shard(seq: int) -> str:
+    """The partition key of an outbox / spawns entry: derived from its seq, so a seq names its item."""
+    return str(seq % QUEUE_SHARDS)
+
+
+def execution_shard(execution_id: str) -> int:
+    """The shard every outbox / spawns entry of ``execution_id`` is written to (stable across processes)."""
+    return zlib.crc32(execution_id.encode("utf-8")) % QUEUE_SHARDS
+
+
+def queue_key(seq: int) -> Item:
+    """The full primary key of the outbox / spawns entry ``seq``."""
+    return {"shard": S(queue_shard(seq)), "seq": N(seq)}
+
+
+# -- the filter of spilled event ids ------------------------------------------------------------------
+def _bloom_positions(event_id: str) -> list[int]:
+    digest = hashlib.blake2b(event_id.encode("utf-8"), digest_size=16).digest()
+    h1, h2 = int.from_bytes(digest[:8], "little"), int.from_bytes(digest[8:], "little") | 1
+    return [(h1 + i * h2) % BLOOM_BITS for i in range(BLOOM_HASHES)]
+
+
+def bloom_add(bloom: bytes, event_ids: Iterable[str]) -> bytes:
+    """``bloom`` with ``event_ids`` added (``b""`` is the empty filter; a non-empty one is 128 bytes)."""
+    ids = list(event_ids)
+    if not ids:
+        return bloom
+    bits = bytearray(bloom or bytes(BLOOM_BITS // 8))
+    for event_id in ids:
+        for pos in _bloom_positions(event_id):
+            bits[pos >> 3] |= 1 << (pos & 7)
+    return bytes(bits)
+
+
+def bloom_may_contain(bloom: bytes, event_id: str) -> bool:
+    """False proves ``event_id`` was never added; True means it may have been."""
+    if not bloom:
+        return False
+    return all(bloom[pos >> 3] & (1 << (pos & 7)) for pos in _bloom_positions(event_id))
+
+
+def bloom_false_positive_rate(bloom: bytes) -> float:
+    """The chance that an id never added still tests positive, from the filter's fill."""
+    if not bloom:
+        return 0.0
+    ones = sum(bin(b).count("1") for b in bloom)
+    return float((ones / BLOOM_BITS) ** BLOOM_HASHES)
+
+
 def _coalesce_timers(timers: Iterable[TimerOp]) -> list[TimerOp]:
     """One op per path, the last one winning: a transaction may touch an item only once, and a
     cancel-then-schedule (a state re-entered in one step) must end armed."""
@@ -451,6 +558,7 @@ class _Plan:
     exe_item: Item
     data: str
     recent: tuple[str, ...]
+    spill: bytes | None
     evicted: tuple[str, ...]
     outbox: list[Item]
     spawns: list[Item]
@@ -476,7 +584,8 @@ class DynamoCore:
     - ``processed_ttl`` / ``trace_ttl``: seconds after which DynamoDB's TTL may delete a dedupe mark /
       a trace step (``expires_at``; None = never, the default). An expired mark no longer dedupes a
       redelivery of its event, so keep it well above the longest possible redelivery delay.
-    - ``cache_size``: executions whose version and recent ids are remembered between load and commit.
+    - ``cache_size``: executions whose version, recent ids and spill filter are remembered between
+      load and commit.
     - ``clock``: epoch seconds, for the TTL attribute.
     - ``record_trace``: False drops the trace steps commits carry (``append_trace`` still records).
       A traced commit is always a transaction with two more items (the step and the ring's drop),
@@ -514,10 +623,10 @@ class DynamoCore:
         self._clock = clock
         self.record_trace = record_trace
         self._names = {spec.name: f"{prefix}_{spec.name}" for spec in TABLES}
-        # execution id -> (stored version, its recent event ids). A (id, version) pair names exactly one
-        # stored item, so an entry is never stale, only possibly superseded; it saves the read of
-        # ``rids`` a commit would otherwise need.
-        self._known: OrderedDict[str, tuple[int, tuple[str, ...]]] = OrderedDict()
+        # execution id -> (stored version, its recent event ids, its spill filter or None when the item
+        # has none). A (id, version) pair names exactly one stored item, so an entry is never stale, only
+        # possibly superseded; it saves the read of ``rids`` and ``spill`` a commit would otherwise need.
+        self._known: OrderedDict[str, tuple[int, tuple[str, ...], bytes | None]] = OrderedDict()
         # execution id -> (version, next trace index) after a commit through this store: the next
         # traced commit from that version skips the max-index Query (single writer per execution).
         self._trace_next: OrderedDict[str, tuple[int, int]] = OrderedDict()
@@ -542,9 +651,11 @@ class DynamoCore:
         ceiling = min(self.backoff_cap, self.backoff_base * 2.0**attempt)
         return ceiling / 2 + self._rng.random() * ceiling / 2
 
-    def _remember(self, execution_id: str, version: int, recent: tuple[str, ...]) -> None:
+    def _remember(
+        self, execution_id: str, version: int, recent: tuple[str, ...], spill: bytes | None
+    ) -> None:
         with self._lock:
-            self._known[execution_id] = (version, recent)
+            self._known[execution_id] = (version, recent, spill)
             self._known.move_to_end(execution_id)
             while len(self._known) > self._cache_size:
                 self._known.popitem(last=False)
@@ -565,12 +676,28 @@ class DynamoCore:
             hit = self._trace_next.get(execution_id)
         return hit[1] if hit is not None and hit[0] == version else None
 
-    def _recall(self, execution_id: str, version: int) -> tuple[str, ...] | None:
+    def _recall(self, execution_id: str, version: int) -> tuple[tuple[str, ...], bytes | None] | None:
+        """The stored ``rids`` and ``spill`` of ``(execution_id, version)`` if known (a new execution's
+        are known: nothing applied, nothing spilled)."""
         if version == 0:
-            return ()
+            return (), b""
         with self._lock:
             hit = self._known.get(execution_id)
-        return hit[1] if hit is not None and hit[0] == version else None
+        return (hit[1], hit[2]) if hit is not None and hit[0] == version else None
+
+    def _batch_read_pays(self, execution_id: str) -> bool:
+        """Whether the dedupe check should read the execution and the mark together (one BatchGetItem,
+        two read units) rather than the execution first (one GetItem, one read unit, plus a second
+        request when its filter cannot rule the event out): with the seed layout (every mark in
+        ``processed``), and for an execution last seen without a filter or with a saturated one, where
+        the second request is (nearly) certain. A superseded entry only costs: both paths are exact."""
+        if self.recent_events == 0:
+            return True
+        with self._lock:
+            hit = self._known.get(execution_id)
+        if hit is None:
+            return False
+        return hit[2] is None or bloom_false_positive_rate(hit[2]) >= 0.5
 
     def _forget(self, execution_id: str) -> None:
         with self._lock:
@@ -582,6 +709,14 @@ class DynamoCore:
         if not item or "rids" not in item:
             return ()
         return tuple(v["S"] for v in item["rids"]["L"])
+
+    @staticmethod
+    def _spill(item: Item | None) -> bytes | None:
+        """The item's filter of spilled ids; None when it has none (written by the seed layout, or
+        before the filter existed): then nothing can be ruled out without reading ``processed``."""
+        if not item or "spill" not in item:
+            return None
+        return bytes(item["spill"]["B"])
 
     def _call(self, op: str, kwargs: dict[str, Any]) -> Ops[dict[str, Any]]:
         """One API call, retried with backoff while the error is transient (bounded)."""
@@ -685,6 +820,15 @@ class DynamoCore:
                         if error_code(exc) in DENIED_CODES:
                             return
                         raise
+                keys = [(k["AttributeName"], k["KeyType"]) for k in desc.get("KeySchema", [])]
+                want = [(k["AttributeName"], k["KeyType"]) for k in _key_schema(spec.keys)]
+                if keys and keys != want:
+                    raise StoreUnavailable(
+                        f"table {name} exists keyed by {keys}, but this version of harel keys it by "
+                        f"{want}; an outbox or spawns table holds only undelivered work: let the "
+                        "previous version's relay drain it, then delete it and let create() (or the CDK "
+                        "stack) rebuild it"
+                    )
                 indexes = {
                     i["IndexName"]: i.get("IndexStatus", "ACTIVE")
                     for i in desc.get("GlobalSecondaryIndexes", [])
@@ -727,8 +871,11 @@ class DynamoCore:
         if not item:
             return None
         exe = Execution.model_validate_json(item["data"]["S"])
-        self._remember(exe.id, int(item["version"]["N"]), self._rids(item))
+        self._remember(exe.id, int(item["version"]["N"]), self._rids(item), self._spill(item))
         return exe
+
+    _LOAD_NAMES = {"#d": "data", "#v": "version", "#r": "rids", "#f": "spill"}
+    _MARK_NAMES = {"#v": "version", "#r": "rids", "#f": "spill"}
 
     def load_ops(self, execution_id: str) -> Ops[Execution | None]:
         resp = yield from self._call(
@@ -737,8 +884,8 @@ class DynamoCore:
                 "TableName": self.table("executions"),
                 "Key": {"id": S(execution_id)},
                 "ConsistentRead": True,
-                "ProjectionExpression": "#d, #v, #r",
-                "ExpressionAttributeNames": {"#d": "data", "#v": "version", "#r": "rids"},
+                "ProjectionExpression": ", ".join(self._LOAD_NAMES),
+                "ExpressionAttributeNames": dict(self._LOAD_NAMES),
             },
         )
         return self._execution(resp.get("Item"))
@@ -765,14 +912,56 @@ class DynamoCore:
         item = got[exe_t][0] if got[exe_t] else None
         return item, bool(got[proc_t]) or event_id in self._rids(item)
 
-    def load_for_event_ops(self, execution_id: str, event_id: str) -> Ops[tuple[Execution | None, bool]]:
-        item, seen = yield from self._with_mark(
-            execution_id, event_id, "#d, #v, #r", {"#d": "data", "#v": "version", "#r": "rids"}
+    def _dedupe_read(
+        self, execution_id: str, event_id: str, names: dict[str, str]
+    ) -> Ops[tuple[Item | None, bool]]:
+        """The execution item and whether ``event_id`` was applied to it — exactly.
+
+        Usually one strongly consistent GetItem (1 read unit): the id is in ``rids`` (applied), or the
+        item's ``spill`` filter proves it was never spilled to ``processed`` (not applied: every applied
+        id not in ``rids`` is in the filter of every later version). Otherwise — a filter false
+        positive, or an item without a filter — the ``processed`` mark is read too. No item means no
+        mark: marks are written only for ids of an existing execution (in its commit's transaction,
+        or behind it for ids it already holds in ``rids``) and executions are never deleted.
+        """
+        if self._batch_read_pays(execution_id):
+            return (yield from self._with_mark(execution_id, event_id, ", ".join(names), names))
+        resp = yield from self._call(
+            "get_item",
+            {
+                "TableName": self.table("executions"),
+                "Key": {"id": S(execution_id)},
+                "ConsistentRead": True,
+                "ProjectionExpression": ", ".join(names),
+                "ExpressionAttributeNames": dict(names),
+            },
         )
+        item = resp.get("Item")
+        if item is None:
+            return None, False
+        if event_id in self._rids(item):
+            return item, True
+        spill = self._spill(item)
+        if spill is not None and not bloom_may_contain(spill, event_id):
+            return item, False
+        mark = yield from self._call(
+            "get_item",
+            {
+                "TableName": self.table("processed"),
+                "Key": {"execution_id": S(execution_id), "event_id": S(event_id)},
+                "ConsistentRead": True,
+                "ProjectionExpression": "#e",
+                "ExpressionAttributeNames": {"#e": "event_id"},
+            },
+        )
+        return item, "Item" in mark
+
+    def load_for_event_ops(self, execution_id: str, event_id: str) -> Ops[tuple[Execution | None, bool]]:
+        item, seen = yield from self._dedupe_read(execution_id, event_id, self._LOAD_NAMES)
         return self._execution(item), seen
 
     def is_processed_ops(self, execution_id: str, event_id: str) -> Ops[bool]:
-        _, seen = yield from self._with_mark(execution_id, event_id, "#r", {"#r": "rids"})
+        _, seen = yield from self._dedupe_read(execution_id, event_id, self._MARK_NAMES)
         return seen
 
     # -- commit -----------------------------------------------------------------------------------------
@@ -805,6 +994,7 @@ class DynamoCore:
         exe: Execution,
         old: int,
         recent: tuple[str, ...],
+        spill: bytes | None,
         emits: list[Emit],
         processed_event_id: str | None,
         timers: list[TimerOp],
@@ -817,6 +1007,10 @@ class DynamoCore:
         finally:
             exe.version = old
         new_recent, evicted = self._next_recent(recent, processed_event_id)
+        # The filter must hold every applied id that is not in ``rids``. The seed layout writes marks only
+        # to ``processed`` (and spills every id it finds in ``rids``), so it drops the filter; and an item
+        # without one (written by the seed layout, or before filters) never gets one back.
+        new_spill = None if self.recent_events == 0 or spill is None else bloom_add(spill, evicted)
         item: Item = {
             "id": S(exe.id),
             "data": S(data),
@@ -830,6 +1024,8 @@ class DynamoCore:
                 item[name] = S(value)
         if new_recent:
             item["rids"] = {"L": [S(i) for i in new_recent]}
+        if new_spill is not None:
+            item["spill"] = {"B": new_spill}
         hint = "keep large payloads out of the context and event data (store them elsewhere, keep a key)"
         size = item_size(item)
         if size > MAX_ITEM_BYTES:
@@ -848,7 +1044,9 @@ class DynamoCore:
         if processed_event_id is not None and self.recent_events == 0:
             processed = self._mark_item(exe.id, processed_event_id)
         trace_json = json.dumps(trace, separators=(",", ":")) if trace is not None else None
-        plan = _Plan(item, data, new_recent, evicted, outbox, spawn_items, processed, timers, trace_json)
+        plan = _Plan(
+            item, data, new_recent, new_spill, evicted, outbox, spawn_items, processed, timers, trace_json
+        )
         if not plan.single:
             self._check_transaction(exe.id, plan, placeholder)
         return plan
@@ -880,7 +1078,7 @@ class DynamoCore:
 
     @staticmethod
     def _outbox_item(seq: int, target_id: str | None, event: Event) -> Item:
-        item: Item = {"seq": N(seq), "event": S(event.model_dump_json())}
+        item: Item = {**queue_key(seq), "event": S(event.model_dump_json())}
         if target_id is not None:
             item["target_id"] = S(target_id)
         return item
@@ -888,7 +1086,7 @@ class DynamoCore:
     @staticmethod
     def _spawn_item(seq: int, parent_id: str, child_id: str, root_path: str, context: dict[str, Any]) -> Item:
         return {
-            "seq": N(seq),
+            **queue_key(seq),
             "parent_id": S(parent_id),
             "child_id": S(child_id),
             "root_path": S(root_path),
@@ -931,16 +1129,19 @@ class DynamoCore:
             trace = None
         old = exe.version
         known = self._recall(exe.id, old)
-        plan = self._plan(exe, old, known or (), emit_list, processed_event_id, timer_ops, spawn_list, trace)
-        if known is None:  # not loaded through this store: read the stored version and rids
+        recent, spill = known if known is not None else ((), b"")
+        plan = self._plan(
+            exe, old, recent, spill, emit_list, processed_event_id, timer_ops, spawn_list, trace
+        )
+        if known is None:  # not loaded through this store: read the stored version, rids and filter
             resp = yield from self._call(
                 "get_item",
                 {
                     "TableName": self.table("executions"),
                     "Key": {"id": S(exe.id)},
                     "ConsistentRead": True,
-                    "ProjectionExpression": "#v, #r",
-                    "ExpressionAttributeNames": {"#v": "version", "#r": "rids"},
+                    "ProjectionExpression": ", ".join(self._MARK_NAMES),
+                    "ExpressionAttributeNames": dict(self._MARK_NAMES),
                 },
             )
             stored = resp.get("Item")
@@ -948,7 +1149,15 @@ class DynamoCore:
             if found != old:
                 raise StoreConflict(exe.id, expected=old, found=found)
             plan = self._plan(
-                exe, old, self._rids(stored), emit_list, processed_event_id, timer_ops, spawn_list, trace
+                exe,
+                old,
+                self._rids(stored),
+                self._spill(stored),
+                emit_list,
+                processed_event_id,
+                timer_ops,
+                spawn_list,
+                trace,
             )
         if plan.evicted:
             yield from self._batch_write(
@@ -976,7 +1185,7 @@ class DynamoCore:
             stored = reasons[0].get("Item") if reasons else response.get("Item")
             retried = bool(response.get("ResponseMetadata", {}).get("RetryAttempts"))
             yield from self._settle_conflict(exe.id, old, plan.data, stored, retried)
-        self._remember(exe.id, old + 1, plan.recent)
+        self._remember(exe.id, old + 1, plan.recent, plan.spill)
         self._remember_trace(exe.id, old, traced)
         exe.version = old + 1
 
@@ -987,13 +1196,13 @@ class DynamoCore:
         txn: list[dict[str, Any]] = [{"Put": put}]
         idx: int | None = None
         if plan.outbox:
-            base = yield from self._next_seq("outbox", len(plan.outbox))
-            for i, o in enumerate(plan.outbox):
-                txn.append({"Put": {"TableName": self.table("outbox"), "Item": {**o, "seq": N(base + i)}}})
+            seqs = yield from self._next_seqs("outbox", len(plan.outbox), execution_id)
+            for seq, o in zip(seqs, plan.outbox, strict=True):
+                txn.append({"Put": {"TableName": self.table("outbox"), "Item": {**o, **queue_key(seq)}}})
         if plan.spawns:
-            base = yield from self._next_seq("spawn", len(plan.spawns))
-            for i, s in enumerate(plan.spawns):
-                txn.append({"Put": {"TableName": self.table("spawns"), "Item": {**s, "seq": N(base + i)}}})
+            seqs = yield from self._next_seqs("spawn", len(plan.spawns), execution_id)
+            for seq, sp in zip(seqs, plan.spawns, strict=True):
+                txn.append({"Put": {"TableName": self.table("spawns"), "Item": {**sp, **queue_key(seq)}}})
         if plan.processed is not None:
             txn.append({"Put": {"TableName": self.table("processed"), "Item": plan.processed}})
         for op in plan.timers:
@@ -1053,12 +1262,24 @@ class DynamoCore:
         self._forget(execution_id)
         raise StoreConflict(execution_id, expected=old, found=found)
 
-    def _next_seq(self, name: str, count: int) -> Ops[int]:
-        """Reserve ``count`` consecutive seqs with one atomic ADD; returns the first.
+    def _next_seqs(self, name: str, count: int, execution_id: str) -> Ops[list[int]]:
+        """Reserve ``count`` seqs that all fall in ``execution_id``'s shard, in increasing order.
 
-        A separate write before the transaction (a transaction cannot read its own counter). A block
-        wasted by a cancelled commit is harmless: seqs must be monotonic, not gapless.
+        One atomic ADD reserves ``count * QUEUE_SHARDS`` consecutive seqs; of those, the ``count`` in the
+        execution's shard (``seq % QUEUE_SHARDS == execution_shard(execution_id)``) are used. So every
+        entry one execution ever writes lives in one shard, where a Query returns it in seq order: a
+        relay pass can never see a later entry of an execution (of the same commit, or of a later one)
+        without the earlier ones, however its per-shard Queries interleave with commits. A separate
+        write before the transaction (a transaction cannot read its own counter); a block wasted by a
+        cancelled commit, or the seqs of other shards in it, are harmless: seqs must be monotonic, not
+        gapless (they are 64-bit numbers).
         """
+        first = yield from self._next_seq(name, count * QUEUE_SHARDS)
+        start = first + (execution_shard(execution_id) - first) % QUEUE_SHARDS
+        return [start + i * QUEUE_SHARDS for i in range(count)]
+
+    def _next_seq(self, name: str, count: int) -> Ops[int]:
+        """Reserve ``count`` consecutive seqs with one atomic ADD; returns the first."""
         resp = yield from self._call(
             "update_item",
             {
@@ -1091,25 +1312,24 @@ class DynamoCore:
 
     # -- relay and sweeper ----------------------------------------------------------------------------
     def pending_outbox_ops(self, limit: int | None = None) -> Ops[list[OutboxEntry]]:
-        # A Scan is unordered, so the oldest ``limit`` entries are found only after reading them all: the
-        # limit saves decoding, not reads (the table drains and stays near-empty; see the module docstring).
-        rows = yield from self._pages("scan", {"TableName": self.table("outbox"), "ConsistentRead": True})
-        rows.sort(key=lambda r: int(r["seq"]["N"]))
+        # No cut is needed: all of one execution's entries live in one shard (see _next_seqs), and a
+        # Query of a shard returns them in seq order, so a pass never sees a later entry of an
+        # execution without the earlier ones, whatever commits land between its per-shard Queries.
+        rows = yield from self._oldest("outbox", limit)
         return [
             OutboxEntry(
                 int(r["seq"]["N"]),
                 r["target_id"]["S"] if "target_id" in r else None,
                 Event.model_validate_json(r["event"]["S"]),
             )
-            for r in rows[:limit]
+            for r in rows
         ]
 
     def ack_ops(self, table: Literal["outbox", "spawns"], seq: int) -> Ops[None]:
-        yield from self._call("delete_item", {"TableName": self.table(table), "Key": {"seq": N(seq)}})
+        yield from self._call("delete_item", {"TableName": self.table(table), "Key": queue_key(seq)})
 
     def pending_spawns_ops(self, limit: int | None = None) -> Ops[list[SpawnEntry]]:
-        rows = yield from self._pages("scan", {"TableName": self.table("spawns"), "ConsistentRead": True})
-        rows.sort(key=lambda r: int(r["seq"]["N"]))
+        rows = yield from self._oldest("spawns", limit)
         return [
             SpawnEntry(
                 int(r["seq"]["N"]),
@@ -1118,8 +1338,56 @@ class DynamoCore:
                 r["root_path"]["S"],
                 json.loads(r["context"]["S"]),
             )
-            for r in rows[:limit]
+            for r in rows
         ]
+
+    def _oldest(self, table: str, limit: int | None) -> Ops[list[Item]]:
+        """The ``limit`` entries of a queue table with the lowest seqs (all of them for None), in seq
+        order: a merge of per-shard Queries in seq order.
+
+        Each shard is read from its oldest entry, ``limit / QUEUE_SHARDS + 1`` items at first (executions
+        spread evenly over the shards, so that is often all it takes); then, while fewer than
+        ``limit`` items are known to be the oldest — those at or below the lowest last-read seq of the
+        shards that have more — the next page of that shard is read. A pass reads about its budget,
+        whatever the backlog.
+        """
+        if limit is not None and limit <= 0:
+            return []
+        per = None if limit is None else limit // QUEUE_SHARDS + 1
+        rows: list[Item] = []
+        more: dict[str, tuple[int, Item]] = {}  # shard -> (last seq read, where to go on)
+
+        def page(shard: str, size: int | None, start: Item | None) -> Ops[None]:
+            kw: dict[str, Any] = {
+                "TableName": self.table(table),
+                "KeyConditionExpression": "#sh = :sh",
+                "ExpressionAttributeNames": {"#sh": "shard"},
+                "ExpressionAttributeValues": {":sh": S(shard)},
+                "ScanIndexForward": True,
+                "ConsistentRead": True,
+            }
+            if size is not None:
+                kw["Limit"] = size
+            if start is not None:
+                kw["ExclusiveStartKey"] = start
+            resp = yield from self._call("query", kw)
+            rows.extend(resp.get("Items", []))
+            last = resp.get("LastEvaluatedKey")
+            more.pop(shard, None)
+            if last:
+                more[shard] = (int(last["seq"]["N"]), last)
+
+        for n in range(QUEUE_SHARDS):
+            yield from page(str(n), per, None)
+        while more:
+            shard, (bound, start) = min(more.items(), key=lambda kv: kv[1][0])
+            # every entry at or below ``bound`` has been read from every shard: those are final
+            ready = sum(1 for r in rows if int(r["seq"]["N"]) <= bound)
+            if limit is not None and ready >= limit:
+                break
+            yield from page(shard, None if limit is None else max(1, limit - ready), start)
+        rows.sort(key=lambda r: int(r["seq"]["N"]))
+        return rows if limit is None else rows[:limit]
 
     def due_timers_ops(self, now: float) -> Ops[list[tuple[str, str, float]]]:
         out: list[tuple[str, str, float]] = []
