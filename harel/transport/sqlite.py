@@ -5,8 +5,17 @@ claims it. A send returns only after its transaction committed, so nothing a use
 process dies (with ``synchronous="FULL"`` not even on power loss). Delivery follows the
 :class:`~harel.transport.QueueTransport` discipline, the same as an SQS FIFO message group:
 
-- **one in flight per target, in order per target** — only the oldest message of a target (its *head*)
-  can be claimed, and only while no live lease holds it; the next one becomes claimable after an ``ack``;
+- **one in flight per target, in order per target** — each target has one *head*: its oldest message,
+  flagged ``head``. Only heads can be claimed, and only while no live lease holds them; an ``ack`` deletes
+  the head and flags the target's next message in the same transaction;
+- **a claim costs what it returns** — it reads a partial index of the heads (``WHERE head = 1``) in
+  ``seq`` order: the heads in flight it skips plus the ones it leases, not the backlog queued behind
+  them, so ``harel serve`` claims as fast with 100 000 events queued as with ten. A send flags its
+  message head iff the target has nothing queued; an ack finds the next one through the
+  ``(target_id, seq)`` index. SQLite has one writer at a time (``BEGIN IMMEDIATE``), so that check and
+  the insert, or the delete and the promotion, cannot interleave with another process's send or ack:
+  no message is stranded without a head and no target gets two. (An inbox written by an older harel,
+  without the flag, is given it when first opened: see :meth:`SqliteTransport._ensure_schema`.)
 - **leases** — a claim holds its message until ``now + lease_seconds`` (by the injected ``clock``). A
   consumer that dies without ``ack``/``release`` does not block its target: once the lease expires the
   message is claimable again, with ``attempts`` counting every claim;
@@ -34,22 +43,38 @@ from harel.transport.base import Claimed
 __all__ = ["SqliteTransport"]
 
 _DDL = (
+    # ``head`` is last so that a fresh table and one migrated by ``ALTER TABLE … ADD COLUMN`` are alike.
     "CREATE TABLE IF NOT EXISTS inbox (seq INTEGER PRIMARY KEY AUTOINCREMENT, target_id TEXT NOT NULL, "
     "event_id TEXT NOT NULL, event TEXT NOT NULL, attempts INTEGER NOT NULL DEFAULT 0, token TEXT, "
-    "lease_until REAL)",
+    "lease_until REAL, head INTEGER NOT NULL DEFAULT 0)",
+)
+# Run after the ``head`` column is known to exist (a file of an older harel gets it first).
+_INDEXES = (
     "CREATE UNIQUE INDEX IF NOT EXISTS inbox_target_event ON inbox (target_id, event_id)",
     "CREATE INDEX IF NOT EXISTS inbox_target_seq ON inbox (target_id, seq)",
+    "CREATE INDEX IF NOT EXISTS inbox_heads ON inbox (seq) WHERE head = 1",
 )
-_SEND = ("INSERT INTO inbox (target_id, event_id, event) VALUES (?, ?, ?) "
+# A file written before the head flag: add it, then flag each target's oldest message.
+_MIGRATE = (
+    "ALTER TABLE inbox ADD COLUMN head INTEGER NOT NULL DEFAULT 0",
+    "UPDATE inbox SET head = 1 WHERE seq IN (SELECT MIN(seq) FROM inbox GROUP BY target_id)",
+)
+# A message is its target's head iff its target has nothing queued yet (an earlier row of the same batch
+# counts: it is in the same transaction). A duplicate is not queued, so its head flag does not matter.
+_SEND = ("INSERT INTO inbox (target_id, event_id, event, head) "
+         "VALUES (?, ?, ?, NOT EXISTS (SELECT 1 FROM inbox WHERE target_id = ?)) "
          "ON CONFLICT (target_id, event_id) DO NOTHING")
-# The head of every target (its oldest message) that no live lease holds, oldest first.
+# Heads that no live lease holds, oldest first, read from the partial index of heads: the heads in
+# flight plus what is returned, however many messages wait behind them.
 _CLAIMABLE = (
     "SELECT seq, target_id, event, attempts FROM inbox "
-    "WHERE seq IN (SELECT MIN(seq) FROM inbox GROUP BY target_id) "
-    "AND (lease_until IS NULL OR lease_until <= ?) ORDER BY seq LIMIT ?"
+    "WHERE head = 1 AND (lease_until IS NULL OR lease_until <= ?) ORDER BY seq LIMIT ?"
 )
 _LEASE = "UPDATE inbox SET attempts = attempts + 1, token = ?, lease_until = ? WHERE seq = ?"
-_ACK = "DELETE FROM inbox WHERE seq = ? AND token = ?"
+_HELD = "SELECT target_id FROM inbox WHERE seq = ? AND token = ?"
+_ACK = "DELETE FROM inbox WHERE seq = ?"
+# The target's next message (by the (target_id, seq) index) becomes its head.
+_PROMOTE = "UPDATE inbox SET head = 1 WHERE seq = (SELECT MIN(seq) FROM inbox WHERE target_id = ?)"
 _RELEASE = "UPDATE inbox SET token = NULL, lease_until = NULL WHERE seq = ? AND token = ?"
 
 
@@ -64,11 +89,27 @@ class SqliteTransport:
         else:
             self._db, self._owned = SqliteDatabase(target, busy_timeout, synchronous), True
         try:
-            self._db.ensure_schema(_DDL)
+            self._ensure_schema()
         except BaseException:
             self.close()
             raise
         self.path = self._db.path
+
+    def _ensure_schema(self) -> None:
+        """Create the inbox, or give an older file's inbox the head flag: one write transaction.
+
+        The column is looked for inside ``BEGIN IMMEDIATE`` (SQLite's write lock): of two processes
+        opening an old file at once, the second waits, then finds the column and migrates nothing.
+        """
+        with self._db.write() as cur:
+            for stmt in _DDL:
+                cur.execute(stmt)
+            columns = {row[1] for row in cur.execute("PRAGMA table_info(inbox)").fetchall()}
+            if "head" not in columns:
+                for stmt in _MIGRATE:
+                    cur.execute(stmt)
+            for stmt in _INDEXES:
+                cur.execute(stmt)
 
     def __enter__(self) -> SqliteTransport:
         return self
@@ -81,7 +122,9 @@ class SqliteTransport:
         """Queue every message in one transaction: all are stored, or none (and this raises)."""
         if not messages:
             return
-        rows = [(target_id, event.id, event.model_dump_json()) for target_id, event in messages]
+        rows = [(t, event.id, event.model_dump_json(), t) for t, event in messages]
+        # SQLite has one writer at a time: inside this BEGIN IMMEDIATE no other send or ack can run, so
+        # "the target has nothing queued" cannot change between the check and the insert.
         with self._db.write() as cur:
             cur.executemany(_SEND, rows)
 
@@ -104,9 +147,15 @@ class SqliteTransport:
         return out
 
     def ack(self, c: Claimed) -> None:
-        """The message was handled: delete it (a no-op if this claim's lease was lost to another)."""
+        """The message was handled: delete it and make its target's next message the head, in one
+        transaction (a no-op if this claim's lease was lost to another)."""
+        seq = _seq_of(c.token)
         with self._db.write() as cur:
-            cur.execute(_ACK, (_seq_of(c.token), c.token))
+            row = cur.execute(_HELD, (seq, c.token)).fetchone()
+            if row is None:
+                return
+            cur.execute(_ACK, (seq,))
+            cur.execute(_PROMOTE, (row[0],))
 
     def release(self, c: Claimed) -> None:
         """Give the message back for an immediate retry (a no-op if this claim's lease was lost)."""
