@@ -36,6 +36,7 @@ KEEP = 64
 """``keep_committed`` of the "keep" rows (``harel serve --exclusive``): the worker is the only one for its
 executions, so it commits each next event on the copy it kept, without reading it back."""
 HAREL, HAREL_KEEP = "harel SqliteStore", "harel SqliteStore, keep_committed"
+HAREL_SERVE = "harel serve (rounds of 32, one transaction each)"
 PG_HAREL, PG_HAREL_KEEP = "harel PostgresStore", "harel PostgresStore, keep_committed"
 
 
@@ -85,6 +86,36 @@ def _sqlite_harel(path: Path, sync: str, n: int, keep: int = 0) -> Callable[[], 
         for ev in events:
             worker.handle("x", ev)
         return n / (time.perf_counter() - t0)
+
+    run.close = store.close  # type: ignore[attr-defined]
+    return run
+
+
+def _sqlite_serve(path: Path, sync: str, n: int) -> Callable[[], float]:
+    """What ``harel serve`` does with ``n`` queued events: ``LocalRuntime`` rounds over the durable inbox
+    (``SqliteTransport`` on the store's connection), each round of up to 32 events — claims, commits and
+    acks — in one transaction. Queuing the events (another process's ``harel send``) is not timed."""
+    from harel.engine import Event
+    from harel.engine.store.sqlite import SqliteStore
+    from harel.runtime import LocalRuntime
+    from harel.transport.sqlite import SqliteTransport
+
+    store = SqliteStore(path, synchronous=sync)  # type: ignore[arg-type]
+    transport = SqliteTransport(store, clock=lambda: NOW)
+    rt = LocalRuntime(store, _registry(), transport, clock=lambda: NOW, batch_size=32)
+    transport.send([("x", Event(id="x:start", name="harel.start", data={"definition_id": "toggle"}))])
+    rt.run_until_idle()
+    runs = [0]
+
+    def run() -> float:
+        runs[0] += 1
+        transport.send([("x", ev) for ev in _events(n, f"s{runs[0]}")])
+        t0 = time.perf_counter()
+        stats = rt.run_until_idle()
+        elapsed = time.perf_counter() - t0
+        if stats.applied != n:
+            raise AssertionError(f"harel serve applied {stats.applied} of {n} events")
+        return n / elapsed
 
     run.close = store.close  # type: ignore[attr-defined]
     return run
@@ -149,6 +180,7 @@ def run_sqlite(n_normal: int = 3000, n_full: int = 200, repeats: int = 5, warmup
             runners = {
                 HAREL: _sqlite_harel(tmp / f"harel-{sync}.db", sync, n),
                 HAREL_KEEP: _sqlite_harel(tmp / f"keep-{sync}.db", sync, n, KEEP),
+                HAREL_SERVE: _sqlite_serve(tmp / f"serve-{sync}.db", sync, n),
                 "raw UPDATE loop": _sqlite_raw(tmp / f"raw-{sync}.db", sync, n, size),
             }
             series = interleave(runners, repeats, warmup=warmup)
@@ -158,7 +190,8 @@ def run_sqlite(n_normal: int = 3000, n_full: int = 200, repeats: int = 5, warmup
                 r.close()  # type: ignore[attr-defined]
             out[sync] = {"events": n, "repeats": repeats, "series": series, "wal_pages_per_event": pages,
                          "ratio": paired_ratio(series[HAREL], series["raw UPDATE loop"]),
-                         "ratio_keep": paired_ratio(series[HAREL_KEEP], series["raw UPDATE loop"])}
+                         "ratio_keep": paired_ratio(series[HAREL_KEEP], series["raw UPDATE loop"]),
+                         "ratio_serve": paired_ratio(series[HAREL_SERVE], series["raw UPDATE loop"])}
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return out

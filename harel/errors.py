@@ -144,6 +144,19 @@ class DeliveryFailed(HarelError):
         return (type(self), (self.what, self.failures, self.permanent))
 
 
+class GroupAborted(StoreUnavailable):
+    """A group of writes committed together (``harel serve``'s round on SQLite) was rolled back whole.
+
+    SQLite rolls a transaction back by itself on some failures (an I/O error, a full disk); then none
+    of the group's earlier writes landed either, so whoever runs the group must stop it rather than
+    carry on. Nothing is lost: the group's messages are claimed and applied again.
+    """
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(f"{reason} (the whole group of writes it was part of was rolled back; its "
+                         "messages will be retried)")
+
+
 class StoreThrottled(StoreUnavailable):
     """The store kept refusing a request for lack of capacity (throttling) or because concurrent
     transactions held the same items, past its bounded retries with backoff.

@@ -9,6 +9,7 @@ lettered after ``max_attempts``, so no message is retried forever, blocks its ta
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -22,6 +23,7 @@ from harel.engine.store._base import ExecutionStore
 from harel.errors import (
     DefinitionError,
     ExecutionTooLarge,
+    GroupAborted,
     MalformedEvent,
     UnknownDefinition,
     UnknownExecution,
@@ -194,14 +196,19 @@ class LocalRuntime:
         stats.rounds += 1
         handled = 0
         drained = False
-        while handled < self.batch_size:
-            claimed = self.transport.claim(self.batch_size - handled, self.lease_seconds)
-            if not claimed:
-                drained = True
-                break
-            for c in claimed:
-                self._process(c, stats)
-            handled += len(claimed)
+        try:
+            with self._group():
+                while handled < self.batch_size:
+                    claimed = self.transport.claim(self.batch_size - handled, self.lease_seconds)
+                    if not claimed:
+                        drained = True
+                        break
+                    for c in claimed:
+                        self._process(c, stats)
+                    handled += len(claimed)
+        except BaseException:
+            self.worker.forget()  # what it kept may be from commits the group just rolled back
+            raise
         relayed = self.relay.run_once()
         stats.spawned += relayed.spawned
         stats.sent += relayed.sent
@@ -221,10 +228,19 @@ class LocalRuntime:
         self._settled = settled and fired == 0
         return busy
 
+    def _group(self) -> contextlib.AbstractContextManager[object]:
+        """The round's claims, commits and acks as one transaction where the transport can do that
+        with the store (``SqliteTransport`` opened on this ``SqliteStore``: one fsync a round); else
+        each stands alone."""
+        group_with = getattr(self.transport, "group_with", None)
+        return group_with(self.store) if group_with is not None else contextlib.nullcontext()
+
     def _process(self, c: Claimed, stats: RunStats) -> None:
         stats.handled += 1
         try:
             result = self.worker.handle(c.target_id, c.event)
+        except GroupAborted:
+            raise  # the round's transaction is gone: nothing more can be written in it
         except PERMANENT_ERRORS as err:
             self._dead_letter(c, err, stats)
             self.transport.ack(c)

@@ -223,6 +223,10 @@ class Worker:
             if len(kept) > self.keep_committed:
                 kept.popitem(last=False)
 
+    def forget(self) -> None:
+        """Drop every kept execution (the caller rolled back commits this worker made)."""
+        self._kept.clear()
+
     def committed(self, execution_id: str) -> Execution | None:
         """The execution as this worker last committed it, if it still keeps it (do not modify it)."""
         return self._kept.get(execution_id)

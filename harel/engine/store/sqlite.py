@@ -54,7 +54,7 @@ from harel.engine.store._base import (
     TimerOp,
     normalize_status,
 )
-from harel.errors import EventAlreadyProcessed, StoreConflict, StoreUnavailable
+from harel.errors import EventAlreadyProcessed, GroupAborted, StoreConflict, StoreUnavailable
 
 __all__ = ["DEFAULT_BUSY_TIMEOUT", "SqliteDatabase", "SqliteStore", "Synchronous"]
 
@@ -99,6 +99,8 @@ class SqliteDatabase:
                 f"cannot open SQLite database {str(path)!r}: {exc}; check the path and its permissions"
             ) from exc
         self.lock = threading.RLock()
+        self.depth = 0
+        """Open write transactions on this connection: 0 none, 1 a transaction, more: savepoints in it."""
         self.cur = self.conn.cursor()
         self._closed = False
         try:
@@ -126,13 +128,23 @@ class SqliteDatabase:
 
     @contextlib.contextmanager
     def write(self) -> Iterator[sqlite3.Cursor]:
-        """One write transaction (``BEGIN IMMEDIATE`` … ``COMMIT``), rolled back on any exception."""
+        """One write transaction (``BEGIN IMMEDIATE`` … ``COMMIT``), rolled back on any exception.
+
+        Nested in another ``write()`` of this connection (a *group*: ``harel serve`` applies a round of
+        events and acks their messages in one transaction), it is a savepoint instead: its own writes
+        still land together or not at all, and they become durable with the group's ``COMMIT``.
+        """
         with self.lock:
             cur = self.cur
+            if self.depth:
+                with self.savepoint():
+                    yield cur
+                return
             try:
                 cur.execute("BEGIN IMMEDIATE")
             except sqlite3.OperationalError as exc:
                 raise self.locked_error(exc) from exc
+            self.depth = 1
             try:
                 yield cur
                 cur.execute("COMMIT")
@@ -142,6 +154,33 @@ class SqliteDatabase:
                 if isinstance(exc, sqlite3.OperationalError):
                     raise self.failed_error(exc) from exc
                 raise
+            finally:
+                self.depth = 0
+
+    @contextlib.contextmanager
+    def savepoint(self) -> Iterator[None]:
+        """A savepoint inside the open transaction: rolled back to (only it) on any exception.
+
+        If SQLite already rolled the whole transaction back (it does on some I/O errors, a full disk),
+        there is no savepoint left to return to: :class:`GroupAborted` then tells the group to give up.
+        """
+        cur = self.cur
+        name = f"harel_{self.depth}"
+        cur.execute(f"SAVEPOINT {name}")
+        self.depth += 1
+        try:
+            yield
+            cur.execute(f"RELEASE {name}")
+        except BaseException as exc:
+            if not self.conn.in_transaction:
+                raise GroupAborted(str(self.failed_error(exc))) from exc
+            cur.execute(f"ROLLBACK TO {name}")
+            cur.execute(f"RELEASE {name}")
+            if isinstance(exc, sqlite3.OperationalError):
+                raise self.failed_error(exc) from exc
+            raise
+        finally:
+            self.depth -= 1
 
     def locked_error(self, exc: sqlite3.OperationalError) -> StoreUnavailable:
         return StoreUnavailable(
@@ -150,7 +189,7 @@ class SqliteDatabase:
             "raise busy_timeout or look for a stuck process holding it"
         )
 
-    def failed_error(self, exc: sqlite3.OperationalError) -> StoreUnavailable:
+    def failed_error(self, exc: BaseException) -> StoreUnavailable:
         return StoreUnavailable(
             f"SQLite database {str(self.path)!r} failed a write ({exc}); nothing of it "
             "was kept — check free disk space and the file's permissions, then retry"
@@ -240,44 +279,25 @@ class SqliteStore:
         data = exe.model_dump_json()
         db = self.db
         cur = db.cur
-        # Inlined rather than ``with db.write()``: this is the hot path of every event.
         with db.lock:
+            if db.depth:  # inside a group (see SqliteDatabase.write): a savepoint of it
+                try:
+                    with db.savepoint():
+                        self._commit_statements(cur, exe, old, new, data, emits, processed_event_id,
+                                                timers, spawns, trace, check_event)
+                except BaseException:
+                    exe.version = old
+                    raise
+                return
+            # Inlined rather than ``with db.write()``: this is the hot path of every event.
             try:
                 cur.execute("BEGIN IMMEDIATE")
             except sqlite3.OperationalError as exc:
                 exe.version = old
                 raise db.locked_error(exc) from exc
             try:
-                if old == 0:
-                    cur.execute(_SQL.insert_execution, _sql.execution_row(exe, data))
-                    if cur.rowcount != 1:
-                        raise self._conflict(cur, exe.id, old)
-                else:
-                    # The status column is indexed: touch it only when it changed (see _sql).
-                    row = cur.execute(
-                        _SQL.update_keep_status, (data, new, exe.active_path, exe.outcome, exe.id, old)
-                    ).fetchone()
-                    if row is None:
-                        raise self._conflict(cur, exe.id, old)
-                    if row[0] != exe.status:
-                        cur.execute(_SQL.update_status, (exe.status, exe.id))
-                if emits:
-                    cur.executemany(
-                        _SQL.insert_outbox, [(target, event.model_dump_json()) for target, event in emits]
-                    )
-                if processed_event_id is not None:
-                    cur.execute(_SQL.insert_processed, (exe.id, processed_event_id))
-                    if check_event and cur.rowcount != 1:  # already marked: a redelivery
-                        raise EventAlreadyProcessed(exe.id, processed_event_id, old)
-                for op in timers:
-                    if op.action == "schedule":
-                        cur.execute(_SQL.upsert_timer, (exe.id, op.path, op.fire_at))
-                    else:
-                        cur.execute(_SQL.cancel_timer, (exe.id, op.path))
-                for child_id, root_path, context in spawns:
-                    cur.execute(_SQL.insert_spawn, (exe.id, child_id, root_path, json.dumps(context)))
-                if trace is not None:
-                    self._write_trace(cur, exe.id, trace)
+                self._commit_statements(cur, exe, old, new, data, emits, processed_event_id, timers, spawns,
+                                        trace, check_event)
                 cur.execute("COMMIT")
             except BaseException as exc:
                 exe.version = old
@@ -286,6 +306,52 @@ class SqliteStore:
                 if isinstance(exc, sqlite3.OperationalError):
                     raise db.failed_error(exc) from exc
                 raise
+
+    def _commit_statements(
+        self,
+        cur: sqlite3.Cursor,
+        exe: Execution,
+        old: int,
+        new: int,
+        data: str,
+        emits: Sequence[Emit],
+        processed_event_id: str | None,
+        timers: Iterable[TimerOp],
+        spawns: Iterable[Spawn],
+        trace: dict[str, Any] | None,
+        check_event: bool,
+    ) -> None:
+        """Every statement of one commit, inside a transaction (or savepoint) the caller opened."""
+        if old == 0:
+            cur.execute(_SQL.insert_execution, _sql.execution_row(exe, data))
+            if cur.rowcount != 1:
+                raise self._conflict(cur, exe.id, old)
+        else:
+            # The status column is indexed: touch it only when it changed (see _sql).
+            row = cur.execute(
+                _SQL.update_keep_status, (data, new, exe.active_path, exe.outcome, exe.id, old)
+            ).fetchone()
+            if row is None:
+                raise self._conflict(cur, exe.id, old)
+            if row[0] != exe.status:
+                cur.execute(_SQL.update_status, (exe.status, exe.id))
+        if emits:
+            cur.executemany(
+                _SQL.insert_outbox, [(target, event.model_dump_json()) for target, event in emits]
+            )
+        if processed_event_id is not None:
+            cur.execute(_SQL.insert_processed, (exe.id, processed_event_id))
+            if check_event and cur.rowcount != 1:  # already marked: a redelivery
+                raise EventAlreadyProcessed(exe.id, processed_event_id, old)
+        for op in timers:
+            if op.action == "schedule":
+                cur.execute(_SQL.upsert_timer, (exe.id, op.path, op.fire_at))
+            else:
+                cur.execute(_SQL.cancel_timer, (exe.id, op.path))
+        for child_id, root_path, context in spawns:
+            cur.execute(_SQL.insert_spawn, (exe.id, child_id, root_path, json.dumps(context)))
+        if trace is not None:
+            self._write_trace(cur, exe.id, trace)
 
     @staticmethod
     def _conflict(cur: sqlite3.Cursor, execution_id: str, old: int) -> StoreConflict:
