@@ -38,6 +38,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from pydantic_core import to_json
+
 from harel.engine.model import Execution
 from harel.engine.store._base import ExecutionSummary, decode_cursor, encode_cursor
 
@@ -303,6 +305,15 @@ def execution_row(exe: Execution, data: str) -> tuple[Any, ...]:
 def summary_from_row(row: Sequence[Any]) -> ExecutionSummary:
     """A listing row (``_SUMMARY_COLUMNS`` order) as an :class:`ExecutionSummary`."""
     return ExecutionSummary(row[0], row[1], int(row[2]), row[3], row[4], row[5], row[6])
+
+
+def json_text(value: Any) -> str:
+    """Compact JSON text of a trace step or a seed context, as the SQL stores keep it.
+
+    ``pydantic_core.to_json`` (already a dependency, via pydantic) writes it ~5x faster than
+    ``json.dumps`` — a few microseconds of every traced event — and what it writes ``json.loads`` reads.
+    """
+    return to_json(value).decode()
 
 
 TRIM_EVERY = 16

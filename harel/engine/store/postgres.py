@@ -69,6 +69,7 @@ from harel.engine.store._sql import (
     create_statements,
     cursor_after,
     execution_row,
+    json_text,
     list_query,
     next_cursor,
     statements,
@@ -315,7 +316,7 @@ def fast_params(
         exe.outcome,
         exe.active_path,
         exe.parent_id,
-        json.dumps(trace) if trace is not None else None,
+        json_text(trace) if trace is not None else None,
         trace_max or 0,
         check_event,
     )
@@ -356,7 +357,7 @@ def side_effects(
         mark = sql.insert_processed_checked if check_event else st.insert_processed
         out.append((mark, [(exe_id, processed_event_id)]))
     if spawns:
-        out.append((st.insert_spawn, [(exe_id, cid, root, json.dumps(ctx)) for cid, root, ctx in spawns]))
+        out.append((st.insert_spawn, [(exe_id, cid, root, json_text(ctx)) for cid, root, ctx in spawns]))
     for op in timers:
         if op.action == "schedule":
             out.append((st.upsert_timer, [(exe_id, op.path, op.fire_at)]))
@@ -369,7 +370,7 @@ def side_effects(
 
 def trace_params(execution_id: str, entry: dict[str, Any], trace_max: int | None) -> tuple[Any, ...]:
     n = trace_max or 0
-    return (execution_id, json.dumps(entry), execution_id, execution_id, n, n)
+    return (execution_id, json_text(entry), execution_id, execution_id, n, n)
 
 
 def lost_commit(

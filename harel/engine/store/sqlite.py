@@ -349,7 +349,7 @@ class SqliteStore:
             else:
                 cur.execute(_SQL.cancel_timer, (exe.id, op.path))
         for child_id, root_path, context in spawns:
-            cur.execute(_SQL.insert_spawn, (exe.id, child_id, root_path, json.dumps(context)))
+            cur.execute(_SQL.insert_spawn, (exe.id, child_id, root_path, _sql.json_text(context)))
         if trace is not None:
             self._write_trace(cur, exe.id, trace)
 
@@ -417,7 +417,8 @@ class SqliteStore:
 
     # -- trace ring -----------------------------------------------------------------------------------
     def _write_trace(self, cur: sqlite3.Cursor, execution_id: str, entry: dict[str, Any]) -> None:
-        (idx,) = cur.execute(_SQL.trace_insert, (execution_id, json.dumps(entry), execution_id)).fetchone()
+        entry_json = _sql.json_text(entry)
+        (idx,) = cur.execute(_SQL.trace_insert, (execution_id, entry_json, execution_id)).fetchone()
         trace_max = self.trace_max
         if trace_max and idx >= trace_max and idx % _sql.TRIM_EVERY == 0:
             cur.execute(_SQL.trace_trim, (execution_id, idx - trace_max))
