@@ -151,7 +151,7 @@ class SqliteTransport:
             return []
         now = self._clock()
         out: list[Claimed] = []
-        with self._db.write() as cur:
+        with self._db.write(savepoint=False) as cur:
             rows = cur.execute(_CLAIMABLE, (now, max_messages)).fetchall()
             if not rows:
                 return out
@@ -167,7 +167,7 @@ class SqliteTransport:
         """The message was handled: delete it and make its target's next message the head, in one
         transaction (a no-op if this claim's lease was lost to another)."""
         seq = _seq_of(c.token)
-        with self._db.write() as cur:
+        with self._db.write(savepoint=False) as cur:
             row = cur.execute(_HELD, (seq, c.token)).fetchone()
             if row is None:
                 return

@@ -127,16 +127,22 @@ class SqliteDatabase:
         c.execute("PRAGMA temp_store = MEMORY")
 
     @contextlib.contextmanager
-    def write(self) -> Iterator[sqlite3.Cursor]:
+    def write(self, *, savepoint: bool = True) -> Iterator[sqlite3.Cursor]:
         """One write transaction (``BEGIN IMMEDIATE`` … ``COMMIT``), rolled back on any exception.
 
         Nested in another ``write()`` of this connection (a *group*: ``harel serve`` applies a round of
         events and acks their messages in one transaction), it is a savepoint instead: its own writes
         still land together or not at all, and they become durable with the group's ``COMMIT``.
+        ``savepoint=False`` skips the savepoint for a write whose failure the caller never catches
+        inside the group (the inbox's claims and acks): the error then ends the group, which rolls back
+        whole, so a half-done write can never be committed — and two statements a write are saved.
         """
         with self.lock:
             cur = self.cur
             if self.depth:
+                if not savepoint:
+                    yield cur
+                    return
                 with self.savepoint():
                     yield cur
                 return
