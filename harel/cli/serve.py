@@ -80,6 +80,9 @@ def serve(
     runtime = LocalRuntime(sess.store, sess.registry, transport, clock, batch_size=batch,
                            sink=_PrintSink(quiet), lease_seconds=lease,
                            keep_committed=EXCLUSIVE_KEEP if exclusive else 0)
+    if exclusive and not runtime.worker.keep_committed:
+        output.note(f"--exclusive has no effect on {sess.scheme}:// (its commits cannot check the event "
+                    "themselves): every event is read first")
     if not quiet:
         runtime.worker = _ReportingWorker(runtime.worker, sess)
     mode = "until idle" if until_idle else ("one round" if once else "until Ctrl-C")

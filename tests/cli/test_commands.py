@@ -68,6 +68,11 @@ def test_an_exclusive_server_applies_runs_of_events_once_and_in_order(cli: Cli) 
     assert show_json(cli, "c9")["context"] == {"count": 5}
 
 
+def test_exclusive_says_so_where_it_cannot_help(cli: Cli) -> None:
+    served = ok(cli("--store", "memory://", "serve", "--until-idle", "--exclusive"))
+    assert "--exclusive has no effect on memory://" in served.stderr
+
+
 def test_start_is_idempotent(cli: Cli) -> None:
     ok(cli("start", "counter", "--id", "c3"))
     ok(cli("serve", "--until-idle"))
