@@ -79,6 +79,8 @@ def engine_md(res: dict[str, Any] | None, targets: list[list[str]]) -> str:
     return "\n\n".join(out)
 
 
+WAL_NAMES = {"harel-keep": "harel keep_committed", "raw-autocommit": "raw autocommit"}
+"""The PostgreSQL runs' kinds as the WAL line names them."""
 KEEP_SQLITE = "harel SqliteStore, keep_committed"
 KEEP_PG = "harel PostgresStore, keep_committed"
 KEEP_LABEL = " — with keep_committed (`serve --exclusive`)"
@@ -153,7 +155,8 @@ def postgres_md(res: dict[str, Any] | None, targets: list[list[str]]) -> str:
     server = res.get("server", {})
     wal = res.get("wal_bytes_per_event") or {}
     wal_line = ("\n\nWAL bytes written per event (one connection): "
-                + ", ".join(f"{k} **{v:,.0f}**" for k, v in wal.items()) + ".") if wal else ""
+                + ", ".join(f"{WAL_NAMES.get(k, k)} **{v:,.0f}**" for k, v in wal.items()) + "."
+                ) if wal else ""
     return (f"Server: {server.get('version', '?')}, "
             f"synchronous_commit={server.get('synchronous_commit', '?')}, "
             f"fsync={server.get('fsync', '?')} (so every commit waits for a WAL flush, harel's and raw's "
