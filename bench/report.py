@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from bench._util import Series, fmt_rate, fmt_series, table
+from bench.stores import HAREL_KEEP, HAREL_SERVE, PG_HAREL_KEEP
 
 
 def jsonable(x: Any) -> Any:
@@ -81,10 +82,7 @@ def engine_md(res: dict[str, Any] | None, targets: list[list[str]]) -> str:
 
 WAL_NAMES = {"harel-keep": "harel keep_committed", "raw-autocommit": "raw autocommit"}
 """The PostgreSQL runs' kinds as the WAL line names them."""
-KEEP_SQLITE = "harel SqliteStore, keep_committed"
-KEEP_PG = "harel PostgresStore, keep_committed"
 KEEP_LABEL = " — with keep_committed (`serve --exclusive`)"
-SERVE_SQLITE = "harel serve (rounds of 32, one transaction each)"
 SERVE_LABEL = " — `harel serve` (a round per transaction)"
 
 
@@ -98,15 +96,15 @@ def sqlite_md(res: dict[str, Any] | None, targets: list[list[str]]) -> str:
     for sync in ("NORMAL", "FULL"):
         c = res[sync]
         s = c["series"]
-        keep, serve = s.get(KEEP_SQLITE), s.get(SERVE_SQLITE)
+        keep, serve = s.get(HAREL_KEEP), s.get(HAREL_SERVE)
         rows.append([sync, fmt_series(s["harel SqliteStore"]), _pct(c["ratio"]),
                      fmt_series(keep) if keep else "—", _pct(c["ratio_keep"]) if keep else "—",
                      fmt_series(serve) if serve else "—", _pct(c["ratio_serve"]) if serve else "—",
                      fmt_series(s["raw UPDATE loop"]), f"{c['events']} × {c['repeats']}"])
     pages = res["NORMAL"].get("wal_pages_per_event") or {}
     raw_normal = fmt_rate(res["NORMAL"]["series"]["raw UPDATE loop"].median)
-    for label, key, ratio in (("", "harel SqliteStore", "ratio"), (KEEP_LABEL, KEEP_SQLITE, "ratio_keep"),
-                              (SERVE_LABEL, SERVE_SQLITE, "ratio_serve")):
+    for label, key, ratio in (("", "harel SqliteStore", "ratio"), (KEEP_LABEL, HAREL_KEEP, "ratio_keep"),
+                              (SERVE_LABEL, HAREL_SERVE, "ratio_serve")):
         if key not in res["NORMAL"]["series"]:
             continue
         normal = res["NORMAL"]["series"][key].median
@@ -139,7 +137,7 @@ def postgres_md(res: dict[str, Any] | None, targets: list[list[str]]) -> str:
     for conns in (1, many):
         c = res[conns]
         s = c["series"]
-        keep = s.get(KEEP_PG)
+        keep = s.get(PG_HAREL_KEEP)
         rows.append([conns, fmt_series(s["harel PostgresStore"]), _pct(c["ratio"]),
                      fmt_series(keep) if keep else "—", _pct(c["ratio_keep"]) if keep else "—",
                      fmt_series(s["raw UPDATE+commit"]),
@@ -459,7 +457,7 @@ def summary_md(results: dict[str, Any], results_link: str = "bench/results/READM
         for sync in ("NORMAL", "FULL"):
             s = sq[sync]["series"]
             for who, key, ratio in (("harel's worker", "harel SqliteStore", "ratio"),
-                                    ("`harel serve`", SERVE_SQLITE, "ratio_serve")):
+                                    ("`harel serve`", HAREL_SERVE, "ratio_serve")):
                 if key in s:
                     rows.append([f"SQLite ({sync}): {who} vs a raw UPDATE loop",
                                  f"{fmt_rate(s[key].median)} vs "
@@ -471,7 +469,7 @@ def summary_md(results: dict[str, Any], results_link: str = "bench/results/READM
             s = pg[conns]["series"]
             plural = "s" if conns > 1 else ""
             for who, key, ratio in (("harel", "harel PostgresStore", "ratio"),
-                                    ("harel, keep_committed", KEEP_PG, "ratio_keep")):
+                                    ("harel, keep_committed", PG_HAREL_KEEP, "ratio_keep")):
                 if key in s:
                     rows.append([f"PostgreSQL, {conns} connection{plural}: {who} vs raw UPDATE+commit",
                                  f"{fmt_rate(s[key].median)} vs {fmt_rate(s['raw UPDATE+commit'].median)} "
