@@ -282,36 +282,15 @@ class SqliteStore:
     ) -> None:
         old = exe.version
         exe.version = new = old + 1
-        data = exe.model_dump_json()
-        db = self.db
-        cur = db.cur
-        with db.lock:
-            if db.depth:  # inside a group (see SqliteDatabase.write): a savepoint of it
-                try:
-                    with db.savepoint():
-                        self._commit_statements(cur, exe, old, new, data, emits, processed_event_id,
-                                                timers, spawns, trace, check_event)
-                except BaseException:
-                    exe.version = old
-                    raise
-                return
-            # Inlined rather than ``with db.write()``: this is the hot path of every event.
-            try:
-                cur.execute("BEGIN IMMEDIATE")
-            except sqlite3.OperationalError as exc:
-                exe.version = old
-                raise db.locked_error(exc) from exc
-            try:
+        try:
+            data = exe.model_dump_json()
+            # A transaction of its own, or a savepoint of the group it runs in (see SqliteDatabase.write).
+            with self.db.write() as cur:
                 self._commit_statements(cur, exe, old, new, data, emits, processed_event_id, timers, spawns,
                                         trace, check_event)
-                cur.execute("COMMIT")
-            except BaseException as exc:
-                exe.version = old
-                if db.conn.in_transaction:
-                    db.conn.rollback()
-                if isinstance(exc, sqlite3.OperationalError):
-                    raise db.failed_error(exc) from exc
-                raise
+        except BaseException:
+            exe.version = old
+            raise
 
     def _commit_statements(
         self,
