@@ -1,4 +1,4 @@
-# harel — every target bootstraps what it needs on a fresh machine.
+# durastate — every target bootstraps what it needs on a fresh machine.
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
@@ -19,7 +19,7 @@ $(NODE_STAMP): package.json package-lock.json
 
 ## demo: run the example order workflow on the embedded default (SQLite), through the CLI
 demo: $(STAMP)
-	$(PY) -m harel.demo
+	$(PY) -m durastate.demo
 
 ## test: lint, type-check and run the whole test suite
 test: $(STAMP) $(NODE_STAMP) lint typecheck unit
@@ -47,7 +47,7 @@ synth: $(STAMP) $(NODE_STAMP)
 
 ## local: the no-Docker local stack (moto server + the three handlers)
 local: synth
-	$(VENV)/bin/harel local
+	$(VENV)/bin/durastate local
 
 clean:
 	rm -rf $(VENV) node_modules cdk.out layers/build .mypy_cache .ruff_cache .pytest_cache

@@ -2,13 +2,13 @@
 """CDK entry point: ``cdk synth`` / ``cdk deploy`` run this (see cdk.json).
 
 Settings come from CDK context (``cdk.json`` or ``-c key=value``):
-  harel:tablePrefix     table/queue/bus name prefix            (default "harel")
-  harel:definitions     folder of statecharts to package       (default "examples")
-  harel:removalPolicy   retain | destroy | snapshot (tables)   (default "retain")
-  harel:architecture    arm64 | x86_64                         (default "arm64")
-  harel:memorySize      Lambda memory in MB                    (default 512)
-  harel:sweeperRateMinutes / harel:relayBackstopMinutes        (defaults 1 / 5)
-  harel:nag             run cdk-nag's AwsSolutions checks      (default true)
+  durastate:tablePrefix     table/queue/bus name prefix            (default "durastate")
+  durastate:definitions     folder of statecharts to package       (default "examples")
+  durastate:removalPolicy   retain | destroy | snapshot (tables)   (default "retain")
+  durastate:architecture    arm64 | x86_64                         (default "arm64")
+  durastate:memorySize      Lambda memory in MB                    (default 512)
+  durastate:sweeperRateMinutes / durastate:relayBackstopMinutes        (defaults 1 / 5)
+  durastate:nag             run cdk-nag's AwsSolutions checks      (default true)
 """
 
 from __future__ import annotations
@@ -24,21 +24,21 @@ sys.path.insert(0, str(ROOT))  # infra/ and layers/ import as top-level packages
 import aws_cdk as cdk  # noqa: E402
 from cdk_nag import AwsSolutionsChecks  # noqa: E402
 
-from infra.stack import HarelStack, architecture, removal_policy  # noqa: E402
+from infra.stack import DurastateStack, architecture, removal_policy  # noqa: E402
 
 
 def _context(app: cdk.App, key: str, default: str) -> str:
-    value = app.node.try_get_context(f"harel:{key}")
+    value = app.node.try_get_context(f"durastate:{key}")
     return default if value is None else str(value)
 
 
 def main() -> None:
     app = cdk.App()
     definitions = Path(_context(app, "definitions", "examples"))
-    HarelStack(
+    DurastateStack(
         app,
-        _context(app, "stackName", "HarelStack"),
-        table_prefix=_context(app, "tablePrefix", "harel"),
+        _context(app, "stackName", "DurastateStack"),
+        table_prefix=_context(app, "tablePrefix", "durastate"),
         definitions_dir=definitions if definitions.is_absolute() else ROOT / definitions,
         removal=removal_policy(_context(app, "removalPolicy", "retain")),
         arch=architecture(_context(app, "architecture", "arm64")),

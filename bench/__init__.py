@@ -1,1 +1,1 @@
-"""harel benchmarks: each comparison runs side by side in one run (ratios and medians, never one time)."""
+"""durastate benchmarks: each comparison runs side by side in one run (ratios and medians, never one time)."""

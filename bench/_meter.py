@@ -103,8 +103,8 @@ class Meter:
         self._pending: list[tuple[str, dict[str, Any]]] = []
 
     @classmethod
-    def for_harel(cls, prefix: str) -> Meter:
-        from harel.engine.store import _dynamo
+    def for_durastate(cls, prefix: str) -> Meter:
+        from durastate.store.dynamodb import core as _dynamo
 
         keys = {t.name: tuple(k for k, _ in t.keys) for t in _dynamo.TABLES}
         idx = {t.name: [IndexDef(i.name, tuple(k for k, _ in i.keys), tuple(i.include)) for i in t.indexes]

@@ -113,7 +113,7 @@ def load_average() -> str:
         return "?"
 
 
-PACKAGES = ("harel", "pydantic", "pydantic-core", "transitions", "python-statemachine", "sismic", "psycopg",
+PACKAGES = ("durastate", "pydantic", "pydantic-core", "transitions", "python-statemachine", "sismic", "psycopg",
             "boto3", "botocore", "moto", "matplotlib")
 
 

@@ -1,7 +1,7 @@
-"""DynamoDB cost: requests and capacity units per transition, from the requests harel actually sends.
+"""DynamoDB cost: requests and capacity units per transition, from the requests durastate actually sends.
 
-The real runtime pieces — :class:`~harel.runtime.Worker`, :class:`~harel.runtime.Relay`,
-:class:`~harel.runtime.Sweeper`, ``DynamoDBStore`` and ``SqsTransport`` — run against moto (in process),
+The real runtime pieces — :class:`~durastate.runtime.Worker`, :class:`~durastate.runtime.Relay`,
+:class:`~durastate.runtime.Sweeper`, ``DynamoDBStore`` and ``SqsTransport`` — run against moto (in process),
 and :class:`bench._meter.Meter` bills every request they make. The Lambda event-source mapping is
 emulated by the same calls it makes (``ReceiveMessage`` of up to 10, ``DeleteMessageBatch``), so SQS
 requests are counted too. Each path of ``bench/defs/costs.yaml`` is driven a number of times and
@@ -45,7 +45,7 @@ PRICES = {
 LAMBDA_MEMORY_GB = 0.5          # the stack's default (infra/construct.py memory_size=512)
 LAMBDA_BATCH = 10               # the worker's SQS batch size in the stack
 REQUEST_MS = 6.0                # assumed in-region latency of one DynamoDB/SQS request, in ms
-COMPUTE_MS = 1.0                # assumed harel CPU time per event in Lambda, in ms
+COMPUTE_MS = 1.0                # assumed durastate CPU time per event in Lambda, in ms
 
 
 def _setup() -> tuple[Any, ...]:
@@ -54,13 +54,13 @@ def _setup() -> tuple[Any, ...]:
     for k, v in (("AWS_ACCESS_KEY_ID", "testing"), ("AWS_SECRET_ACCESS_KEY", "testing"),
                  ("AWS_DEFAULT_REGION", REGION)):
         os.environ.setdefault(k, v)
-    from harel.engine import DefinitionRegistry, load_definition
-    from harel.engine.store.dynamodb import DynamoDBStore
-    from harel.transport.sqs import SqsTransport
+    from durastate.engine import DefinitionRegistry, load_definition
+    from durastate.store.dynamodb.sync import DynamoDBStore
+    from durastate.transport.sqs import SqsTransport
 
     ddb = boto3.client("dynamodb", region_name=REGION)
     sqs = boto3.client("sqs", region_name=REGION)
-    meter = Meter.for_harel("bench")
+    meter = Meter.for_durastate("bench")
     meter.attach(ddb, "dynamodb")
     meter.attach(sqs, "sqs")
     store = DynamoDBStore(ddb, prefix="bench")
@@ -81,11 +81,11 @@ class _Clock:
 
 
 def _drive(n: int) -> dict[str, Tally]:
-    from harel.engine import Event
-    from harel.runtime.relay import Relay
-    from harel.runtime.sweeper import Sweeper
-    from harel.runtime.worker import Worker
-    from harel.transport.wire import parse_envelope
+    from durastate.engine import Event
+    from durastate.runtime.relay import Relay
+    from durastate.runtime.sweeper import Sweeper
+    from durastate.runtime.worker import Worker
+    from durastate.transport.wire import parse_envelope
 
     store, sqs, url, transport, meter, reg = _setup()
     invocations: dict[str, int] = {}
@@ -98,7 +98,7 @@ def _drive(n: int) -> dict[str, Tally]:
     seq = [0]
 
     def external(target: str, name: str, data: dict[str, Any] | None = None) -> None:
-        """A client enqueues the event (one SendMessage), as `harel send` or an app would."""
+        """A client enqueues the event (one SendMessage), as `durastate send` or an app would."""
         seq[0] += 1
         transport.send([(target, Event(id=f"ext-{seq[0]}", name=name, data=data or {}))])
 
@@ -136,7 +136,7 @@ def _drive(n: int) -> dict[str, Tally]:
 
     def start(eid: str, ctx: dict[str, Any] | None = None) -> None:
         meter.tag = "setup"
-        worker.handle(eid, Event(id=f"{eid}:start", name="harel.start",
+        worker.handle(eid, Event(id=f"{eid}:start", name="durastate.start",
                                  data={"definition_id": "costs", "context": ctx or {}}))
 
     start("peer")

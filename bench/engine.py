@@ -1,7 +1,7 @@
-"""Engine section: harel's worker on ``DictStore`` against transitions, python-statemachine and sismic.
+"""Engine section: durastate's worker on ``DictStore`` against transitions, python-statemachine and sismic.
 
 Same chart, same event sequence, events per second (median of interleaved repeats) and the ratio to
-each peer. harel runs with a *full commit* per event: the worker loads the execution with its dedupe
+each peer. durastate runs with a *full commit* per event: the worker loads the execution with its dedupe
 check, steps a detached copy of it, and commits it with the event's dedupe mark and its trace step —
 exactly what it does on a durable store, minus the I/O.
 
@@ -11,9 +11,9 @@ ever raises, and lets the store's compare-and-swap see a concurrent writer; a si
 store does not need the latter, but the former is still a guarantee worth its price, so the headline
 row keeps the default (copy on). The ``copy_on_load=False`` row shows what skipping it buys.
 
-Chart 2 has a parallel state. harel runs each region as a child execution (that is what makes regions
+Chart 2 has a parallel state. durastate runs each region as a child execution (that is what makes regions
 durable and distributable), so a fork is two child creations by the relay and the join is two
-``harel.finished`` events; the harel row for chart 2 therefore runs the whole local runtime (worker,
+``durastate.finished`` events; the durastate row for chart 2 therefore runs the whole local runtime (worker,
 relay, in-memory transport) per event — every child commit and forwarded event included.
 """
 
@@ -30,7 +30,7 @@ DEFS = Path(__file__).parent / "defs"
 
 
 def _registry() -> Any:
-    from harel.engine import DefinitionRegistry, load_definition
+    from durastate.engine import DefinitionRegistry, load_definition
 
     reg = DefinitionRegistry()
     reg.register(load_definition(DEFS / "toggle.yaml"))
@@ -38,11 +38,11 @@ def _registry() -> Any:
     return reg
 
 
-def harel_worker(definition_id: str, copy_on_load: bool | None = None) -> Peer:
-    """harel's ``Worker.handle`` per event on a ``DictStore`` (full commit: dedupe mark + trace)."""
-    from harel.engine import Event
-    from harel.engine.store.dict import DictStore
-    from harel.runtime.worker import Worker
+def durastate_worker(definition_id: str, copy_on_load: bool | None = None) -> Peer:
+    """durastate's ``Worker.handle`` per event on a ``DictStore`` (full commit: dedupe mark + trace)."""
+    from durastate.engine import Event
+    from durastate.runtime.worker import Worker
+    from durastate.store.memory.sync import DictStore
 
     reg = _registry()
     counter = [0]
@@ -50,7 +50,7 @@ def harel_worker(definition_id: str, copy_on_load: bool | None = None) -> Peer:
     def make() -> Any:
         store = DictStore()
         w = Worker(store, reg, clock=lambda: 1_700_000_000.0, copy_on_load=copy_on_load)
-        w.handle("x", Event(id="x:start", name="harel.start", data={"definition_id": definition_id}))
+        w.handle("x", Event(id="x:start", name="durastate.start", data={"definition_id": definition_id}))
         return w
 
     def send(w: Any, name: str) -> None:
@@ -64,11 +64,11 @@ def harel_worker(definition_id: str, copy_on_load: bool | None = None) -> Peer:
     return make, send, where
 
 
-def harel_runtime(definition_id: str, copy_on_load: bool | None = None) -> Peer:
-    """harel's local runtime per event (send, then run until idle): worker + relay + transport."""
-    from harel.engine import Event
-    from harel.engine.store.dict import DictStore
-    from harel.runtime import LocalRuntime
+def durastate_runtime(definition_id: str, copy_on_load: bool | None = None) -> Peer:
+    """durastate's local runtime per event (send, then run until idle): worker + relay + transport."""
+    from durastate.engine import Event
+    from durastate.runtime import LocalRuntime
+    from durastate.store.memory.sync import DictStore
 
     reg = _registry()
     counter = [0]
@@ -87,21 +87,21 @@ def harel_runtime(definition_id: str, copy_on_load: bool | None = None) -> Peer:
     def where(rt: Any) -> str:
         exe = rt.get("x")
         if rt.dead_letters:
-            raise AssertionError(f"harel dead-lettered {rt.dead_letters[0]}")
+            raise AssertionError(f"durastate dead-lettered {rt.dead_letters[0]}")
         return str(exe.active_path)
 
     return make, send, where
 
 
-def harel_runtime_queued(definition_id: str, cycle_len: int) -> Peer:
+def durastate_runtime_queued(definition_id: str, cycle_len: int) -> Peer:
     """The local runtime as a server sees it: a cycle's events are queued, then run until idle.
 
     Same commits, same semantics (the queue delivers a target's events in order), fewer rounds.
     ``send`` queues; every ``cycle_len``-th event it runs the runtime until idle.
     """
-    from harel.engine import Event
+    from durastate.engine import Event
 
-    make, _, where = harel_runtime(definition_id)
+    make, _, where = durastate_runtime(definition_id)
     counter = [0]
 
     def send(rt: Any, name: str) -> None:
@@ -143,40 +143,40 @@ def _check_history(peer: Peer) -> None:
         raise AssertionError(f"after resume: {got!r}, expected b (history)")
 
 
-HAREL = "harel (Worker + DictStore, full commit)"
-HAREL_NOCOPY = "harel, copy_on_load=False"
-HAREL_RT = "harel (LocalRuntime + DictStore, full commit)"
-HAREL_RT_NOCOPY = "harel runtime, copy_on_load=False"
-HAREL_RT_QUEUED = "harel runtime, each cycle queued then run (a server's view)"
+DURASTATE = "durastate (Worker + DictStore, full commit)"
+DURASTATE_NOCOPY = "durastate, copy_on_load=False"
+DURASTATE_RT = "durastate (LocalRuntime + DictStore, full commit)"
+DURASTATE_RT_NOCOPY = "durastate runtime, copy_on_load=False"
+DURASTATE_RT_QUEUED = "durastate runtime, each cycle queued then run (a server's view)"
 
 
 def run(cycles: int = 300, repeats: int = 7, warmup: bool = True) -> dict[str, Any]:
-    """Both charts; returns the series and the ratios of harel (copy on) to each peer."""
+    """Both charts; returns the series and the ratios of durastate (copy on) to each peer."""
     out: dict[str, Any] = {}
     charts = [
-        ("chart1", CHART1_CYCLE, PEERS_CHART1, {HAREL: harel_worker("toggle"),
-                                                HAREL_NOCOPY: harel_worker("toggle", False)}),
-        ("chart2", CHART2_CYCLE, PEERS_CHART2, {HAREL_RT: harel_runtime("history"),
-                                                HAREL_RT_NOCOPY: harel_runtime("history", False),
-                                                HAREL_RT_QUEUED: harel_runtime_queued("history",
+        ("chart1", CHART1_CYCLE, PEERS_CHART1, {DURASTATE: durastate_worker("toggle"),
+                                                DURASTATE_NOCOPY: durastate_worker("toggle", False)}),
+        ("chart2", CHART2_CYCLE, PEERS_CHART2, {DURASTATE_RT: durastate_runtime("history"),
+                                                DURASTATE_RT_NOCOPY: durastate_runtime("history", False),
+                                                DURASTATE_RT_QUEUED: durastate_runtime_queued("history",
                                                                                       len(CHART2_CYCLE))}),
     ]
-    for chart, cycle, peers, harels in charts:
+    for chart, cycle, peers, durastates in charts:
         seq = cycle * cycles
-        contenders: dict[str, Peer] = dict(harels)
+        contenders: dict[str, Peer] = dict(durastates)
         contenders.update({name: f() for name, f in peers.items()})
         if chart == "chart2":
             for name, p in contenders.items():
-                if name != HAREL_RT_QUEUED:  # it applies a cycle only at its end
+                if name != DURASTATE_RT_QUEUED:  # it applies a cycle only at its end
                     _check_history(p)
         runners = {name: _runner(p, seq, "idle") for name, p in contenders.items()}
         series = interleave(runners, repeats, warmup=warmup)
-        head = next(iter(harels))
+        head = next(iter(durastates))
         ratios = {name: paired_ratio(series[head], series[name]) for name in peers}
         fastest = max(peers, key=lambda n: series[n].median)
-        out[chart] = {"events": len(seq), "repeats": repeats, "series": series, "harel": head,
+        out[chart] = {"events": len(seq), "repeats": repeats, "series": series, "durastate": head,
                       "ratios": ratios, "fastest_peer": fastest, "peers": list(peers),
-                      "harel_rows": list(harels)}
+                      "durastate_rows": list(durastates)}
     return out
 
 

@@ -36,8 +36,8 @@ RELAY_BUDGET = 100
 # -- DynamoDB -------------------------------------------------------------------------------------------
 def _dynamo_templates(store: Any, client: Any) -> dict[str, dict[str, Any]]:
     """One item per table, written by the store itself (an execution with an armed timer and an emit)."""
-    from harel.engine import DefinitionRegistry, Event, load_definition
-    from harel.runtime.worker import Worker
+    from durastate.engine import DefinitionRegistry, Event, load_definition
+    from durastate.runtime.worker import Worker
 
     reg = DefinitionRegistry()
     reg.register(load_definition(os.path.join(os.path.dirname(__file__), "defs", "costs.yaml")))
@@ -46,7 +46,7 @@ def _dynamo_templates(store: Any, client: Any) -> dict[str, dict[str, Any]]:
         "tmpl",
         Event(
             id="tmpl:start",
-            name="harel.start",
+            name="durastate.start",
             data={"definition_id": "costs", "context": {"peer": "someone"}},
         ),
     )
@@ -61,7 +61,7 @@ def _dynamo_templates(store: Any, client: Any) -> dict[str, dict[str, Any]]:
 
 
 def _keys(table: str) -> tuple[str, ...]:
-    from harel.engine.store import _dynamo
+    from durastate.store.dynamodb import core as _dynamo
 
     for t in _dynamo.TABLES:
         if t.name == table:
@@ -92,7 +92,7 @@ def _batch_put(client: Any, table: str, items: list[dict[str, Any]]) -> None:
 def _dynamo_fill(
     store: Any, client: Any, tmpl: dict[str, dict[str, Any]], start: int, end: int, outbox_max: int
 ) -> None:
-    from harel.engine.store import _dynamo
+    from durastate.store.dynamodb import core as _dynamo
 
     shard_of = getattr(_dynamo, "shard_of", None)
     queue_key = getattr(_dynamo, "queue_key", None)
@@ -136,7 +136,7 @@ def run_dynamo(sizes: tuple[int, ...], relay_max: int | None = None) -> dict[int
     import boto3
     from moto import mock_aws
 
-    from harel.engine.store.dynamodb import DynamoDBStore
+    from durastate.store.dynamodb.sync import DynamoDBStore
 
     for k, v in (
         ("AWS_ACCESS_KEY_ID", "testing"),
@@ -150,7 +150,7 @@ def run_dynamo(sizes: tuple[int, ...], relay_max: int | None = None) -> dict[int
         store = DynamoDBStore(client, prefix="growth")
         store.ensure_tables()
         tmpl = _dynamo_templates(store, client)
-        meter = Meter.for_harel("growth")
+        meter = Meter.for_durastate("growth")
         meter.attach(client, "dynamodb")
         filled = 0
         for size in sizes:
@@ -193,11 +193,11 @@ def run_dynamo(sizes: tuple[int, ...], relay_max: int | None = None) -> dict[int
 
 
 # -- PostgreSQL -----------------------------------------------------------------------------------------
-PG_SCHEMA = f"harel_growth_{os.getpid()}"
+PG_SCHEMA = f"durastate_growth_{os.getpid()}"
 
 
 def _pg_copy(conn: Any, schema: str, start: int, end: int) -> None:
-    from harel.engine.model import Event, Execution
+    from durastate.engine.model import Event, Execution
 
     tmpl_exe = Execution(id="x", definition_id="costs", active_path="idle", version=3)
     ev = Event(id="e", name="pinged").model_dump_json()
@@ -262,7 +262,7 @@ def run_postgres(sizes: tuple[int, ...]) -> dict[int, dict[str, Any]]:
     import psycopg
 
     from bench.stores import PG_DSN
-    from harel.engine.store.postgres import PostgresStore
+    from durastate.store.postgres.sync import PostgresStore
 
     with psycopg.connect(PG_DSN, autocommit=True) as c:
         c.execute(f'DROP SCHEMA IF EXISTS "{PG_SCHEMA}" CASCADE')

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from bench._util import Series, fmt_rate, fmt_series, table
-from bench.stores import HAREL_KEEP, HAREL_SERVE, PG_HAREL_KEEP
+from bench.stores import DURASTATE_KEEP, DURASTATE_SERVE, PG_DURASTATE_KEEP
 
 
 def jsonable(x: Any) -> Any:
@@ -49,7 +49,7 @@ def _failed(name: str, res: dict[str, Any] | None) -> str | None:
 def engine_md(res: dict[str, Any] | None, targets: list[list[str]]) -> str:
     bad = _failed("engine", res)
     if bad:
-        targets.append(["Engine: harel ≥ 5× the fastest peer (chart 1)", "n/a", bad])
+        targets.append(["Engine: durastate ≥ 5× the fastest peer (chart 1)", "n/a", bad])
         return bad
     assert res is not None
     out = []
@@ -61,7 +61,7 @@ def engine_md(res: dict[str, Any] | None, targets: list[list[str]]) -> str:
     for chart in ("chart1", "chart2"):
         c = res[chart]
         s: dict[str, Series] = c["series"]
-        head = c["harel"]
+        head = c["durastate"]
         rows = []
         for name, ser in s.items():
             if name in c["peers"]:
@@ -72,18 +72,18 @@ def engine_md(res: dict[str, Any] | None, targets: list[list[str]]) -> str:
                 rows.append([f"**{name}**" if name == head else name, fmt_series(ser), "—", ""])
         out.append(f"#### {titles[chart]}\n\n{c['events']} events per run, {c['repeats']} interleaved "
                    f"repeats.\n\n" + table(["engine", "events/s median (min–max)",
-                                            "harel ÷ peer, per-repeat median (min–max)", "note"], rows))
+                                            "durastate ÷ peer, per-repeat median (min–max)", "note"], rows))
         fastest = c["fastest_peer"]
         ratio = c["ratios"][fastest]
-        targets.append([f"Engine {chart}: harel ≥ 5× the fastest peer ({fastest})", _ok(ratio[0] >= 5),
+        targets.append([f"Engine {chart}: durastate ≥ 5× the fastest peer ({fastest})", _ok(ratio[0] >= 5),
                         _ratio(ratio)])
     return "\n\n".join(out)
 
 
-WAL_NAMES = {"harel-keep": "harel keep_committed", "raw-autocommit": "raw autocommit"}
+WAL_NAMES = {"durastate-keep": "durastate keep_committed", "raw-autocommit": "raw autocommit"}
 """The PostgreSQL runs' kinds as the WAL line names them."""
 KEEP_LABEL = " — with keep_committed (`serve --exclusive`)"
-SERVE_LABEL = " — `harel serve` (a round per transaction)"
+SERVE_LABEL = " — `durastate serve` (a round per transaction)"
 
 
 def sqlite_md(res: dict[str, Any] | None, targets: list[list[str]]) -> str:
@@ -96,15 +96,15 @@ def sqlite_md(res: dict[str, Any] | None, targets: list[list[str]]) -> str:
     for sync in ("NORMAL", "FULL"):
         c = res[sync]
         s = c["series"]
-        keep, serve = s.get(HAREL_KEEP), s.get(HAREL_SERVE)
-        rows.append([sync, fmt_series(s["harel SqliteStore"]), _pct(c["ratio"]),
+        keep, serve = s.get(DURASTATE_KEEP), s.get(DURASTATE_SERVE)
+        rows.append([sync, fmt_series(s["durastate SqliteStore"]), _pct(c["ratio"]),
                      fmt_series(keep) if keep else "—", _pct(c["ratio_keep"]) if keep else "—",
                      fmt_series(serve) if serve else "—", _pct(c["ratio_serve"]) if serve else "—",
                      fmt_series(s["raw UPDATE loop"]), f"{c['events']} × {c['repeats']}"])
     pages = res["NORMAL"].get("wal_pages_per_event") or {}
     raw_normal = fmt_rate(res["NORMAL"]["series"]["raw UPDATE loop"].median)
-    for label, key, ratio in (("", "harel SqliteStore", "ratio"), (KEEP_LABEL, HAREL_KEEP, "ratio_keep"),
-                              (SERVE_LABEL, HAREL_SERVE, "ratio_serve")):
+    for label, key, ratio in (("", "durastate SqliteStore", "ratio"), (KEEP_LABEL, DURASTATE_KEEP, "ratio_keep"),
+                              (SERVE_LABEL, DURASTATE_SERVE, "ratio_serve")):
         if key not in res["NORMAL"]["series"]:
             continue
         normal = res["NORMAL"]["series"][key].median
@@ -113,14 +113,14 @@ def sqlite_md(res: dict[str, Any] | None, targets: list[list[str]]) -> str:
         full = res["FULL"][ratio]
         targets.append([f"SQLite FULL: ≥ 80 % of raw{label}", _ok(full[0] >= 0.8), _pct(full)])
     return (f"WAL journal, one file per contender in a temp folder; payload {res['payload_bytes']} bytes "
-            "(harel's stored execution JSON for chart 1). *keep_committed*: the worker commits each next "
+            "(durastate's stored execution JSON for chart 1). *keep_committed*: the worker commits each next "
             "event on the execution it kept from its last commit instead of reading it back (the commit "
-            "itself checks the CAS and the event's dedupe mark; `harel serve --exclusive`). *harel serve*: "
-            "the events queued in the durable inbox, then `LocalRuntime` rounds as `harel serve` runs them "
+            "itself checks the CAS and the event's dedupe mark; `durastate serve --exclusive`). *durastate serve*: "
+            "the events queued in the durable inbox, then `LocalRuntime` rounds as `durastate serve` runs them "
             "— each round's claims, commits and acks (up to 32 events) in one transaction, so one fsync "
             "per round on FULL; the queuing is not timed.\n\n"
-            + table(["synchronous", "harel worker events/s", "÷ raw", "worker, keep_committed events/s",
-                     "÷ raw", "harel serve events/s", "÷ raw", "raw UPDATE loop events/s",
+            + table(["synchronous", "durastate worker events/s", "÷ raw", "worker, keep_committed events/s",
+                     "÷ raw", "durastate serve events/s", "÷ raw", "raw UPDATE loop events/s",
                      "events × repeats"], rows)
             + ("\n\nPages each event appends to the WAL (4 KB each): "
                + ", ".join(f"{k} **{v:.1f}**" for k, v in pages.items()) + "." if pages else ""))
@@ -137,8 +137,8 @@ def postgres_md(res: dict[str, Any] | None, targets: list[list[str]]) -> str:
     for conns in (1, many):
         c = res[conns]
         s = c["series"]
-        keep = s.get(PG_HAREL_KEEP)
-        rows.append([conns, fmt_series(s["harel PostgresStore"]), _pct(c["ratio"]),
+        keep = s.get(PG_DURASTATE_KEEP)
+        rows.append([conns, fmt_series(s["durastate PostgresStore"]), _pct(c["ratio"]),
                      fmt_series(keep) if keep else "—", _pct(c["ratio_keep"]) if keep else "—",
                      fmt_series(s["raw UPDATE+commit"]),
                      fmt_series(s["raw UPDATE, autocommit"]), _pct(c["ratio_autocommit"]),
@@ -157,11 +157,11 @@ def postgres_md(res: dict[str, Any] | None, targets: list[list[str]]) -> str:
                 ) if wal else ""
     return (f"Server: {server.get('version', '?')}, "
             f"synchronous_commit={server.get('synchronous_commit', '?')}, "
-            f"fsync={server.get('fsync', '?')} (so every commit waits for a WAL flush, harel's and raw's "
+            f"fsync={server.get('fsync', '?')} (so every commit waits for a WAL flush, durastate's and raw's "
             "alike). 8 connections = 8 processes started behind a barrier.\n\n"
-            + table(["connections", "harel events/s", "harel ÷ raw", "harel, keep_committed events/s",
+            + table(["connections", "durastate events/s", "durastate ÷ raw", "durastate, keep_committed events/s",
                      "keep_committed ÷ raw", "raw UPDATE+commit events/s",
-                     "raw autocommit events/s", "harel ÷ raw autocommit", "events/conn × repeats"], rows)
+                     "raw autocommit events/s", "durastate ÷ raw autocommit", "events/conn × repeats"], rows)
             + wal_line)
 
 
@@ -289,14 +289,14 @@ def plots(out: Path, results: dict[str, Any]) -> list[str]:
             names = list(s)
             med = [s[n].median for n in names]
             err = [[s[n].median - s[n].lo for n in names], [s[n].hi - s[n].median for n in names]]
-            colors = ["#1f77b4" if n.startswith("harel") else "#999999" for n in names]
+            colors = ["#1f77b4" if n.startswith("durastate") else "#999999" for n in names]
             ax.barh(range(len(names)), med, xerr=err, color=colors)
             ax.set_yticks(range(len(names)), [n.replace(" (", "\n(") for n in names], fontsize=8)
             ax.invert_yaxis()
             ax.set_xscale("log")
             ax.set_xlabel("events per second (median, min–max; log scale)")
             ax.set_title({"chart1": "chart 1: hierarchy", "chart2": "chart 2: history + parallel"}[chart])
-        fig.suptitle("harel (full commit on DictStore) vs peer statechart libraries")
+        fig.suptitle("durastate (full commit on DictStore) vs peer statechart libraries")
         fig.tight_layout()
         fig.savefig(out / "engine.png", dpi=110)
         plt.close(fig)
@@ -306,21 +306,21 @@ def plots(out: Path, results: dict[str, Any]) -> list[str]:
     if sq and "error" not in sq:
         for sync in ("NORMAL", "FULL"):
             s = sq[sync]["series"]
-            bars.append((f"SQLite {sync}", s["harel SqliteStore"].median, s["raw UPDATE loop"].median))
+            bars.append((f"SQLite {sync}", s["durastate SqliteStore"].median, s["raw UPDATE loop"].median))
     if pg and "error" not in pg and "skipped" not in pg:
         for c in (1, pg.get("many", 8)):
             s = pg[c]["series"]
-            bars.append((f"Postgres ×{c}", s["harel PostgresStore"].median, s["raw UPDATE+commit"].median))
+            bars.append((f"Postgres ×{c}", s["durastate PostgresStore"].median, s["raw UPDATE+commit"].median))
     if bars:
         fig, ax = plt.subplots(figsize=(8, 4))
         xs = range(len(bars))
-        ax.bar([x - 0.2 for x in xs], [b[1] for b in bars], 0.4, label="harel (worker + store)")
+        ax.bar([x - 0.2 for x in xs], [b[1] for b in bars], 0.4, label="durastate (worker + store)")
         ax.bar([x + 0.2 for x in xs], [b[2] for b in bars], 0.4, label="raw write loop", color="#999999")
         ax.set_xticks(list(xs), [b[0] for b in bars])
         ax.set_yscale("log")
         ax.set_ylabel("events per second (median, log scale)")
         ax.legend()
-        ax.set_title("durable stores: harel vs a raw one-UPDATE-per-transaction loop")
+        ax.set_title("durable stores: durastate vs a raw one-UPDATE-per-transaction loop")
         fig.tight_layout()
         fig.savefig(out / "stores.png", dpi=110)
         plt.close(fig)
@@ -345,7 +345,7 @@ def plots(out: Path, results: dict[str, Any]) -> list[str]:
         ax.set_ylabel("$ per million transitions")
         ax.tick_params(axis="x", labelsize=8)
         ax.legend(fontsize=8)
-        ax.set_title("harel on AWS: cost per transition by path (us-east-1 on-demand)")
+        ax.set_title("durastate on AWS: cost per transition by path (us-east-1 on-demand)")
         fig.tight_layout()
         fig.savefig(out / "cost.png", dpi=110)
         plt.close(fig)
@@ -378,10 +378,10 @@ def plots(out: Path, results: dict[str, Any]) -> list[str]:
 def write(out: Path, results: dict[str, Any], info: dict[str, str], command: str) -> str:
     targets: list[list[str]] = []
     body = [
-        "## Engine: harel vs peer statechart libraries",
+        "## Engine: durastate vs peer statechart libraries",
         _ENGINE_INTRO,
         engine_md(results.get("engine"), targets),
-        "## Durable stores: harel vs a raw write loop",
+        "## Durable stores: durastate vs a raw write loop",
         "### SQLite", sqlite_md(results.get("sqlite"), targets),
         "### PostgreSQL", postgres_md(results.get("postgres"), targets),
         "## DynamoDB + SQS + Lambda: cost per transition", dynamo_md(results.get("dynamo"), targets),
@@ -398,7 +398,7 @@ def write(out: Path, results: dict[str, Any], info: dict[str, str], command: str
                 "Produced by these runs (sections re-measured after a change keep their own): "
                 + "; ".join(f"`{c}`" for c in commands))
     head = [
-        "# harel benchmarks",
+        "# durastate benchmarks",
         "",
         f"{produced}, last run {results.get('_total_seconds', 0):.0f} s"
         + (" (" + ", ".join(f"{k} {v:.0f}s" for k, v in secs.items()) + ")" if secs else "") + ".",
@@ -421,12 +421,12 @@ def write(out: Path, results: dict[str, Any], info: dict[str, str], command: str
 
 
 _ENGINE_INTRO = (
-    "harel runs each event through its worker with a full commit on the in-memory `DictStore`: load with "
+    "durastate runs each event through its worker with a full commit on the in-memory `DictStore`: load with "
     "the dedupe check, step a detached copy, commit with the event's dedupe mark and its trace step "
     "(`copy_on_load` on, the default — a row without the copy is shown for reference). The peers run the "
-    "same chart in memory with no persistence at all. For chart 2, harel runs the local runtime (worker + "
+    "same chart in memory with no persistence at all. For chart 2, durastate runs the local runtime (worker + "
     "relay + in-memory queue): its parallel regions are child executions, so the fork creates two "
-    "children, `l`/`r` are forwarded to them and the join is two `harel.finished` events — 15 commits and "
+    "children, `l`/`r` are forwarded to them and the join is two `durastate.finished` events — 15 commits and "
     "3 relay hops per 8 events, all inside the timing (the \"server's view\" row queues each cycle's 8 "
     "events before running, as a busy server would see them). Every run checks that each engine ends "
     "in `idle` "
@@ -449,15 +449,15 @@ def summary_md(results: dict[str, Any], results_link: str = "bench/results/READM
             c = eng[chart]
             s = c["series"]
             fastest = c["fastest_peer"]
-            rows.append([f"engine, {what}: harel vs the fastest peer ({fastest.split(' (')[0]})",
-                         f"{fmt_rate(s[c['harel']].median)} vs {fmt_rate(s[fastest].median)} events/s",
+            rows.append([f"engine, {what}: durastate vs the fastest peer ({fastest.split(' (')[0]})",
+                         f"{fmt_rate(s[c['durastate']].median)} vs {fmt_rate(s[fastest].median)} events/s",
                          f"{c['ratios'][fastest][0]:.1f}×"])
     sq = results.get("sqlite")
     if sq and "error" not in sq:
         for sync in ("NORMAL", "FULL"):
             s = sq[sync]["series"]
-            for who, key, ratio in (("harel's worker", "harel SqliteStore", "ratio"),
-                                    ("`harel serve`", HAREL_SERVE, "ratio_serve")):
+            for who, key, ratio in (("durastate's worker", "durastate SqliteStore", "ratio"),
+                                    ("`durastate serve`", DURASTATE_SERVE, "ratio_serve")):
                 if key in s:
                     rows.append([f"SQLite ({sync}): {who} vs a raw UPDATE loop",
                                  f"{fmt_rate(s[key].median)} vs "
@@ -468,8 +468,8 @@ def summary_md(results: dict[str, Any], results_link: str = "bench/results/READM
         for conns in (1, pg.get("many", 8)):
             s = pg[conns]["series"]
             plural = "s" if conns > 1 else ""
-            for who, key, ratio in (("harel", "harel PostgresStore", "ratio"),
-                                    ("harel, keep_committed", PG_HAREL_KEEP, "ratio_keep")):
+            for who, key, ratio in (("durastate", "durastate PostgresStore", "ratio"),
+                                    ("durastate, keep_committed", PG_DURASTATE_KEEP, "ratio_keep")):
                 if key in s:
                     rows.append([f"PostgreSQL, {conns} connection{plural}: {who} vs raw UPDATE+commit",
                                  f"{fmt_rate(s[key].median)} vs {fmt_rate(s['raw UPDATE+commit'].median)} "
@@ -488,12 +488,12 @@ def summary_md(results: dict[str, Any], results_link: str = "bench/results/READM
     body = table(["benchmark", "measured (median)", "ratio / reference"], rows) if rows else "_no results_"
     return (
         "## Benchmarks\n\n"
-        "`make bench` (`python -m bench`; `--quick` for a short run) compares harel with peer statechart "
+        "`make bench` (`python -m bench`; `--quick` for a short run) compares durastate with peer statechart "
         "libraries (transitions, python-statemachine, sismic) on the same charts and event sequences, its "
         "durable stores with raw write loops on the same database settings, and prices a transition on AWS "
-        "from the requests harel actually sends. Everything runs side by side in one run, reported as "
+        "from the requests durastate actually sends. Everything runs side by side in one run, reported as "
         "medians and ratios.\n\n"
         + body
         + f"\n\nFull tables, the machine, the exact command and each target's status: [{results_link}]"
-        f"({results_link}).\n\n![harel vs peers]({plot})\n"
+        f"({results_link}).\n\n![durastate vs peers]({plot})\n"
     )

@@ -1,10 +1,10 @@
-"""Durable stores: events per second through harel's worker against a raw write loop on the same settings.
+"""Durable stores: events per second through durastate's worker against a raw write loop on the same settings.
 
-- **SQLite** (WAL; ``synchronous`` NORMAL and FULL): harel's ``Worker.handle`` per event on a
+- **SQLite** (WAL; ``synchronous`` NORMAL and FULL): durastate's ``Worker.handle`` per event on a
   ``SqliteStore`` — one read (execution + dedupe check) and one write transaction (CAS update, dedupe
   mark, trace step) — against a raw loop of ``BEGIN IMMEDIATE; UPDATE … WHERE id = ?; COMMIT`` on a
-  one-row table in a file with the same pragmas, writing a payload as large as harel's execution JSON.
-- **PostgreSQL** (127.0.0.1, a schema of our own): harel's worker on ``PostgresStore`` against a raw
+  one-row table in a file with the same pragmas, writing a payload as large as durastate's execution JSON.
+- **PostgreSQL** (127.0.0.1, a schema of our own): durastate's worker on ``PostgresStore`` against a raw
   psycopg loop of ``UPDATE …`` + ``conn.commit()`` (a default, non-autocommit connection), at 1 and 8
   connections. 8 connections are 8 *processes* (one connection each, one execution each, started
   together behind a barrier): threads would measure the GIL, not the database. The raw loop in
@@ -30,18 +30,18 @@ from bench._util import Series, interleave, paired_ratio
 from bench.peers import CHART1_CYCLE
 
 DEFS = Path(__file__).parent / "defs"
-PG_DSN = os.environ.get("HAREL_BENCH_PG", "host=127.0.0.1 port=5432 dbname=test user=postgres")
+PG_DSN = os.environ.get("DURASTATE_BENCH_PG", "host=127.0.0.1 port=5432 dbname=test user=postgres")
 NOW = 1_700_000_000.0
 KEEP = 64
-"""``keep_committed`` of the "keep" rows (``harel serve --exclusive``): the worker is the only one for its
+"""``keep_committed`` of the "keep" rows (``durastate serve --exclusive``): the worker is the only one for its
 executions, so it commits each next event on the copy it kept, without reading it back."""
-HAREL, HAREL_KEEP = "harel SqliteStore", "harel SqliteStore, keep_committed"
-HAREL_SERVE = "harel serve (rounds of 32, one transaction each)"
-PG_HAREL, PG_HAREL_KEEP = "harel PostgresStore", "harel PostgresStore, keep_committed"
+DURASTATE, DURASTATE_KEEP = "durastate SqliteStore", "durastate SqliteStore, keep_committed"
+DURASTATE_SERVE = "durastate serve (rounds of 32, one transaction each)"
+PG_DURASTATE, PG_DURASTATE_KEEP = "durastate PostgresStore", "durastate PostgresStore, keep_committed"
 
 
 def _registry() -> Any:
-    from harel.engine import DefinitionRegistry, load_definition
+    from durastate.engine import DefinitionRegistry, load_definition
 
     reg = DefinitionRegistry()
     reg.register(load_definition(DEFS / "toggle.yaml"))
@@ -49,34 +49,34 @@ def _registry() -> Any:
 
 
 def _payload_size() -> int:
-    """Bytes of harel's stored execution JSON for chart 1 (the raw loops write as much)."""
-    from harel.engine import Event, step
-    from harel.engine.model import Execution
+    """Bytes of durastate's stored execution JSON for chart 1 (the raw loops write as much)."""
+    from durastate.engine import Event, step
+    from durastate.engine.model import Execution
 
     reg = _registry()
     exe = Execution(id="x", definition_id="toggle")
-    step(reg.get("toggle"), exe, Event(id="s", name="harel.start"), NOW)
+    step(reg.get("toggle"), exe, Event(id="s", name="durastate.start"), NOW)
     exe.version = 42
     return len(exe.model_dump_json())
 
 
 def _events(n: int, tag: str) -> list[Any]:
-    from harel.engine import Event
+    from durastate.engine import Event
 
     seq = (CHART1_CYCLE * (n // len(CHART1_CYCLE) + 1))[:n]
     return [Event(id=f"{tag}-{i}", name=name) for i, name in enumerate(seq)]
 
 
 # -- SQLite ---------------------------------------------------------------------------------------------
-def _sqlite_harel(path: Path, sync: str, n: int, keep: int = 0) -> Callable[[], float]:
-    from harel.engine import Event
-    from harel.engine.store.sqlite import SqliteStore
-    from harel.runtime.worker import Worker
+def _sqlite_durastate(path: Path, sync: str, n: int, keep: int = 0) -> Callable[[], float]:
+    from durastate.engine import Event
+    from durastate.runtime.worker import Worker
+    from durastate.store.sqlite.sync import SqliteStore
 
     reg = _registry()
     store = SqliteStore(path, synchronous=sync)  # type: ignore[arg-type]
     worker = Worker(store, reg, clock=lambda: NOW, keep_committed=keep)
-    worker.handle("x", Event(id="x:start", name="harel.start", data={"definition_id": "toggle"}))
+    worker.handle("x", Event(id="x:start", name="durastate.start", data={"definition_id": "toggle"}))
     runs = [0]
 
     def run() -> float:
@@ -92,18 +92,18 @@ def _sqlite_harel(path: Path, sync: str, n: int, keep: int = 0) -> Callable[[], 
 
 
 def _sqlite_serve(path: Path, sync: str, n: int) -> Callable[[], float]:
-    """What ``harel serve`` does with ``n`` queued events: ``LocalRuntime`` rounds over the durable inbox
+    """What ``durastate serve`` does with ``n`` queued events: ``LocalRuntime`` rounds over the durable inbox
     (``SqliteTransport`` on the store's connection), each round of up to 32 events — claims, commits and
-    acks — in one transaction. Queuing the events (another process's ``harel send``) is not timed."""
-    from harel.engine import Event
-    from harel.engine.store.sqlite import SqliteStore
-    from harel.runtime import LocalRuntime
-    from harel.transport.sqlite import SqliteTransport
+    acks — in one transaction. Queuing the events (another process's ``durastate send``) is not timed."""
+    from durastate.engine import Event
+    from durastate.runtime import LocalRuntime
+    from durastate.store.sqlite.sync import SqliteStore
+    from durastate.transport.sqlite import SqliteTransport
 
     store = SqliteStore(path, synchronous=sync)  # type: ignore[arg-type]
     transport = SqliteTransport(store, clock=lambda: NOW)
     rt = LocalRuntime(store, _registry(), transport, clock=lambda: NOW, batch_size=32)
-    transport.send([("x", Event(id="x:start", name="harel.start", data={"definition_id": "toggle"}))])
+    transport.send([("x", Event(id="x:start", name="durastate.start", data={"definition_id": "toggle"}))])
     rt.run_until_idle()
     runs = [0]
 
@@ -114,7 +114,7 @@ def _sqlite_serve(path: Path, sync: str, n: int) -> Callable[[], float]:
         stats = rt.run_until_idle()
         elapsed = time.perf_counter() - t0
         if stats.applied != n:
-            raise AssertionError(f"harel serve applied {stats.applied} of {n} events")
+            raise AssertionError(f"durastate serve applied {stats.applied} of {n} events")
         return n / elapsed
 
     run.close = store.close  # type: ignore[attr-defined]
@@ -144,14 +144,14 @@ def _sqlite_raw(path: Path, sync: str, n: int, size: int) -> Callable[[], float]
 
 
 def _wal_pages_per_event(folder: Path, size: int, n: int = 150) -> dict[str, float]:
-    """WAL frames (4 KB pages) one event appends, for harel and the raw loop, in steady state.
+    """WAL frames (4 KB pages) one event appends, for durastate and the raw loop, in steady state.
 
-    Fresh files; each side first runs long enough to fill harel's trace ring (so its trimming is
+    Fresh files; each side first runs long enough to fill durastate's trace ring (so its trimming is
     counted), then the WAL is checkpointed to empty and ``n`` more events are run — few enough that no
     automatic checkpoint (every 1000 pages) restarts the WAL in between.
     """
     out = {}
-    for name, make in (("harel SqliteStore", lambda p: _sqlite_harel(p, "NORMAL", n)),
+    for name, make in (("durastate SqliteStore", lambda p: _sqlite_durastate(p, "NORMAL", n)),
                        ("raw UPDATE loop", lambda p: _sqlite_raw(p, "NORMAL", n, size))):
         path = folder / f"wal-{name.split()[0]}.db"
         runner = make(path)
@@ -173,14 +173,14 @@ def run_sqlite(n_normal: int = 3000, n_full: int = 200, repeats: int = 5, warmup
                wal_events: int = 150) -> dict[str, Any]:
     """``wal_events``: events run to count WAL pages per event (0 skips that diagnostic)."""
     size = _payload_size()
-    tmp = Path(tempfile.mkdtemp(prefix="harel-bench-"))
+    tmp = Path(tempfile.mkdtemp(prefix="durastate-bench-"))
     out: dict[str, Any] = {"payload_bytes": size}
     try:
         for sync, n in (("NORMAL", n_normal), ("FULL", n_full)):
             runners = {
-                HAREL: _sqlite_harel(tmp / f"harel-{sync}.db", sync, n),
-                HAREL_KEEP: _sqlite_harel(tmp / f"keep-{sync}.db", sync, n, KEEP),
-                HAREL_SERVE: _sqlite_serve(tmp / f"serve-{sync}.db", sync, n),
+                DURASTATE: _sqlite_durastate(tmp / f"durastate-{sync}.db", sync, n),
+                DURASTATE_KEEP: _sqlite_durastate(tmp / f"keep-{sync}.db", sync, n, KEEP),
+                DURASTATE_SERVE: _sqlite_serve(tmp / f"serve-{sync}.db", sync, n),
                 "raw UPDATE loop": _sqlite_raw(tmp / f"raw-{sync}.db", sync, n, size),
             }
             series = interleave(runners, repeats, warmup=warmup)
@@ -189,9 +189,9 @@ def run_sqlite(n_normal: int = 3000, n_full: int = 200, repeats: int = 5, warmup
             for r in runners.values():
                 r.close()  # type: ignore[attr-defined]
             out[sync] = {"events": n, "repeats": repeats, "series": series, "wal_pages_per_event": pages,
-                         "ratio": paired_ratio(series[HAREL], series["raw UPDATE loop"]),
-                         "ratio_keep": paired_ratio(series[HAREL_KEEP], series["raw UPDATE loop"]),
-                         "ratio_serve": paired_ratio(series[HAREL_SERVE], series["raw UPDATE loop"])}
+                         "ratio": paired_ratio(series[DURASTATE], series["raw UPDATE loop"]),
+                         "ratio_keep": paired_ratio(series[DURASTATE_KEEP], series["raw UPDATE loop"]),
+                         "ratio_serve": paired_ratio(series[DURASTATE_SERVE], series["raw UPDATE loop"])}
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return out
@@ -210,7 +210,7 @@ def pg_available() -> str | None:
     return None
 
 
-SCHEMA = f"harel_bench_{os.getpid()}"
+SCHEMA = f"durastate_bench_{os.getpid()}"
 """Our own schema (per process, so a smoke test and a benchmark run never share one); dropped at the end."""
 
 
@@ -228,15 +228,15 @@ def _pg_worker_proc(kind: str, tag: str, n: int, size: int, barrier: Any, result
     """One connection's loop (in its own process for the multi-connection runs)."""
     import psycopg
 
-    if kind.startswith("harel"):
-        from harel.engine import Event
-        from harel.engine.store.postgres import PostgresStore
-        from harel.runtime.worker import Worker
+    if kind.startswith("durastate"):
+        from durastate.engine import Event
+        from durastate.runtime.worker import Worker
+        from durastate.store.postgres.sync import PostgresStore
 
         store = PostgresStore.from_dsn(PG_DSN, schema=SCHEMA)
-        keep = KEEP if kind == "harel-keep" else 0
+        keep = KEEP if kind == "durastate-keep" else 0
         worker = Worker(store, _registry(), clock=lambda: NOW, keep_committed=keep)
-        worker.handle(tag, Event(id=f"{tag}:start", name="harel.start", data={"definition_id": "toggle"}))
+        worker.handle(tag, Event(id=f"{tag}:start", name="durastate.start", data={"definition_id": "toggle"}))
         events = _events(n, tag)
 
         def loop() -> None:
@@ -323,7 +323,7 @@ def run_postgres(n1: int = 300, n8: int = 150, repeats: int = 5, many: int = 8,
     """``many``: the multi-connection run's connection count (8; the smoke test uses fewer)."""
     size = _payload_size()
     _pg_reset(SCHEMA)
-    from harel.engine.store.postgres import PostgresStore
+    from durastate.store.postgres.sync import PostgresStore
 
     PostgresStore.from_dsn(PG_DSN, schema=SCHEMA).close()  # create the tables once, outside the timing
     out: dict[str, Any] = {"payload_bytes": size}
@@ -338,16 +338,16 @@ def run_postgres(n1: int = 300, n8: int = 150, repeats: int = 5, many: int = 8,
     out["many"] = many
     for conns, n in ((1, n1), (many, n8)):
         runners = {
-            PG_HAREL: _pg_runner("harel", conns, n, size),
-            PG_HAREL_KEEP: _pg_runner("harel-keep", conns, n, size),
+            PG_DURASTATE: _pg_runner("durastate", conns, n, size),
+            PG_DURASTATE_KEEP: _pg_runner("durastate-keep", conns, n, size),
             "raw UPDATE+commit": _pg_runner("raw", conns, n, size),
             "raw UPDATE, autocommit": _pg_runner("raw-autocommit", conns, n, size),
         }
         series: dict[str, Series] = interleave(runners, repeats, warmup=warmup)
         out[conns] = {"events_per_conn": n, "repeats": repeats, "series": series,
-                      "ratio": paired_ratio(series[PG_HAREL], series["raw UPDATE+commit"]),
-                      "ratio_keep": paired_ratio(series[PG_HAREL_KEEP], series["raw UPDATE+commit"]),
-                      "ratio_autocommit": paired_ratio(series["harel PostgresStore"],
+                      "ratio": paired_ratio(series[PG_DURASTATE], series["raw UPDATE+commit"]),
+                      "ratio_keep": paired_ratio(series[PG_DURASTATE_KEEP], series["raw UPDATE+commit"]),
+                      "ratio_autocommit": paired_ratio(series["durastate PostgresStore"],
                                                        series["raw UPDATE, autocommit"])}
     out["wal_bytes_per_event"] = {k: min(v) for k, v in _WAL.items() if v}
     with contextlib.suppress(Exception):

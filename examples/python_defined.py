@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harel.engine import After, Definition, Event, Execution, State, Transition, step
+from durastate.engine import After, Definition, Event, Execution, State, Transition, step
 
 
 def is_urgent(context: dict[str, Any], event: Event) -> bool:
@@ -64,15 +64,15 @@ def main() -> None:
         context=definition.initial_context({"plan": "premium"}),
     )
     now = 0.0
-    for event in (Event(name="harel.start"), Event(name="triage")):
+    for event in (Event(name="durastate.start"), Event(name="triage")):
         res = step(definition, exe, event, now)
         print(f"{event.name:<14} -> {exe.active_path}  timers={exe.timers}  log={res.logs}")
     now = exe.timers["open.urgent"]  # four hours later the escalation timer fires
     res = step(
-        definition, exe, Event(name="harel.timeout", data={"path": "open.urgent", "fire_at": now}), now
+        definition, exe, Event(name="durastate.timeout", data={"path": "open.urgent", "fire_at": now}), now
     )
     print(
-        f"{'harel.timeout':<14} -> {exe.active_path}  escalations={exe.context['escalations']}"
+        f"{'durastate.timeout':<14} -> {exe.active_path}  escalations={exe.context['escalations']}"
         f"  log={res.logs}"
     )
     step(definition, exe, Event(name="resolve", data={"note": "reset the router"}), now + 60)

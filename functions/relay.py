@@ -8,7 +8,7 @@ It is triggered two ways, and does the same thing for both:
   before any event forwarded to it, then the outbox) and acks only what it delivered.
 * **An EventBridge schedule**, the backstop for anything a failed or throttled stream invocation missed.
 
-Work per invocation is bounded (``HAREL_RELAY_BUDGET`` items per pass, more passes only while time
+Work per invocation is bounded (``DURASTATE_RELAY_BUDGET`` items per pass, more passes only while time
 remains); what is left is picked up by the next trigger. Delivery is idempotent end to end (SQS
 deduplication by event id, the worker's dedupe marks, idempotent child creation), so concurrent or
 crashed relays duplicate nothing in effect.
@@ -25,13 +25,13 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.data_classes import DynamoDBStreamEvent
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from harel.runtime import aws
+from durastate.runtime import aws
 
 DEFINITIONS_DIR = Path(__file__).resolve().parent / "definitions"
 
-logger = Logger(service=os.environ.get("POWERTOOLS_SERVICE_NAME") or "harel-relay")
-metrics = Metrics(namespace=os.environ.get("POWERTOOLS_METRICS_NAMESPACE") or "harel")
-tracer = Tracer(service=os.environ.get("POWERTOOLS_SERVICE_NAME") or "harel-relay")
+logger = Logger(service=os.environ.get("POWERTOOLS_SERVICE_NAME") or "durastate-relay")
+metrics = Metrics(namespace=os.environ.get("POWERTOOLS_METRICS_NAMESPACE") or "durastate")
+tracer = Tracer(service=os.environ.get("POWERTOOLS_SERVICE_NAME") or "durastate-relay")
 
 
 def _trigger(event: dict[str, Any]) -> tuple[str, int]:

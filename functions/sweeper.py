@@ -1,8 +1,8 @@
 """The timer sweeper Lambda: an EventBridge schedule in → one bounded sweep → how many fired out.
 
-Each due timer becomes a ``harel.timeout`` event with a deterministic id (so a re-sweep after a crash is
+Each due timer becomes a ``durastate.timeout`` event with a deterministic id (so a re-sweep after a crash is
 deduplicated by SQS and by the worker), sent to the queue, then deleted guarded by its ``fire_at`` (so a
-timer re-armed meanwhile survives). At most ``HAREL_SWEEP_LIMIT`` timers fire per run: a large backlog
+timer re-armed meanwhile survives). At most ``DURASTATE_SWEEP_LIMIT`` timers fire per run: a large backlog
 drains over several scheduled runs instead of one run timing out halfway.
 """
 
@@ -16,13 +16,13 @@ from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from harel.runtime import aws
+from durastate.runtime import aws
 
 DEFINITIONS_DIR = Path(__file__).resolve().parent / "definitions"
 
-logger = Logger(service=os.environ.get("POWERTOOLS_SERVICE_NAME") or "harel-sweeper")
-metrics = Metrics(namespace=os.environ.get("POWERTOOLS_METRICS_NAMESPACE") or "harel")
-tracer = Tracer(service=os.environ.get("POWERTOOLS_SERVICE_NAME") or "harel-sweeper")
+logger = Logger(service=os.environ.get("POWERTOOLS_SERVICE_NAME") or "durastate-sweeper")
+metrics = Metrics(namespace=os.environ.get("POWERTOOLS_METRICS_NAMESPACE") or "durastate")
+tracer = Tracer(service=os.environ.get("POWERTOOLS_SERVICE_NAME") or "durastate-sweeper")
 
 
 @logger.inject_lambda_context(clear_state=True)

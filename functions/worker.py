@@ -14,7 +14,7 @@ Why this shape:
   dead-letter queue by the handler with its reason and counts as *processed* — retrying it would only
   block its group until ``maxReceiveCount``. A transient failure (throttling, a conflict past the retry
   bound) raises, so SQS redelivers the record later, in order.
-* **Thin.** Parsing, applying and dead-lettering live in :mod:`harel.runtime.aws`, shared with the local
+* **Thin.** Parsing, applying and dead-lettering live in :mod:`durastate.runtime.aws`, shared with the local
   stack and the tests; this module only wires Powertools around it.
 """
 
@@ -32,18 +32,18 @@ from aws_lambda_powertools.utilities.batch import SqsFifoPartialProcessor, proce
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from harel.errors import StoreConflict
-from harel.runtime import aws
-from harel.transport.wire import Envelope
+from durastate.errors import StoreConflict
+from durastate.runtime import aws
+from durastate.transport.wire import Envelope
 
 DEFINITIONS_DIR = Path(__file__).resolve().parent / "definitions"
 
-logger = Logger(service=os.environ.get("POWERTOOLS_SERVICE_NAME") or "harel-worker")
-metrics = Metrics(namespace=os.environ.get("POWERTOOLS_METRICS_NAMESPACE") or "harel")
-tracer = Tracer(service=os.environ.get("POWERTOOLS_SERVICE_NAME") or "harel-worker")
+logger = Logger(service=os.environ.get("POWERTOOLS_SERVICE_NAME") or "durastate-worker")
+metrics = Metrics(namespace=os.environ.get("POWERTOOLS_METRICS_NAMESPACE") or "durastate")
+tracer = Tracer(service=os.environ.get("POWERTOOLS_SERVICE_NAME") or "durastate-worker")
 
-if os.environ.get("AWS_LAMBDA_FUNCTION_NAME"):  # on Lambda: harel's own log lines as structured JSON too
-    copy_config_to_registered_loggers(source_logger=logger, include={logging.getLogger("harel").name})
+if os.environ.get("AWS_LAMBDA_FUNCTION_NAME"):  # on Lambda: durastate's own log lines as structured JSON too
+    copy_config_to_registered_loggers(source_logger=logger, include={logging.getLogger("durastate").name})
 
 processor = SqsFifoPartialProcessor(skip_group_on_error=True)
 processor.raise_on_entire_batch_failure = False

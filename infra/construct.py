@@ -1,4 +1,4 @@
-"""``HarelEngine``: the whole serverless harel engine as one reusable CDK construct.
+"""``DurastateEngine``: the whole serverless durastate engine as one reusable CDK construct.
 
 What it provisions (DESIGN §6): the seven store tables ``{prefix}_{name}``; an SQS FIFO queue (one message
 group per execution) with a FIFO dead-letter queue; an EventBridge bus for untargeted emits
@@ -9,7 +9,7 @@ sweeper (a schedule). Each function gets its own role with exactly the table act
 Why ``aws_dynamodb.Table`` and not ``TableV2``: ``TableV2`` compiles to ``AWS::DynamoDB::GlobalTable``,
 which LocalStack cannot deploy; the plain table deploys everywhere.
 
-This module imports nothing from ``harel``: the table layout comes from :mod:`infra.schema` and the layer is
+This module imports nothing from ``durastate``: the table layout comes from :mod:`infra.schema` and the layer is
 built by ``layers/build_layer.py`` as files on disk.
 """
 
@@ -160,8 +160,8 @@ def _suppress(construct: Construct, *rules: tuple[str, str]) -> None:
     cdk.Validations.of(construct).acknowledge(*acks)
 
 
-class HarelEngine(Construct):
-    """The harel engine on AWS: tables, queue + DLQ, notification bus, layer, three functions, schedules.
+class DurastateEngine(Construct):
+    """The durastate engine on AWS: tables, queue + DLQ, notification bus, layer, three functions, schedules.
 
     Props:
       table_prefix: tables are named ``{table_prefix}_{name}``; also names the queues and the bus.
@@ -183,7 +183,7 @@ class HarelEngine(Construct):
         scope: Construct,
         construct_id: str,
         *,
-        table_prefix: str = "harel",
+        table_prefix: str = "durastate",
         definitions_dir: str | Path = PROJECT_ROOT / "examples",
         removal_policy: cdk.RemovalPolicy = cdk.RemovalPolicy.RETAIN,
         sweeper_rate: cdk.Duration | None = None,
@@ -249,7 +249,7 @@ class HarelEngine(Construct):
         # ---- layer + functions --------------------------------------------------------------------------
         arch_name = architecture.name  # "arm64" | "x86_64"
         if layer_code is None:
-            from layers.build_layer import build_layer  # files on disk, not the harel package
+            from layers.build_layer import build_layer  # files on disk, not the durastate package
 
             layer_dir = build_layer(architecture=arch_name, python_version="3.12", build_root=build)
             layer_code = lambda_.Code.from_asset(
@@ -261,21 +261,21 @@ class HarelEngine(Construct):
             code=layer_code,
             compatible_runtimes=[runtime],
             compatible_architectures=[architecture],
-            description="harel engine, stores and runtime with pydantic, PyYAML and Powertools",
+            description="durastate engine, stores and runtime with pydantic, PyYAML and Powertools",
         )
 
         environment = {
-            "HAREL_TABLE_PREFIX": table_prefix,
-            "HAREL_QUEUE_URL": self.queue.queue_url,
-            "HAREL_DLQ_URL": self.dead_letter_queue.queue_url,
-            "HAREL_EVENT_BUS_NAME": self.event_bus.event_bus_name,
-            "HAREL_DEFINITIONS_DIR": f"/var/task/{DEFINITIONS_MOUNT}",
+            "DURASTATE_TABLE_PREFIX": table_prefix,
+            "DURASTATE_QUEUE_URL": self.queue.queue_url,
+            "DURASTATE_DLQ_URL": self.dead_letter_queue.queue_url,
+            "DURASTATE_EVENT_BUS_NAME": self.event_bus.event_bus_name,
+            "DURASTATE_DEFINITIONS_DIR": f"/var/task/{DEFINITIONS_MOUNT}",
             # Tracing is opt-in (it makes every state-only commit a transaction); the TTLs let DynamoDB
             # expire dedupe marks (after the queue could still redeliver) and trace steps.
-            "HAREL_TRACE": "1" if trace else "0",
-            "HAREL_PROCESSED_TTL_SECONDS": str(int((processed_ttl or cdk.Duration.days(14)).to_seconds())),
-            "HAREL_TRACE_TTL_SECONDS": str(int((trace_ttl or cdk.Duration.days(7)).to_seconds())),
-            "POWERTOOLS_METRICS_NAMESPACE": "harel",
+            "DURASTATE_TRACE": "1" if trace else "0",
+            "DURASTATE_PROCESSED_TTL_SECONDS": str(int((processed_ttl or cdk.Duration.days(14)).to_seconds())),
+            "DURASTATE_TRACE_TTL_SECONDS": str(int((trace_ttl or cdk.Duration.days(7)).to_seconds())),
+            "POWERTOOLS_METRICS_NAMESPACE": "durastate",
             "POWERTOOLS_LOG_LEVEL": "INFO",
         }
         definitions = Path(definitions_dir).resolve()
@@ -285,7 +285,7 @@ class HarelEngine(Construct):
             code_dir = stage_function_code(name, Path(functions_dir), definitions, build)
             self.functions[name] = self._function(
                 name, code_dir, runtime, architecture, memory_size, timeout, log_retention,
-                {**environment, "POWERTOOLS_SERVICE_NAME": f"harel-{name}"},
+                {**environment, "POWERTOOLS_SERVICE_NAME": f"durastate-{name}"},
             )
         self.worker = self.functions["worker"]
         self.relay = self.functions["relay"]
@@ -325,14 +325,14 @@ class HarelEngine(Construct):
         )
         self.sweeper_schedule = events.Rule(
             self, "SweeperSchedule", schedule=events.Schedule.rate(sweeper_rate),
-            description="Fires due harel timers",
+            description="Fires due durastate timers",
             targets=[targets.LambdaFunction(self.sweeper, retry_attempts=2)],
         )
 
         # ---- alarm --------------------------------------------------------------------------------------
         self.dead_letter_alarm = cloudwatch.Alarm(
             self, "DeadLetterAlarm",
-            alarm_description="harel: messages in the dead-letter queue (malformed, unknown execution or "
+            alarm_description="durastate: messages in the dead-letter queue (malformed, unknown execution or "
                               "definition, or retried past maxReceiveCount)",
             metric=self.dead_letter_queue.metric_approximate_number_of_messages_visible(
                 period=cdk.Duration.minutes(1), statistic="Maximum"),
@@ -381,7 +381,7 @@ class HarelEngine(Construct):
                                   removal_policy=cdk.RemovalPolicy.DESTROY)
         # An explicit role: only this function's log group, no AWS managed policy with account-wide logs.
         role = iam.Role(self, f"{title}Role", assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
-                        description=f"harel {name} function")
+                        description=f"durastate {name} function")
         log_group.grant_write(role)
         fn = lambda_.Function(
             self, title,
@@ -397,7 +397,7 @@ class HarelEngine(Construct):
             log_group=log_group,
             tracing=lambda_.Tracing.ACTIVE,
             environment=environment,
-            description=f"harel {name}",
+            description=f"durastate {name}",
         )
         wildcard = "X-Ray's PutTraceSegments/PutTelemetryRecords support no resource-level permissions"
         if name == "relay":

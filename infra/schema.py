@@ -1,7 +1,7 @@
 """The DynamoDB table layout the stack provisions, kept as plain data.
 
 Why a copy and not an import of the store's own specs: the CDK app must synthesize from a fresh clone
-without importing the ``harel`` package (``infra`` depends on nothing in ``harel`` at import time), so the
+without importing the ``durastate`` package (``infra`` depends on nothing in ``durastate`` at import time), so the
 key schemas live here too. A test compares this copy with the store's table specs, so the two cannot
 drift apart silently.
 """

@@ -1,4 +1,4 @@
-"""``HarelStack``: the deployable stack — the engine construct plus outputs a user needs to drive it."""
+"""``DurastateStack``: the deployable stack — the engine construct plus outputs a user needs to drive it."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import aws_cdk as cdk
 from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
 
-from infra.construct import HarelEngine
+from infra.construct import DurastateEngine
 
 _ARCHITECTURES = {"arm64": lambda_.Architecture.ARM_64, "x86_64": lambda_.Architecture.X86_64}
 _REMOVAL = {"retain": cdk.RemovalPolicy.RETAIN, "destroy": cdk.RemovalPolicy.DESTROY,
@@ -30,15 +30,15 @@ def architecture(name: str) -> lambda_.Architecture:
         raise ValueError(f"architecture must be one of {sorted(_ARCHITECTURES)}, not {name!r}") from None
 
 
-class HarelStack(cdk.Stack):
-    """One harel engine and the stack outputs (queue URLs, table prefix, bus) the README's commands read."""
+class DurastateStack(cdk.Stack):
+    """One durastate engine and the stack outputs (queue URLs, table prefix, bus) the README's commands read."""
 
     def __init__(
         self,
         scope: Construct,
         construct_id: str,
         *,
-        table_prefix: str = "harel",
+        table_prefix: str = "durastate",
         definitions_dir: str | Path = "examples",
         removal: cdk.RemovalPolicy = cdk.RemovalPolicy.RETAIN,
         sweeper_rate: cdk.Duration | None = None,
@@ -47,8 +47,8 @@ class HarelStack(cdk.Stack):
         arch: lambda_.Architecture = lambda_.Architecture.ARM_64,
         **kwargs: Any,
     ) -> None:
-        super().__init__(scope, construct_id, description="harel: durable Harel statecharts on AWS", **kwargs)
-        self.engine = HarelEngine(
+        super().__init__(scope, construct_id, description="durastate: durable Harel statecharts on AWS", **kwargs)
+        self.engine = DurastateEngine(
             self, "Engine",
             table_prefix=table_prefix,
             definitions_dir=definitions_dir,

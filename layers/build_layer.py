@@ -1,4 +1,4 @@
-"""Build the Lambda layer that carries the ``harel`` engine and its runtime dependencies — without Docker.
+"""Build the Lambda layer that carries the ``durastate`` engine and its runtime dependencies — without Docker.
 
 Why no Docker: the layer's only compiled dependencies (pydantic-core, PyYAML, wrapt) publish manylinux wheels
 for both Lambda architectures, so ``pip`` can fetch the right binaries for the *target* platform
@@ -12,11 +12,11 @@ write with this machine's interpreter path. CDK zips assets with fixed timestamp
 the same layer.
 
 Why it is cached: downloaded wheels live in ``layers/build/wheels/`` and each finished layer in
-``layers/build/layer-<arch>-<hash>/``, keyed by a hash of the pins, the platform and the ``harel`` sources.
+``layers/build/layer-<arch>-<hash>/``, keyed by a hash of the pins, the platform and the ``durastate`` sources.
 A second build — a second ``cdk synth``, a test run — reuses them and needs no network.
 
 boto3/botocore are deliberately *not* in the layer: the Lambda Python runtime ships them, and bundling
-them would add ~80 MB unzipped for no behaviour ``harel`` needs from a newer release.
+them would add ~80 MB unzipped for no behaviour ``durastate`` needs from a newer release.
 
 Usage: ``python layers/build_layer.py [--arch arm64|x86_64] [--python 3.12]`` prints the layer directory
 (the folder that contains ``python/``).
@@ -37,7 +37,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-#: The complete closure of what ``harel`` needs at run time in Lambda (besides the runtime's boto3).
+#: The complete closure of what ``durastate`` needs at run time in Lambda (besides the runtime's boto3).
 #: Kept explicit so the build never depends on a resolver; ``tests/cdk`` checks it is closed.
 LAYER_DISTRIBUTIONS: tuple[str, ...] = (
     "pydantic",
@@ -73,8 +73,8 @@ class LayerSpec:
     architecture: str
     python_version: str
     pins: tuple[tuple[str, str], ...]
-    sources: tuple[tuple[str, str], ...]  # (relative path, sha256) of every harel file
-    harel_version: str
+    sources: tuple[tuple[str, str], ...]  # (relative path, sha256) of every durastate file
+    durastate_version: str
 
     @property
     def digest(self) -> str:
@@ -84,7 +84,7 @@ class LayerSpec:
                 "python": self.python_version,
                 "pins": self.pins,
                 "sources": self.sources,
-                "version": self.harel_version,
+                "version": self.durastate_version,
                 "manylinux": _MANYLINUX,
             },
             sort_keys=True,
@@ -119,11 +119,11 @@ def read_pins(constraints: Path, names: Iterable[str] = LAYER_DISTRIBUTIONS) -> 
     return tuple((n, found[n]) for n in wanted)
 
 
-def harel_sources(project_root: Path) -> tuple[tuple[str, str], ...]:
-    """Every file of the ``harel`` package (no caches), with its content hash, in a stable order."""
-    package = project_root / "harel"
+def durastate_sources(project_root: Path) -> tuple[tuple[str, str], ...]:
+    """Every file of the ``durastate`` package (no caches), with its content hash, in a stable order."""
+    package = project_root / "durastate"
     if not (package / "__init__.py").is_file():
-        raise LayerBuildError(f"no harel package at {package}")
+        raise LayerBuildError(f"no durastate package at {package}")
     out = []
     for path in sorted(package.rglob("*")):
         if not path.is_file() or "__pycache__" in path.parts or path.suffix in (".pyc", ".pyo"):
@@ -132,7 +132,7 @@ def harel_sources(project_root: Path) -> tuple[tuple[str, str], ...]:
     return tuple(out)
 
 
-def harel_version(project_root: Path) -> str:
+def durastate_version(project_root: Path) -> str:
     data = tomllib.loads((project_root / "pyproject.toml").read_text())
     return str(data["project"]["version"])
 
@@ -145,8 +145,8 @@ def layer_spec(project_root: Path = _PROJECT_ROOT, architecture: str = "arm64",
         architecture=architecture,
         python_version=python_version,
         pins=read_pins(project_root / "constraints.txt"),
-        sources=harel_sources(project_root),
-        harel_version=harel_version(project_root),
+        sources=durastate_sources(project_root),
+        durastate_version=durastate_version(project_root),
     )
 
 
@@ -161,7 +161,7 @@ def _pip(args: Sequence[str]) -> None:
     proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         raise LayerBuildError(
-            "pip failed while building the harel layer (the first build downloads wheels from PyPI; "
+            "pip failed while building the durastate layer (the first build downloads wheels from PyPI; "
             "run `python layers/build_layer.py` once while online, later builds reuse layers/build/):\n"
             f"$ {' '.join(cmd)}\n{proc.stderr.strip()[-3000:]}"
         )
@@ -185,17 +185,17 @@ def ensure_wheels(spec: LayerSpec, build_root: Path) -> Path:
     return wheels
 
 
-def _copy_harel(project_root: Path, spec: LayerSpec, site: Path) -> None:
+def _copy_durastate(project_root: Path, spec: LayerSpec, site: Path) -> None:
     """The package is pure Python: copy its files, plus a minimal dist-info so metadata lookups work."""
     for rel, _ in spec.sources:
         dest = site / rel
         dest.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(project_root / rel, dest)
-    info = site / f"harel-{spec.harel_version}.dist-info"
+    info = site / f"durastate-{spec.durastate_version}.dist-info"
     info.mkdir()
-    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: harel\nVersion: {spec.harel_version}\n")
-    (info / "INSTALLER").write_text("harel-layer-builder\n")
-    (info / "top_level.txt").write_text("harel\n")
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: durastate\nVersion: {spec.durastate_version}\n")
+    (info / "INSTALLER").write_text("durastate-layer-builder\n")
+    (info / "top_level.txt").write_text("durastate\n")
 
 
 def build_layer(project_root: Path = _PROJECT_ROOT, architecture: str = "arm64", python_version: str = "3.12",
@@ -213,7 +213,7 @@ def build_layer(project_root: Path = _PROJECT_ROOT, architecture: str = "arm64",
     _pip(["install", "--quiet", "--no-index", "--find-links", str(wheels), "--no-compile",
           "--target", str(site), *_platform_args(spec), *(f"{n}=={v}" for n, v in spec.pins)])
     shutil.rmtree(site / "bin", ignore_errors=True)  # console scripts point at this machine's python
-    _copy_harel(project_root, spec, site)
+    _copy_durastate(project_root, spec, site)
     (staging / ".complete").write_text(spec.digest + "\n")
     try:
         staging.rename(out)

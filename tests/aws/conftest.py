@@ -23,8 +23,8 @@ REGION = "us-east-1"
 def aws_env(monkeypatch: pytest.MonkeyPatch) -> None:
     """Dummy credentials, one region, Powertools quiet and without X-Ray; no real endpoint can leak in."""
     for name in ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_SQS", "AWS_ENDPOINT_URL_DYNAMODB",
-                 "AWS_ENDPOINT_URL_EVENTBRIDGE", "AWS_PROFILE", "HAREL_QUEUE_URL", "HAREL_DLQ_URL",
-                 "HAREL_EVENT_BUS_NAME", "HAREL_DEFINITIONS_DIR", "HAREL_TABLE_PREFIX"):
+                 "AWS_ENDPOINT_URL_EVENTBRIDGE", "AWS_PROFILE", "DURASTATE_QUEUE_URL", "DURASTATE_DLQ_URL",
+                 "DURASTATE_EVENT_BUS_NAME", "DURASTATE_DEFINITIONS_DIR", "DURASTATE_TABLE_PREFIX"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
@@ -32,7 +32,7 @@ def aws_env(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AWS_REGION", REGION)
     monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
     monkeypatch.setenv("POWERTOOLS_TRACE_DISABLED", "true")
-    monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "harel")
+    monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "durastate")
     monkeypatch.setenv("POWERTOOLS_DEV", "false")
     monkeypatch.setenv("POWERTOOLS_LOG_LEVEL", "WARNING")
 
@@ -55,9 +55,9 @@ def sqs(moto: None) -> Any:
 @pytest.fixture
 def queues(sqs: Any) -> tuple[str, str]:
     """(queue_url, dlq_url): a FIFO queue whose redrive policy moves a message after 5 receives."""
-    dlq = sqs.create_queue(QueueName="harel-dlq.fifo", Attributes={"FifoQueue": "true"})["QueueUrl"]
+    dlq = sqs.create_queue(QueueName="durastate-dlq.fifo", Attributes={"FifoQueue": "true"})["QueueUrl"]
     dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
-    q = sqs.create_queue(QueueName="harel-events.fifo", Attributes={
+    q = sqs.create_queue(QueueName="durastate-events.fifo", Attributes={
         "FifoQueue": "true", "VisibilityTimeout": "60",
         "RedrivePolicy": json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": "5"})})["QueueUrl"]
     return q, dlq
@@ -79,7 +79,7 @@ def receive_all(sqs: Any, url: str, limit: int = 100) -> list[dict[str, Any]]:
 
 def load_function(name: str) -> ModuleType:
     """Import ``functions/<name>.py`` as Lambda does (a top-level module), fresh for each test module."""
-    mod_name = f"harel_fn_{name}"
+    mod_name = f"durastate_fn_{name}"
     spec = importlib.util.spec_from_file_location(mod_name, FUNCTIONS / f"{name}.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)

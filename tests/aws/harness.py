@@ -1,9 +1,9 @@
 """A Lambda-on-moto harness for the handler tests: tables, queues, env, the handlers and an invoker loop.
 
 ``Stack`` plays AWS Lambda for the three functions of ``functions/``: the worker is fed Lambda-shaped
-SQS batches by :class:`~harel.runtime.lambda_invoker.SqsBatchInvoker` (≤ 10 records, FIFO groups kept
+SQS batches by :class:`~durastate.devstack.lambda_emulator.SqsBatchInvoker` (≤ 10 records, FIFO groups kept
 by the queue itself), the relay is called with DynamoDB stream batches (and schedule events), the sweeper
-with EventBridge schedule events. Time is a :class:`~harel.runtime.ManualClock` injected into the runtime.
+with EventBridge schedule events. Time is a :class:`~durastate.runtime.ManualClock` injected into the runtime.
 """
 
 from __future__ import annotations
@@ -16,20 +16,20 @@ from typing import Any
 
 import boto3
 
-from harel.engine.store._base import ExecutionStore
-from harel.runtime import ManualClock
-from harel.runtime import aws as harel_aws
-from harel.runtime.lambda_invoker import (
+from durastate.devstack.lambda_emulator import (
     FakeLambdaContext,
     HandlerLoop,
     SqsBatchInvoker,
     dynamodb_stream_event,
     scheduled_event,
 )
+from durastate.runtime import ManualClock
+from durastate.runtime import aws as durastate_aws
+from durastate.store.base import ExecutionStore
 
 from .conftest import REGION, load_function
 
-PREFIX = "harelt"
+PREFIX = "durastatet"
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 COUNTER_YAML = """
@@ -64,7 +64,7 @@ def function(name: str) -> ModuleType:
 
 def make_store(dynamodb: Any) -> ExecutionStore:
     """The DynamoDB store over moto, its seven tables created (the CDK stack's job in production)."""
-    from harel.engine.store.dynamodb import DynamoDBStore
+    from durastate.store.dynamodb.sync import DynamoDBStore
 
     store = DynamoDBStore(dynamodb, prefix=PREFIX)
     ensure = getattr(store, "ensure_tables", None) or getattr(store, "_ensure_tables", None)
@@ -82,13 +82,13 @@ class Stack:
         self.dynamodb = boto3.client("dynamodb", region_name=REGION)
         self.queue_url, self.dlq_url = queue_url, dlq_url
         self.clock = ManualClock(1_800_000_000.0)
-        os.environ.update({"HAREL_TABLE_PREFIX": PREFIX, "HAREL_QUEUE_URL": queue_url,
-                           "HAREL_DLQ_URL": dlq_url, "HAREL_DEFINITIONS_DIR": str(definitions)})
+        os.environ.update({"DURASTATE_TABLE_PREFIX": PREFIX, "DURASTATE_QUEUE_URL": queue_url,
+                           "DURASTATE_DLQ_URL": dlq_url, "DURASTATE_DEFINITIONS_DIR": str(definitions)})
         self.raw_store = make_store(self.dynamodb)
         self.store = wrap_store(self.raw_store) if wrap_store else self.raw_store
-        self.runtime = harel_aws.build_runtime(harel_aws.AwsSettings.from_env(), clock=self.clock,
+        self.runtime = durastate_aws.build_runtime(durastate_aws.AwsSettings.from_env(), clock=self.clock,
                                                sqs=self.sqs, store=self.store)
-        harel_aws.set_runtime(self.runtime)
+        durastate_aws.set_runtime(self.runtime)
         self.worker = function("worker")
         self.relay = function("relay")
         self.sweeper = function("sweeper")
@@ -100,23 +100,23 @@ class Stack:
                                 region=REGION, stream_table=f"{PREFIX}_outbox")
 
     def close(self) -> None:
-        harel_aws.set_runtime(None)
-        for name in ("HAREL_TABLE_PREFIX", "HAREL_QUEUE_URL", "HAREL_DLQ_URL", "HAREL_DEFINITIONS_DIR"):
+        durastate_aws.set_runtime(None)
+        for name in ("DURASTATE_TABLE_PREFIX", "DURASTATE_QUEUE_URL", "DURASTATE_DLQ_URL", "DURASTATE_DEFINITIONS_DIR"):
             os.environ.pop(name, None)
 
     # -- invoking the functions as Lambda would ---------------------------------------------------
     def call_worker(self, event: dict[str, Any]) -> Any:
-        return self.worker.handler(event, FakeLambdaContext(function_name="harel-worker", region=REGION))
+        return self.worker.handler(event, FakeLambdaContext(function_name="durastate-worker", region=REGION))
 
     def call_relay(self, event: dict[str, Any] | None = None) -> Any:
         if event is None:  # what the outbox stream delivers after a commit: one INSERT is enough
             event = dynamodb_stream_event(f"{PREFIX}_outbox", [{"seq": {"N": "1"}}], keys=["seq"],
                                           region=REGION)
-        return self.relay.handler(event, FakeLambdaContext(function_name="harel-relay", region=REGION))
+        return self.relay.handler(event, FakeLambdaContext(function_name="durastate-relay", region=REGION))
 
     def call_sweeper(self) -> Any:
-        return self.sweeper.handler(scheduled_event("harel-sweep", REGION),
-                                    FakeLambdaContext(function_name="harel-sweeper", region=REGION))
+        return self.sweeper.handler(scheduled_event("durastate-sweep", REGION),
+                                    FakeLambdaContext(function_name="durastate-sweeper", region=REGION))
 
     def pump(self) -> int:
         """Worker batches and relay passes until the queue, the outbox and the spawns are all empty."""

@@ -1,4 +1,4 @@
-"""``harel start/send --queue-url`` (and ``HAREL_QUEUE_URL``) enqueue the wire format on SQS (moto)."""
+"""``durastate start/send --queue-url`` (and ``DURASTATE_QUEUE_URL``) enqueue the wire format on SQS (moto)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from harel.cli import run
+from durastate.cli import run
 
 from .conftest import receive_all
 
@@ -21,7 +21,7 @@ def test_start_and_send_enqueue_on_the_queue(sqs: Any, queues: tuple[str, str],
     assert capsys.readouterr().out.strip() == "ev-9"
     bodies = [json.loads(m["Body"]) for m in receive_all(sqs, q)]
     assert bodies == [
-        {"target_id": "o-1", "event": {"id": "o-1:start", "name": "harel.start",
+        {"target_id": "o-1", "event": {"id": "o-1:start", "name": "durastate.start",
                                        "data": {"definition_id": "order", "context": {"total": 3}}}},
         {"target_id": "o-1", "event": {"id": "ev-9", "name": "pay", "data": {"amount": 3}}},
     ]
@@ -30,11 +30,11 @@ def test_start_and_send_enqueue_on_the_queue(sqs: Any, queues: tuple[str, str],
 def test_env_var_and_reserved_names(sqs: Any, queues: tuple[str, str], monkeypatch: pytest.MonkeyPatch,
                                     capsys: pytest.CaptureFixture[str]) -> None:
     q, _ = queues
-    monkeypatch.setenv("HAREL_QUEUE_URL", q)
+    monkeypatch.setenv("DURASTATE_QUEUE_URL", q)
     assert run(["start", "order", "-q"]) == 0
     exe_id = capsys.readouterr().out.strip()
     assert len(exe_id) == 32
-    assert run(["send", exe_id, "harel.timeout"]) == 1
+    assert run(["send", exe_id, "durastate.timeout"]) == 1
     assert "reserved" in capsys.readouterr().err
     [m] = receive_all(sqs, q)
     assert json.loads(m["Body"])["target_id"] == exe_id

@@ -1,4 +1,4 @@
-"""HarelClient: idempotent starts, sends, reads — over SQS (moto) and over any transport + store."""
+"""DurastateClient: idempotent starts, sends, reads — over SQS (moto) and over any transport + store."""
 
 from __future__ import annotations
 
@@ -7,25 +7,25 @@ from typing import Any
 
 import pytest
 
-from harel.client import HarelClient, start_event_id
-from harel.engine.model import Execution
-from harel.engine.store import DictStore
-from harel.errors import HarelError, MalformedEvent
-from harel.transport import InMemoryTransport
-from harel.transport.sqs import SqsTransport
+from durastate.client import DurastateClient, start_event_id
+from durastate.engine.model import Execution
+from durastate.errors import DurastateError, MalformedEvent
+from durastate.store import DictStore
+from durastate.transport import InMemoryTransport
+from durastate.transport.sqs import SqsTransport
 
 from .conftest import receive_all
 
 
 def test_start_with_given_id_is_idempotent_on_sqs(sqs: Any, queues: tuple[str, str]) -> None:
     q, _ = queues
-    client = HarelClient(SqsTransport(sqs, q))
+    client = DurastateClient(SqsTransport(sqs, q))
     assert client.start("order", {"total": 5}, execution_id="order-42") == "order-42"
     assert client.start("order", {"total": 5}, execution_id="order-42") == "order-42"
     [m] = receive_all(sqs, q)  # the second start had the same deduplication id
     body = json.loads(m["Body"])
     assert body == {"target_id": "order-42", "event": {
-        "id": "order-42:start", "name": "harel.start", "data": {"definition_id": "order",
+        "id": "order-42:start", "name": "durastate.start", "data": {"definition_id": "order",
                                                                  "context": {"total": 5}}}}
     assert m["Attributes"]["MessageGroupId"] == "order-42"
     assert m["Attributes"]["MessageDeduplicationId"] == start_event_id("order-42")
@@ -33,33 +33,33 @@ def test_start_with_given_id_is_idempotent_on_sqs(sqs: Any, queues: tuple[str, s
 
 def test_generated_ids_and_send() -> None:
     transport = InMemoryTransport()
-    client = HarelClient(transport)
+    client = DurastateClient(transport)
     a, b = client.start("order"), client.start("order")
     assert a != b and len(a) == 32
     eid = client.send(a, "pay", {"amount": 3})
     assert client.send(a, "pay", {"amount": 3}, event_id="retry-1") == "retry-1"
     claimed = transport.claim(10)
-    assert {(c.target_id, c.event.name) for c in claimed} == {(a, "harel.start"), (b, "harel.start")}
+    assert {(c.target_id, c.event.name) for c in claimed} == {(a, "durastate.start"), (b, "durastate.start")}
     assert eid
 
 
 def test_reserved_names_and_reads() -> None:
     store = DictStore()
-    client = HarelClient(InMemoryTransport(), store)
+    client = DurastateClient(InMemoryTransport(), store)
     with pytest.raises(MalformedEvent, match="reserved"):
-        client.send("x", "harel.timeout")
+        client.send("x", "durastate.timeout")
     assert client.get("nope") is None
     store.save(Execution(id="e1", definition_id="order"))
     got = client.get("e1")
     assert got is not None and got.definition_id == "order"
     assert client.trace("e1") == []
     assert [s.id for s in client.list().items] == ["e1"]
-    with pytest.raises(HarelError, match="no store"):
-        HarelClient(InMemoryTransport()).get("e1")
+    with pytest.raises(DurastateError, match="no store"):
+        DurastateClient(InMemoryTransport()).get("e1")
 
 
 def test_unknown_definition_is_rejected_before_enqueueing() -> None:
-    from harel.errors import UnknownDefinition
+    from durastate.errors import UnknownDefinition
 
     class Defs:
         def get(self, definition_id: str) -> object:
@@ -67,15 +67,15 @@ def test_unknown_definition_is_rejected_before_enqueueing() -> None:
 
     transport = InMemoryTransport()
     with pytest.raises(UnknownDefinition):
-        HarelClient(transport, definitions=Defs()).start("ordr")
+        DurastateClient(transport, definitions=Defs()).start("ordr")
     assert transport.claim(10) == []
 
 
 def test_for_aws_reads_the_tables_and_writes_the_queue(sqs: Any, queues: tuple[str, str]) -> None:
-    from harel.engine.store.dynamodb import DynamoDBStore
+    from durastate.store.dynamodb.sync import DynamoDBStore
 
     q, _ = queues
-    client = HarelClient.for_aws(q, table_prefix="cli", region="us-east-1")
+    client = DurastateClient.for_aws(q, table_prefix="cli", region="us-east-1")
     assert isinstance(client.store, DynamoDBStore)
     client.store.ensure_tables()
     client.store.save(Execution(id="x1", definition_id="order"))

@@ -1,4 +1,4 @@
-"""The example order, driven from ``harel.start`` to its outcome through the worker, relay and sweeper
+"""The example order, driven from ``durastate.start`` to its outcome through the worker, relay and sweeper
 Lambda handlers on moto: Lambda-shaped SQS batches, stream-triggered relay, scheduled sweeper, injected clock.
 """
 
@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from harel.client import HarelClient
-from harel.engine.model import Execution
-from harel.transport.sqs import SqsTransport
+from durastate.client import DurastateClient
+from durastate.engine.model import Execution
+from durastate.transport.sqs import SqsTransport
 
 from .harness import Stack
 
@@ -32,7 +32,7 @@ def load(stack: Stack, exe_id: str) -> Execution:
 
 
 def test_order_paid_packed_and_shipped_in_parallel(stack: Stack) -> None:
-    client = HarelClient(SqsTransport(stack.sqs, stack.queue_url), stack.raw_store)
+    client = DurastateClient(SqsTransport(stack.sqs, stack.queue_url), stack.raw_store)
     oid = client.start("order", execution_id="o-1")
     client.send(oid, "add_item", {"price": 40})
     client.send(oid, "add_item", {"price": 2})
@@ -63,7 +63,7 @@ def test_order_paid_packed_and_shipped_in_parallel(stack: Stack) -> None:
 
 
 def test_timeouts_expire_a_payment_and_abandon_a_cart(stack: Stack) -> None:
-    client = HarelClient(SqsTransport(stack.sqs, stack.queue_url), stack.raw_store)
+    client = DurastateClient(SqsTransport(stack.sqs, stack.queue_url), stack.raw_store)
     slow = client.start("order", execution_id="o-slow")
     client.send(slow, "add_item", {"price": 10})
     client.send(slow, "submit")

@@ -8,23 +8,23 @@ from typing import Any
 import boto3
 import pytest
 
-from harel.engine.model import Event
-from harel.errors import DeliveryFailed
-from harel.transport.eventbridge import EventBridgeSink
+from durastate.engine.model import Event
+from durastate.errors import DeliveryFailed
+from durastate.transport.eventbridge import EventBridgeSink
 
 from .conftest import REGION, receive_all
 
 
 @pytest.fixture
 def bus(moto: None, sqs: Any) -> tuple[Any, str]:
-    """(events client, queue url): bus ``harel-bus`` with a rule routing source=harel to a queue."""
+    """(events client, queue url): bus ``durastate-bus`` with a rule routing source=durastate to a queue."""
     events = boto3.client("events", region_name=REGION)
-    events.create_event_bus(Name="harel-bus")
+    events.create_event_bus(Name="durastate-bus")
     q = sqs.create_queue(QueueName="notices")["QueueUrl"]
     arn = sqs.get_queue_attributes(QueueUrl=q, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
-    events.put_rule(Name="all-harel", EventBusName="harel-bus",
-                    EventPattern=json.dumps({"source": ["harel"]}))
-    events.put_targets(Rule="all-harel", EventBusName="harel-bus", Targets=[{"Id": "q", "Arn": arn}])
+    events.put_rule(Name="all-durastate", EventBusName="durastate-bus",
+                    EventPattern=json.dumps({"source": ["durastate"]}))
+    events.put_targets(Rule="all-durastate", EventBusName="durastate-bus", Targets=[{"Id": "q", "Arn": arn}])
     return events, q
 
 
@@ -51,22 +51,22 @@ class Flaky:
 
 def test_publishes_each_event_as_detail(bus: tuple[Any, str], sqs: Any) -> None:
     events, q = bus
-    sink = EventBridgeSink(events, "harel-bus")
+    sink = EventBridgeSink(events, "durastate-bus")
     sink.publish([Event(id=f"n{i}", name="order.shipped", data={"i": i}) for i in range(12)])
     got = [json.loads(m["Body"]) for m in receive_all(sqs, q)]
     assert sorted(g["detail"]["id"] for g in got) == sorted(f"n{i}" for i in range(12))
-    assert {g["detail-type"] for g in got} == {"order.shipped"} and {g["source"] for g in got} == {"harel"}
+    assert {g["detail-type"] for g in got} == {"order.shipped"} and {g["source"] for g in got} == {"durastate"}
 
 
 def test_failed_entries_retry_then_raise(bus: tuple[Any, str], sqs: Any) -> None:
     events, q = bus
     flaky = Flaky(events, {"n1": 1})
-    EventBridgeSink(flaky, "harel-bus", sleep=lambda s: None).publish(
+    EventBridgeSink(flaky, "durastate-bus", sleep=lambda s: None).publish(
         [Event(id=f"n{i}", name="x") for i in range(3)])
     assert flaky.calls == [3, 1]
     assert len(receive_all(sqs, q)) == 3
     stuck = Flaky(events, {"n0": 99})
     with pytest.raises(DeliveryFailed, match="n0: InternalFailure"):
-        EventBridgeSink(stuck, "harel-bus", max_attempts=3, sleep=lambda s: None).publish(
+        EventBridgeSink(stuck, "durastate-bus", max_attempts=3, sleep=lambda s: None).publish(
             [Event(id="n0", name="x")])
     assert stuck.calls == [1, 1, 1]

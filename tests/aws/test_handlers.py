@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from harel.engine.model import Event
-from harel.engine.store._base import ExecutionStore
-from harel.runtime.lambda_invoker import queue_arn, sqs_event
-from harel.transport.sqs import SqsTransport
+from durastate.devstack.lambda_emulator import queue_arn, sqs_event
+from durastate.engine.model import Event
+from durastate.store.base import ExecutionStore
+from durastate.transport.sqs import SqsTransport
 
 from .conftest import REGION, receive_all
 from .harness import COUNTER_YAML, Stack
@@ -50,7 +50,7 @@ class Proxy:
 
 def start(stack: Stack, *ids: str, **context: Any) -> None:
     for i in ids:
-        stack.runtime.worker.handle(i, Event(id=f"{i}:start", name="harel.start",
+        stack.runtime.worker.handle(i, Event(id=f"{i}:start", name="durastate.start",
                                              data={"definition_id": "counter", "context": dict(context)}))
 
 
@@ -79,7 +79,7 @@ def metrics_out(text: str) -> dict[str, float]:
             continue
         doc = json.loads(line)
         for d in doc["_aws"]["CloudWatchMetrics"]:
-            assert d["Namespace"] == "harel"
+            assert d["Namespace"] == "durastate"
             for m in d["Metrics"]:
                 v = doc[m["Name"]]
                 totals[m["Name"]] = totals.get(m["Name"], 0) + (sum(v) if isinstance(v, list) else v)
@@ -141,7 +141,7 @@ def test_permanent_failures_go_to_the_dlq_and_the_group_proceeds(stack: Stack,
     sqs.send_message(QueueUrl=q, MessageBody='{"target_id": "A", "event": {"name": "inc"}}',
                      MessageGroupId="A", MessageDeduplicationId="bad-1")
     t.send([("A", Event(id="i2", name="inc")), ("ghost", Event(id="g1", name="inc")),
-            ("new", Event(id="new:start", name="harel.start", data={"definition_id": "nope"}))])
+            ("new", Event(id="new:start", name="durastate.start", data={"definition_id": "nope"}))])
     capsys.readouterr()
     batch = receive_batch(stack)
     assert len(batch) == 5
@@ -154,15 +154,15 @@ def test_permanent_failures_go_to_the_dlq_and_the_group_proceeds(stack: Stack,
         handler.setStream(previous)
     assert count(stack, "A") == 2  # i1 and i2: the malformed record between them did not block A
     letters = receive_all(sqs, stack.dlq_url)
-    reasons = {m["MessageAttributes"]["harel.error"]["StringValue"]: m for m in letters}
+    reasons = {m["MessageAttributes"]["durastate.error"]["StringValue"]: m for m in letters}
     assert set(reasons) == {"MalformedEvent", "UnknownExecution", "UnknownDefinition"}
     bad = reasons["MalformedEvent"]
     assert bad["Body"] == '{"target_id": "A", "event": {"name": "inc"}}'  # verbatim, so it can be redriven
-    assert "event.id is missing" in bad["MessageAttributes"]["harel.reason"]["StringValue"]
-    assert bad["MessageAttributes"]["harel.source_message_id"]["StringValue"] == batch[1]["MessageId"]
-    assert "no execution 'ghost'" in reasons["UnknownExecution"]["MessageAttributes"]["harel.reason"][
+    assert "event.id is missing" in bad["MessageAttributes"]["durastate.reason"]["StringValue"]
+    assert bad["MessageAttributes"]["durastate.source_message_id"]["StringValue"] == batch[1]["MessageId"]
+    assert "no execution 'ghost'" in reasons["UnknownExecution"]["MessageAttributes"]["durastate.reason"][
         "StringValue"]
-    assert reasons["UnknownExecution"]["MessageAttributes"]["harel.event_id"]["StringValue"] == "g1"
+    assert reasons["UnknownExecution"]["MessageAttributes"]["durastate.event_id"]["StringValue"] == "g1"
     out = capsys.readouterr().out
     totals = metrics_out(out)
     assert totals["DeadLettered"] == 3 and totals["EventsApplied"] == 2
@@ -261,9 +261,9 @@ def test_sweep_racing_a_rearm_keeps_the_rearmed_timer(queues: tuple[str, str], d
 
 
 def test_relay_skips_stream_batches_without_inserts_and_publishes_untargeted(stack: Stack) -> None:
-    from harel.runtime.lambda_invoker import dynamodb_stream_event, scheduled_event
+    from durastate.devstack.lambda_emulator import dynamodb_stream_event, scheduled_event
 
-    removes = dynamodb_stream_event("harelt_outbox", [{"seq": {"N": "3"}}], keys=["seq"], event_name="REMOVE")
+    removes = dynamodb_stream_event("durastatet_outbox", [{"seq": {"N": "3"}}], keys=["seq"], event_name="REMOVE")
     assert stack.call_relay(removes)["skipped"] is True
     assert stack.call_relay(scheduled_event("backstop", REGION))["trigger"] == "schedule"
     start(stack, "A")
@@ -278,14 +278,14 @@ def test_relay_publishes_untargeted_emits_to_the_event_bus(queues: tuple[str, st
     import boto3
 
     events = boto3.client("events", region_name=REGION)
-    events.create_event_bus(Name="harel-bus")
+    events.create_event_bus(Name="durastate-bus")
     sqs = boto3.client("sqs", region_name=REGION)
     notices = sqs.create_queue(QueueName="notices")["QueueUrl"]
     arn = sqs.get_queue_attributes(QueueUrl=notices, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
-    events.put_rule(Name="shouts", EventBusName="harel-bus",
+    events.put_rule(Name="shouts", EventBusName="durastate-bus",
                     EventPattern=json.dumps({"detail-type": ["shouted"]}))
-    events.put_targets(Rule="shouts", EventBusName="harel-bus", Targets=[{"Id": "q", "Arn": arn}])
-    monkeypatch.setenv("HAREL_EVENT_BUS_NAME", "harel-bus")
+    events.put_targets(Rule="shouts", EventBusName="durastate-bus", Targets=[{"Id": "q", "Arn": arn}])
+    monkeypatch.setenv("DURASTATE_EVENT_BUS_NAME", "durastate-bus")
     stack = Stack(*queues, definitions)
     try:
         start(stack, "A")
@@ -294,6 +294,6 @@ def test_relay_publishes_untargeted_emits_to_the_event_bus(queues: tuple[str, st
         assert stack.call_relay()["published"] == 1
         [m] = receive_all(sqs, notices)
         body = json.loads(m["Body"])
-        assert (body["source"], body["detail-type"], body["detail"]["data"]) == ("harel", "shouted", {"n": 1})
+        assert (body["source"], body["detail-type"], body["detail"]["data"]) == ("durastate", "shouted", {"n": 1})
     finally:
         stack.close()

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from harel.engine.model import Event
-from harel.runtime.lambda_invoker import SqsBatchInvoker
-from harel.transport.sqs import SqsTransport
+from durastate.devstack.lambda_emulator import SqsBatchInvoker
+from durastate.engine.model import Event
+from durastate.transport.sqs import SqsTransport
 
 from .conftest import receive_all
 

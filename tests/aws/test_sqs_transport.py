@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from harel.engine.model import Event
-from harel.errors import DeliveryFailed
-from harel.transport.sqs import SqsTransport, sqs_id
-from harel.transport.wire import parse_envelope
+from durastate.engine.model import Event
+from durastate.errors import DeliveryFailed
+from durastate.transport.sqs import SqsTransport, sqs_id
+from durastate.transport.wire import parse_envelope
 
 from .conftest import receive_all
 
@@ -158,8 +158,8 @@ def test_claim_dead_letters_a_malformed_body(sqs: Any, queues: tuple[str, str]) 
     claimed = t.claim(10)
     [m] = receive_all(sqs, dlq)
     assert m["Body"] == "{not json"
-    assert "not valid JSON" in m["MessageAttributes"]["harel.reason"]["StringValue"]
-    assert m["MessageAttributes"]["harel.error"]["StringValue"] == "MalformedEvent"
+    assert "not valid JSON" in m["MessageAttributes"]["durastate.reason"]["StringValue"]
+    assert m["MessageAttributes"]["durastate.error"]["StringValue"] == "MalformedEvent"
     if not claimed:  # the group was locked by the bad message in the same receive
         claimed = t.claim(10)
     assert [c.event.id for c in claimed] == ["e1"]
@@ -169,8 +169,8 @@ def test_local_runtime_runs_the_example_over_sqs_and_dynamodb(sqs: Any, queues: 
     """The consumer side drives the embedded runtime: claim/ack/release on the FIFO queue, DynamoDB store."""
     import boto3
 
-    from harel.engine import DefinitionRegistry
-    from harel.runtime import LocalRuntime, ManualClock
+    from durastate.engine import DefinitionRegistry
+    from durastate.runtime import LocalRuntime, ManualClock
 
     from .harness import EXAMPLES, make_store
 

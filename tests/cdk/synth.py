@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-STACK = "HarelStack"
+STACK = "DurastateStack"
 
 if str(ROOT) not in sys.path:  # infra/ and layers/ import as top-level packages, as in app.py
     sys.path.insert(0, str(ROOT))

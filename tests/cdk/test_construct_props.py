@@ -10,7 +10,7 @@ import pytest
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk.assertions import Template
 
-from infra import HarelEngine
+from infra import DurastateEngine
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -24,7 +24,7 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     (layer / "python" / "placeholder.txt").write_text("stand-in layer\n")
     app = cdk.App(outdir=str(tmp_path_factory.mktemp("out")))
     stack = cdk.Stack(app, "Custom")
-    HarelEngine(stack, "Orders", table_prefix="orders", definitions_dir=ROOT / "examples",
+    DurastateEngine(stack, "Orders", table_prefix="orders", definitions_dir=ROOT / "examples",
                 removal_policy=cdk.RemovalPolicy.DESTROY, sweeper_rate=cdk.Duration.minutes(2),
                 relay_backstop_rate=cdk.Duration.minutes(10), memory_size=1024,
                 architecture=lambda_.Architecture.X86_64, worker_timeout=cdk.Duration.seconds(20),
@@ -46,7 +46,7 @@ def test_prefix_names_tables_queues_and_bus(template: dict[str, Any]) -> None:
     buses = [r["Properties"]["Name"] for r in _of(template, "AWS::Events::EventBus")]
     assert buses == ["orders-notifications"]
     for fn in _of(template, "AWS::Lambda::Function"):
-        assert fn["Properties"]["Environment"]["Variables"]["HAREL_TABLE_PREFIX"] == "orders"
+        assert fn["Properties"]["Environment"]["Variables"]["DURASTATE_TABLE_PREFIX"] == "orders"
 
 
 def test_sizing_rates_removal_and_redrive(template: dict[str, Any]) -> None:

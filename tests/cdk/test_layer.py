@@ -33,7 +33,7 @@ def test_the_key_covers_architecture_python_pins_and_sources() -> None:
     assert arm.digest == layer_spec(ROOT, "arm64").digest
     assert arm.digest != layer_spec(ROOT, "x86_64").digest
     assert arm.digest != layer_spec(ROOT, "arm64", python_version="3.13").digest
-    assert any(rel == "harel/__init__.py" for rel, _ in arm.sources)
+    assert any(rel == "durastate/__init__.py" for rel, _ in arm.sources)
     assert not any("__pycache__" in rel for rel, _ in arm.sources)
     assert all(p.endswith("_aarch64") for p in arm.platforms)
 
@@ -50,7 +50,7 @@ def test_layer_is_closed_over_its_requirements(layer: Path) -> None:
                 "platform_system": "Linux", "platform_machine": "aarch64", "extra": ""})
     found = importlib.metadata.distributions(path=[str(layer / "python")])
     dists = {normalize(d.metadata["Name"]): d for d in found}
-    assert set(dists) == {normalize(n) for n in LAYER_DISTRIBUTIONS} | {"harel"}
+    assert set(dists) == {normalize(n) for n in LAYER_DISTRIBUTIONS} | {"durastate"}
     available = set(dists) | {normalize(n) for n in RUNTIME_PROVIDED}
     for name, dist in dists.items():
         for raw in dist.requires or []:

@@ -1,6 +1,6 @@
 """The infra's copy of the table layout agrees with the DynamoDB store's own.
 
-(infra imports nothing from harel at import time, so the layout is kept twice; this keeps them equal.)
+(infra imports nothing from durastate at import time, so the layout is kept twice; this keeps them equal.)
 """
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from harel.engine.store import _dynamo
+from durastate.store.dynamodb import core as _dynamo
 from infra.schema import TABLES
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -33,9 +33,9 @@ def test_same_tables_keys_and_indexes_as_the_store() -> None:
 def test_create_table_requests_match_the_template_shape() -> None:
     """What the store would create for itself is what the stack provisions (keys and attribute types)."""
     for spec in _dynamo.TABLES:
-        req = _dynamo.create_table_request("harel", spec)
+        req = _dynamo.create_table_request("durastate", spec)
         mine = TABLES[spec.name]
-        assert req["TableName"] == f"harel_{spec.name}"
+        assert req["TableName"] == f"durastate_{spec.name}"
         assert req["KeySchema"][0] == {"AttributeName": mine.partition[0], "KeyType": "HASH"}
         types = {a["AttributeName"]: a["AttributeType"] for a in req["AttributeDefinitions"]}
         assert types[mine.partition[0]] == mine.partition[1]
@@ -43,11 +43,11 @@ def test_create_table_requests_match_the_template_shape() -> None:
             assert types[mine.sort[0]] == mine.sort[1]
 
 
-def test_infra_and_layers_import_nothing_from_harel() -> None:
+def test_infra_and_layers_import_nothing_from_durastate() -> None:
     files = [ROOT / "app.py", *sorted((ROOT / "infra").glob("*.py")), *sorted((ROOT / "layers").glob("*.py"))]
     for path in files:
         tree = ast.parse(path.read_text())
         for node in ast.walk(tree):
             names = ([a.name for a in node.names] if isinstance(node, ast.Import)
                      else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
-            assert not any(n == "harel" or n.startswith("harel.") for n in names), f"{path} imports {names}"
+            assert not any(n == "durastate" or n.startswith("durastate.") for n in names), f"{path} imports {names}"

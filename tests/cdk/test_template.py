@@ -51,7 +51,7 @@ def test_seven_tables_with_the_store_keys_on_demand(tpl: Template, template_json
         if spec.sort:
             keys.append({"AttributeName": spec.sort[0], "KeyType": "RANGE"})
         tpl.has_resource_properties("AWS::DynamoDB::Table", {
-            "TableName": f"harel_{name}",
+            "TableName": f"durastate_{name}",
             "KeySchema": keys,
             "BillingMode": "PAY_PER_REQUEST",
             "AttributeDefinitions": Match.array_with([
@@ -62,7 +62,7 @@ def test_seven_tables_with_the_store_keys_on_demand(tpl: Template, template_json
 def test_pitr_only_on_executions_and_ttl_where_data_expires(template_json: dict[str, Any]) -> None:
     tables = _tables_by_name(template_json)
     for name, spec in TABLES.items():
-        props = tables[f"harel_{name}"]["Properties"]
+        props = tables[f"durastate_{name}"]["Properties"]
         pitr = props.get("PointInTimeRecoverySpecification", {}).get("PointInTimeRecoveryEnabled", False)
         assert pitr == spec.point_in_time_recovery, name
         ttl = props.get("TimeToLiveSpecification")
@@ -74,7 +74,7 @@ def test_pitr_only_on_executions_and_ttl_where_data_expires(template_json: dict[
 def test_streams_feed_the_relay_from_outbox_and_spawns(template_json: dict[str, Any]) -> None:
     tables = _tables_by_name(template_json)
     for name in TABLES:
-        stream = tables[f"harel_{name}"]["Properties"].get("StreamSpecification")
+        stream = tables[f"durastate_{name}"]["Properties"].get("StreamSpecification")
         if name in ("outbox", "spawns"):
             assert stream == {"StreamViewType": "NEW_IMAGE"}
         else:
@@ -84,7 +84,7 @@ def test_streams_feed_the_relay_from_outbox_and_spawns(template_json: dict[str, 
 def test_indexes_match_the_store(template_json: dict[str, Any]) -> None:
     tables = _tables_by_name(template_json)
     for name, spec in TABLES.items():
-        declared = tables[f"harel_{name}"]["Properties"].get("GlobalSecondaryIndexes", [])
+        declared = tables[f"durastate_{name}"]["Properties"].get("GlobalSecondaryIndexes", [])
         got = {g["IndexName"]: g for g in declared}
         assert set(got) == {i.name for i in spec.indexes}, name
         for index in spec.indexes:
@@ -99,10 +99,10 @@ def test_tables_are_retained_by_default(template_json: dict[str, Any]) -> None:
 
 # ---- queues ------------------------------------------------------------------------------------------------
 def test_event_queue_is_high_throughput_fifo_with_a_dlq(tpl: Template, template_json: dict[str, Any]) -> None:
-    dlq = _logical_id(template_json, "AWS::SQS::Queue", QueueName="harel-events-dlq.fifo")
+    dlq = _logical_id(template_json, "AWS::SQS::Queue", QueueName="durastate-events-dlq.fifo")
     worker = template_json["Resources"][_function_id(template_json, "worker")]["Properties"]
     tpl.has_resource_properties("AWS::SQS::Queue", {
-        "QueueName": "harel-events.fifo",
+        "QueueName": "durastate-events.fifo",
         "FifoQueue": True,
         "DeduplicationScope": "messageGroup",
         "FifoThroughputLimit": "perMessageGroupId",
@@ -110,10 +110,10 @@ def test_event_queue_is_high_throughput_fifo_with_a_dlq(tpl: Template, template_
         "RedrivePolicy": {"deadLetterTargetArn": {"Fn::GetAtt": [dlq, "Arn"]}, "maxReceiveCount": 5},
     })
     queue = template_json["Resources"][_logical_id(template_json, "AWS::SQS::Queue",
-                                                   QueueName="harel-events.fifo")]["Properties"]
+                                                   QueueName="durastate-events.fifo")]["Properties"]
     assert queue["VisibilityTimeout"] >= 6 * worker["Timeout"]
     tpl.has_resource_properties("AWS::SQS::Queue", {
-        "QueueName": "harel-events-dlq.fifo", "FifoQueue": True, "SqsManagedSseEnabled": True,
+        "QueueName": "durastate-events-dlq.fifo", "FifoQueue": True, "SqsManagedSseEnabled": True,
         "MessageRetentionPeriod": 14 * 86400})
 
 
@@ -137,14 +137,14 @@ def test_functions_python312_arm64_with_the_layer(template_json: dict[str, Any])
         assert props["Layers"] == [{"Ref": layer}]
         assert props["TracingConfig"] == {"Mode": "Active"}
         env = props["Environment"]["Variables"]
-        for key in ("HAREL_TABLE_PREFIX", "HAREL_QUEUE_URL", "HAREL_DLQ_URL", "HAREL_EVENT_BUS_NAME",
-                    "HAREL_DEFINITIONS_DIR"):
+        for key in ("DURASTATE_TABLE_PREFIX", "DURASTATE_QUEUE_URL", "DURASTATE_DLQ_URL", "DURASTATE_EVENT_BUS_NAME",
+                    "DURASTATE_DEFINITIONS_DIR"):
             assert key in env, (role, key)
-        assert env["HAREL_TABLE_PREFIX"] == "harel"
+        assert env["DURASTATE_TABLE_PREFIX"] == "durastate"
 
 
 def test_worker_consumes_the_queue_with_partial_batch_responses(template_json: dict[str, Any]) -> None:
-    queue = _logical_id(template_json, "AWS::SQS::Queue", QueueName="harel-events.fifo")
+    queue = _logical_id(template_json, "AWS::SQS::Queue", QueueName="durastate-events.fifo")
     worker = {"Ref": _function_id(template_json, "worker")}
     mappings = [m["Properties"] for m in _resources(template_json, "AWS::Lambda::EventSourceMapping").values()
                 if m["Properties"]["FunctionName"] == worker]
@@ -164,7 +164,7 @@ def test_relay_triggered_by_inserts_on_both_streams(template_json: dict[str, Any
             sources[p["EventSourceArn"]["Fn::GetAtt"][0]] = p
     tables = {lid: r["Properties"]["TableName"]
               for lid, r in _resources(template_json, "AWS::DynamoDB::Table").items()}
-    assert {tables[lid] for lid in sources} == {"harel_outbox", "harel_spawns"}
+    assert {tables[lid] for lid in sources} == {"durastate_outbox", "durastate_spawns"}
     for p in sources.values():
         patterns = [json.loads(f["Pattern"]) for f in p["FilterCriteria"]["Filters"]]
         assert patterns == [{"eventName": ["INSERT"]}]
@@ -184,8 +184,8 @@ def test_schedules_sweeper_every_minute_and_relay_backstop(template_json: dict[s
 
 
 def test_notification_bus_and_dlq_alarm(tpl: Template, template_json: dict[str, Any]) -> None:
-    tpl.has_resource_properties("AWS::Events::EventBus", {"Name": "harel-notifications"})
-    dlq = _logical_id(template_json, "AWS::SQS::Queue", QueueName="harel-events-dlq.fifo")
+    tpl.has_resource_properties("AWS::Events::EventBus", {"Name": "durastate-notifications"})
+    dlq = _logical_id(template_json, "AWS::SQS::Queue", QueueName="durastate-events-dlq.fifo")
     tpl.has_resource_properties("AWS::CloudWatch::Alarm", {
         "MetricName": "ApproximateNumberOfMessagesVisible",
         "Namespace": "AWS/SQS",
@@ -214,7 +214,7 @@ def _actions(st: dict[str, Any]) -> list[str]:
 
 @pytest.mark.parametrize("role", sorted(HANDLERS))
 def test_each_function_gets_exactly_its_table_actions(template_json: dict[str, Any], role: str) -> None:
-    tables = {lid: r["Properties"]["TableName"].removeprefix("harel_")
+    tables = {lid: r["Properties"]["TableName"].removeprefix("durastate_")
               for lid, r in _resources(template_json, "AWS::DynamoDB::Table").items()}
     granted: dict[str, set[str]] = {}
     indexes: dict[tuple[str, str], set[str]] = {}
@@ -242,8 +242,8 @@ def test_each_function_gets_exactly_its_table_actions(template_json: dict[str, A
 
 
 def test_queue_bus_and_wildcard_grants(template_json: dict[str, Any]) -> None:
-    queue = _logical_id(template_json, "AWS::SQS::Queue", QueueName="harel-events.fifo")
-    dlq = _logical_id(template_json, "AWS::SQS::Queue", QueueName="harel-events-dlq.fifo")
+    queue = _logical_id(template_json, "AWS::SQS::Queue", QueueName="durastate-events.fifo")
+    dlq = _logical_id(template_json, "AWS::SQS::Queue", QueueName="durastate-events-dlq.fifo")
 
     def sends(role: str) -> set[str]:
         return {st["Resource"]["Fn::GetAtt"][0] for st in _statements(template_json, role)
@@ -276,15 +276,15 @@ def test_functions_carry_only_their_handler_and_the_definitions(cloud_assembly: 
         folder = _asset_dir(cloud_assembly, template_json, _function_id(template_json, role))
         top = {p.name for p in folder.iterdir()}
         assert f"{role}.py" in top and "definitions" in top
-        assert "harel" not in top, "the engine comes from the layer"
+        assert "durastate" not in top, "the engine comes from the layer"
         assert {p.suffix for p in (folder / "definitions").iterdir()} & {".yaml", ".yml", ".json"}
 
 
 def test_layer_holds_the_engine_built_for_arm64(cloud_assembly: Path, template_json: dict[str, Any]) -> None:
     layer = next(iter(_resources(template_json, "AWS::Lambda::LayerVersion")))
     folder = _asset_dir(cloud_assembly, template_json, layer) / "python"
-    assert (folder / "harel" / "__init__.py").is_file()
-    assert (folder / "harel" / "engine" / "store" / "dynamodb.py").is_file()
+    assert (folder / "durastate" / "__init__.py").is_file()
+    assert (folder / "durastate" / "engine" / "store" / "dynamodb.py").is_file()
     cores = list((folder / "pydantic_core").glob("_pydantic_core.cpython-312-*.so"))
     assert cores and "aarch64" in cores[0].name
     assert not (folder / "boto3").exists(), "boto3 comes with the Lambda runtime"
@@ -308,7 +308,7 @@ def test_cdk_nag_reports_nothing_unacknowledged(cloud_assembly: Path, template_j
 
 def test_cfn_lint_reports_no_error(cloud_assembly: Path) -> None:
     cfn_lint = Path(sys.executable).parent / "cfn-lint"
-    proc = subprocess.run([str(cfn_lint), str(cloud_assembly / "HarelStack.template.json")],
+    proc = subprocess.run([str(cfn_lint), str(cloud_assembly / "DurastateStack.template.json")],
                           capture_output=True, text=True, check=False)
     # cfn-lint's exit code is a bit mask: 2 = errors (4 = warnings, 8 = informational).
     assert proc.returncode & 2 == 0 and proc.returncode & 1 == 0, proc.stdout + proc.stderr

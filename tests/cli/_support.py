@@ -11,10 +11,10 @@ DEFS = Path(__file__).resolve().parent / "defs"
 EXAMPLES = ROOT / "examples"
 
 
-def harel_executable() -> list[str]:
-    """The console script next to this interpreter, else ``python -m harel.cli``."""
-    script = Path(sys.executable).with_name("harel")
-    return [str(script)] if script.exists() else [sys.executable, "-m", "harel.cli"]
+def durastate_executable() -> list[str]:
+    """The console script next to this interpreter, else ``python -m durastate.cli``."""
+    script = Path(sys.executable).with_name("durastate")
+    return [str(script)] if script.exists() else [sys.executable, "-m", "durastate.cli"]
 
 
 @dataclass
@@ -37,8 +37,8 @@ class Env:
         return f"sqlite:///{self.db}"
 
     def vars(self) -> dict[str, str]:
-        return {"HAREL_STORE": self.store_url, "HAREL_DEFINITIONS": str(self.definitions),
-                "HAREL_CONNECT_RETRIES": "1", "COLUMNS": "200", "NO_COLOR": "1"}
+        return {"DURASTATE_STORE": self.store_url, "DURASTATE_DEFINITIONS": str(self.definitions),
+                "DURASTATE_CONNECT_RETRIES": "1", "COLUMNS": "200", "NO_COLOR": "1"}
 
 
 def assert_one_line_error(out: Outcome, *fragments: str) -> str:

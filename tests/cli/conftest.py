@@ -1,7 +1,7 @@
-"""Fixtures for the ``harel`` command's tests.
+"""Fixtures for the ``durastate`` command's tests.
 
 Two ways in, both through the real application: :func:`cli` runs a command line in-process with typer's
-``CliRunner`` (fast: most tests), :func:`harel_proc` runs the installed console script in a subprocess
+``CliRunner`` (fast: most tests), :func:`durastate_proc` runs the installed console script in a subprocess
 (what a user runs: errors must reach stderr as one line, exit codes must be right). Every test gets its
 own SQLite file and the small definitions of ``tests/cli/defs`` (plus the examples) through the
 environment, exactly as a user would configure them.
@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from harel.cli.app import app
+from durastate.cli.app import app
 
-from ._support import DEFS, EXAMPLES, Env, Outcome, harel_executable
+from ._support import DEFS, EXAMPLES, Env, Outcome, durastate_executable
 
 
 @pytest.fixture
@@ -29,10 +29,10 @@ def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Env]:
     definitions.mkdir()
     for source in [*DEFS.glob("*.yaml"), *EXAMPLES.glob("*.yaml")]:
         shutil.copy(source, definitions / source.name)
-    e = Env(tmp_path, tmp_path / "harel.db", definitions)
+    e = Env(tmp_path, tmp_path / "durastate.db", definitions)
     for key, value in e.vars().items():
         monkeypatch.setenv(key, value)
-    for name in ("HAREL_DEBUG", "HAREL_QUEUE_URL"):
+    for name in ("DURASTATE_DEBUG", "DURASTATE_QUEUE_URL"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.chdir(tmp_path)
     yield e
@@ -40,11 +40,11 @@ def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Env]:
 
 @pytest.fixture
 def cli(env: Env) -> Callable[..., Outcome]:
-    """Run ``harel ARGS…`` in-process; returns exit code, stdout and stderr."""
+    """Run ``durastate ARGS…`` in-process; returns exit code, stdout and stderr."""
     runner = CliRunner()
 
     def run(*args: str) -> Outcome:
-        result = runner.invoke(app, list(args), prog_name="harel")
+        result = runner.invoke(app, list(args), prog_name="durastate")
         if result.exception is not None and not isinstance(result.exception, SystemExit):
             raise result.exception
         return Outcome(result.exit_code, result.stdout, result.stderr)
@@ -53,11 +53,11 @@ def cli(env: Env) -> Callable[..., Outcome]:
 
 
 @pytest.fixture
-def harel_proc(env: Env) -> Callable[..., Outcome]:
-    """Run the real ``harel`` executable in a subprocess (bounded by a timeout)."""
+def durastate_proc(env: Env) -> Callable[..., Outcome]:
+    """Run the real ``durastate`` executable in a subprocess (bounded by a timeout)."""
 
     def run(*args: str, timeout: float = 60.0) -> Outcome:
-        proc = subprocess.run([*harel_executable(), *args], capture_output=True, text=True, timeout=timeout,
+        proc = subprocess.run([*durastate_executable(), *args], capture_output=True, text=True, timeout=timeout,
                               env={**os.environ, **env.vars()}, cwd=env.tmp)
         return Outcome(proc.returncode, proc.stdout, proc.stderr)
 

@@ -1,4 +1,4 @@
-"""Each ``harel`` command doing its job, in-process through the typer app (the real parsing and output)."""
+"""Each ``durastate`` command doing its job, in-process through the typer app (the real parsing and output)."""
 
 from __future__ import annotations
 
@@ -121,7 +121,7 @@ def test_list_filters_and_json(cli: Cli) -> None:
     assert len(page["items"]) == 2 and page["next_cursor"]
     rest = json.loads(ok(cli("list", "--limit", "2", "--cursor", page["next_cursor"], "--json")).stdout)
     assert {i["id"] for i in page["items"]} | {i["id"] for i in rest["items"]} == {"l0", "l1", "l2", "lo"}
-    assert "more: harel list --cursor" in ok(cli("list", "--limit", "1")).stderr
+    assert "more: durastate list --cursor" in ok(cli("list", "--limit", "1")).stderr
     assert "no executions match" in ok(cli("list", "--status", "failed")).stderr
 
 
@@ -135,7 +135,7 @@ def test_trace_shows_each_step(cli: Cli) -> None:
     assert "start" in out[0] and "counting" in out[0]
     assert "finish" in out[2] and "counting → done" in out[2] and "finished (counted)" not in out[0]
     steps = json.loads(ok(cli("trace", "t1", "--json")).stdout)
-    assert [s["event"] for s in steps] == ["harel.start", "inc", "finish"]
+    assert [s["event"] for s in steps] == ["durastate.start", "inc", "finish"]
     assert len(ok(cli("trace", "t1", "--last", "1")).stdout.splitlines()) == 1
 
 
@@ -217,17 +217,17 @@ def test_send_without_definitions_folder_skips_only_the_check(cli: Cli, env: Env
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     ok(cli("start", "counter", "--id", "nd"))
     ok(cli("serve", "--until-idle"))
-    monkeypatch.delenv("HAREL_DEFINITIONS")
+    monkeypatch.delenv("DURASTATE_DEFINITIONS")
     out = ok(cli("send", "nd", "inc"))
     assert "event name not checked" in out.stderr
     assert cli("start", "counter").code == 1  # start does need to know the definition
-    monkeypatch.setenv("HAREL_DEFINITIONS", str(env.definitions))
+    monkeypatch.setenv("DURASTATE_DEFINITIONS", str(env.definitions))
     ok(cli("serve", "--until-idle"))
     assert show_json(cli, "nd")["context"] == {"count": 1}
 
 
 def test_cancel_may_be_sent_by_hand(cli: Cli) -> None:
     ok(cli("start", "counter", "--id", "cx"))
-    ok(cli("send", "cx", "harel.cancel"))
+    ok(cli("send", "cx", "durastate.cancel"))
     ok(cli("serve", "--until-idle"))
     assert show_json(cli, "cx")["status"] == "cancelled"

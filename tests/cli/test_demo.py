@@ -1,4 +1,4 @@
-"""``make demo`` (``python -m harel.demo``) runs the example through the CLI to the expected outcomes."""
+"""``make demo`` (``python -m durastate.demo``) runs the example through the CLI to the expected outcomes."""
 
 from __future__ import annotations
 
@@ -14,14 +14,14 @@ from ._support import ROOT
 @pytest.mark.slow
 def test_demo_runs_every_order_to_its_outcome(tmp_path: Path) -> None:
     keep = tmp_path / "demo"
-    proc = subprocess.run([sys.executable, "-m", "harel.demo", "--dir", str(keep)], capture_output=True,
+    proc = subprocess.run([sys.executable, "-m", "durastate.demo", "--dir", str(keep)], capture_output=True,
                           text=True, timeout=180, cwd=ROOT)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "Traceback" not in proc.stderr
     for line in ("✓ o-1001: fulfilled", "✓ o-1002: payment_failed", "✓ o-1003: payment_failed",
                  "✓ o-1004: abandoned"):
         assert line in proc.stdout
-    assert "$ harel serve --until-idle --advance 3700" in proc.stdout
+    assert "$ durastate serve --until-idle --advance 3700" in proc.stdout
     diagram = (keep / "o-1001.mmd").read_text()
     assert diagram.startswith("```mermaid\nstateDiagram-v2\n") and "class " in diagram
-    assert (keep / "harel.db").exists()
+    assert (keep / "durastate.db").exists()

@@ -22,7 +22,7 @@ def test_start_send_serve_show_on_dynamodb(cli: Callable[..., Outcome], monkeypa
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
     server = shared_moto_server()
-    monkeypatch.setenv("HAREL_STORE",
+    monkeypatch.setenv("DURASTATE_STORE",
                        f"dynamodb://{unique_prefix('cli')}?endpoint_url={server.url}&region=us-east-1")
 
     def ok(*args: str) -> Outcome:

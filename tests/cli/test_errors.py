@@ -1,7 +1,7 @@
 """Every bad input ends as one line on stderr and exit status 1 — never a traceback, never a change.
 
 Most cases run in-process (the same app and error handling as the console script); the ones marked
-``proc`` run the installed ``harel`` executable, to prove the real entry point behaves the same.
+``proc`` run the installed ``durastate`` executable, to prove the real entry point behaves the same.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ def running_counter(cli: Cli) -> str:
 @pytest.mark.parametrize("args, fragments", [
     (["show", "nope"], ["no execution 'nope'"]),
     (["trace", "nope"], ["no execution 'nope'"]),
-    (["send", "nope", "inc"], ["no execution 'nope'", "harel start"]),
+    (["send", "nope", "inc"], ["no execution 'nope'", "durastate start"]),
     (["viz", "--execution", "nope"], ["no execution 'nope'"]),
     (["start", "nosuch"], ["unknown definition 'nosuch'", "known: counter, order, payment"]),
     (["start", "counter", "--context", "{bad json"], ["--context is not valid JSON"]),
@@ -66,7 +66,7 @@ def test_bad_event_data_and_reserved_names(cli: Cli, running_counter: str) -> No
     assert_one_line_error(cli("send", running_counter, "inc", "--data", "{'single': 1}"),
                           "--data is not valid JSON")
     assert_one_line_error(cli("send", running_counter, "inc", "--data", "3"), "--data must be a JSON object")
-    assert_one_line_error(cli("send", running_counter, "harel.timeout"), "reserved")
+    assert_one_line_error(cli("send", running_counter, "durastate.timeout"), "reserved")
 
 
 def test_event_to_an_ended_execution_is_refused(cli: Cli, finished_counter: str) -> None:
@@ -76,7 +76,7 @@ def test_event_to_an_ended_execution_is_refused(cli: Cli, finished_counter: str)
 def test_nothing_changes_after_bad_input(cli: Cli, running_counter: str, env: Env) -> None:
     before = json.loads(cli("show", running_counter, "--json").stdout)
     for args in (["send", running_counter, "bogus"], ["send", running_counter, "inc", "--data", "{"],
-                 ["send", running_counter, "harel.start"]):
+                 ["send", running_counter, "durastate.start"]):
         assert cli(*args).code == 1
     assert cli("serve", "--until-idle").code == 0
     assert json.loads(cli("show", running_counter, "--json").stdout) == before
@@ -86,7 +86,7 @@ def test_a_broken_definitions_folder_is_one_line(cli: Cli, env: Env) -> None:
     (env.definitions / "broken.yaml").write_text(
         "id: broken\ninitial: a\nstates:\n  a: {on: {go: nowhere}}\n  b: {on: {go: neither}}\n")
     out = cli("start", "counter")
-    line = assert_one_line_error(out, "invalid definition", "nowhere", "+1 more", "harel validate")
+    line = assert_one_line_error(out, "invalid definition", "nowhere", "+1 more", "durastate validate")
     assert "\n" not in line
 
 
@@ -101,37 +101,37 @@ def test_validate_of_an_invalid_file_exits_1(cli: Cli, env: Env) -> None:
 
 
 def test_an_unwritable_sqlite_store_is_one_line(cli: Cli) -> None:
-    assert_one_line_error(cli("--store", "sqlite:////proc/harel-nope/x.db", "list"), "sqlite")
+    assert_one_line_error(cli("--store", "sqlite:////proc/durastate-nope/x.db", "list"), "sqlite")
 
 
 # -- through the real executable -----------------------------------------------------------------------
 @pytest.mark.slow
-def test_proc_unknown_id_and_bad_json(harel_proc: Callable[..., Outcome]) -> None:
-    assert_one_line_error(harel_proc("show", "missing"), "no execution 'missing'")
-    assert_one_line_error(harel_proc("start", "counter", "--context", "{"), "--context is not valid JSON")
-    assert_one_line_error(harel_proc("start", "nosuch"), "unknown definition 'nosuch'")
+def test_proc_unknown_id_and_bad_json(durastate_proc: Callable[..., Outcome]) -> None:
+    assert_one_line_error(durastate_proc("show", "missing"), "no execution 'missing'")
+    assert_one_line_error(durastate_proc("start", "counter", "--context", "{"), "--context is not valid JSON")
+    assert_one_line_error(durastate_proc("start", "nosuch"), "unknown definition 'nosuch'")
 
 
 @pytest.mark.slow
-def test_proc_unreachable_postgres_fails_fast(harel_proc: Callable[..., Outcome]) -> None:
+def test_proc_unreachable_postgres_fails_fast(durastate_proc: Callable[..., Outcome]) -> None:
     started = time.monotonic()
-    out = harel_proc("--store", "postgresql://harel@nohost.invalid:5432/db", "list", timeout=60)
+    out = durastate_proc("--store", "postgresql://durastate@nohost.invalid:5432/db", "list", timeout=60)
     assert_one_line_error(out, "PostgreSQL")
     assert time.monotonic() - started < 50  # a hang would hit the subprocess timeout instead
 
 
 @pytest.mark.slow
-def test_proc_unreachable_dynamodb_fails_fast(harel_proc: Callable[..., Outcome]) -> None:
+def test_proc_unreachable_dynamodb_fails_fast(durastate_proc: Callable[..., Outcome]) -> None:
     pytest.importorskip("boto3")
-    if not Path(__file__).resolve().parents[2].joinpath("harel/engine/store/dynamodb.py").exists():
+    if not Path(__file__).resolve().parents[2].joinpath("durastate/store/dynamodb.py").exists():
         pytest.skip("DynamoDBStore not available yet")
-    out = harel_proc("--store", "dynamodb://harel?endpoint_url=http://127.0.0.1:9&region=us-east-1", "list",
+    out = durastate_proc("--store", "dynamodb://durastate?endpoint_url=http://127.0.0.1:9&region=us-east-1", "list",
                      timeout=60)
     assert_one_line_error(out, "DynamoDB", "did not answer")
 
 
 @pytest.mark.slow
-def test_proc_usage_error_exits_2(harel_proc: Callable[..., Outcome]) -> None:
-    out = harel_proc("start")
+def test_proc_usage_error_exits_2(durastate_proc: Callable[..., Outcome]) -> None:
+    out = durastate_proc("start")
     assert out.code == 2 and "Traceback" not in out.stderr
     assert "Missing argument" in out.stderr

@@ -46,6 +46,6 @@ def test_start_send_serve_on_postgres(cli: Callable[..., Outcome], pg_url: str) 
     exe = json.loads(ok("show", "pg1", "--json").stdout)
     assert (exe["status"], exe["context"]) == ("finished", {"count": 2})
     assert [s["event"] for s in json.loads(ok("trace", "pg1", "--json").stdout)] == \
-        ["harel.start", "inc", "inc", "finish"]
+        ["durastate.start", "inc", "inc", "finish"]
     listed = json.loads(ok("list", "--status", "finished", "--json").stdout)
     assert [i["id"] for i in listed["items"]] == ["pg1"]

@@ -1,4 +1,4 @@
-"""``harel serve`` as real processes on one SQLite file: crash safety and sharing the work.
+"""``durastate serve`` as real processes on one SQLite file: crash safety and sharing the work.
 
 The workload is the ``counter`` chart: each execution receives K ``inc`` events and then ``finish``, so
 exactly-once delivery means every execution ends ``finished`` with ``count == K`` — a lost event leaves
@@ -17,12 +17,12 @@ from pathlib import Path
 
 import pytest
 
-from harel.cli import run
-from harel.engine.model import START, Event
-from harel.engine.store.sqlite import SqliteStore
-from harel.transport.sqlite import SqliteTransport
+from durastate.cli import run
+from durastate.engine.model import START, Event
+from durastate.store.sqlite.sync import SqliteStore
+from durastate.transport.sqlite import SqliteTransport
 
-from ._support import Env, harel_executable
+from ._support import Env, durastate_executable
 
 pytestmark = pytest.mark.slow
 
@@ -30,7 +30,7 @@ DEADLINE = 120.0
 
 
 class Servers:
-    """``harel serve`` subprocesses of one test, all stopped at its end."""
+    """``durastate serve`` subprocesses of one test, all stopped at its end."""
 
     def __init__(self, env: Env) -> None:
         self.env = env
@@ -39,7 +39,7 @@ class Servers:
 
     def start(self, *args: str) -> subprocess.Popen[bytes]:
         log = open(self.env.tmp / f"serve-{len(self.procs)}.log", "wb")  # noqa: SIM115 - closed with the proc
-        proc = subprocess.Popen([*harel_executable(), "serve", "-q", *args], stdout=log, stderr=log,
+        proc = subprocess.Popen([*durastate_executable(), "serve", "-q", *args], stdout=log, stderr=log,
                                 env={**os.environ, **self.env.vars()}, cwd=self.env.tmp)
         self.procs.append(proc)
         return proc
@@ -75,7 +75,7 @@ def servers(env: Env) -> Iterator[Servers]:
 
 
 def queue_work(env: Env, ids: list[str], incs: int) -> None:
-    """Queue each execution's start and ``incs`` inc events in the durable inbox, as `harel` would."""
+    """Queue each execution's start and ``incs`` inc events in the durable inbox, as `durastate` would."""
     with SqliteTransport(env.db) as inbox:
         messages: list[tuple[str, Event]] = []
         for eid in ids:
@@ -123,7 +123,7 @@ def test_sigkill_mid_run_then_restart_applies_every_event_once(env: Env, servers
         servers.kill(first)
         at_kill = counts(store, ids)
         assert all(status in ("running", "absent") for status, _ in at_kill.values())  # mid-run
-        # While no server runs, `harel send` queues the finishes durably.
+        # While no server runs, `durastate send` queues the finishes durably.
         for eid in ids:
             assert run(["send", eid, "finish", "-q"]) == 0
         second = servers.start("--lease", "2")

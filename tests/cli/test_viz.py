@@ -1,4 +1,4 @@
-"""``harel.viz``: Mermaid stateDiagram-v2 that GitHub renders.
+"""``durastate.viz``: Mermaid stateDiagram-v2 that GitHub renders.
 
 Beyond spot checks, :func:`check_structure` parses the output the way Mermaid scopes it and enforces the
 rules GitHub's renderer needs: balanced composite blocks, every state declared once with a unique id,
@@ -13,8 +13,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from harel.engine import load_definition
-from harel.viz import guard_text, state_id, to_markdown, to_mermaid
+from durastate.engine import load_definition
+from durastate.viz import guard_text, state_id, to_markdown, to_mermaid
 
 from ._support import DEFS, EXAMPLES
 

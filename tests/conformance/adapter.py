@@ -1,6 +1,6 @@
 """A test-only bridge that presents an async store through the synchronous store protocol.
 
-The conformance suite is written once, against :class:`~harel.engine.store.ExecutionStore`. An async
+The conformance suite is written once, against :class:`~durastate.store.ExecutionStore`. An async
 store is driven through :class:`SyncAdapter`: every method call is run to completion on one dedicated
 ``asyncio.Runner`` that belongs to that store alone, so the store's connections, pools and clients are
 created, used and closed on the same event loop (asyncpg/psycopg pools and aiobotocore clients are bound
@@ -13,8 +13,8 @@ import asyncio
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from harel.engine.model import Execution
-from harel.engine.store._base import (
+from durastate.engine.model import Execution
+from durastate.store.base import (
     AsyncExecutionStore,
     Emit,
     ExecutionPage,

@@ -14,7 +14,7 @@ import contextlib
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
-from harel.engine.store._base import AsyncExecutionStore, ExecutionStore
+from durastate.store.base import AsyncExecutionStore, ExecutionStore
 from tests._aws import boto3_client, shared_moto_server, shared_server_client
 
 from .backends import BackendRequest, register
@@ -27,7 +27,7 @@ _aio_session: Any = None
 def _dynamodb_moto(req: BackendRequest) -> Iterator[ExecutionStore]:
     from moto import mock_aws
 
-    from harel.engine.store.dynamodb import DynamoDBStore
+    from durastate.store.dynamodb.sync import DynamoDBStore
 
     with mock_aws():
         store = DynamoDBStore(boto3_client("dynamodb"), prefix=req.unique, trace_max=req.trace_max)
@@ -41,7 +41,7 @@ def _dynamodb_moto(req: BackendRequest) -> Iterator[ExecutionStore]:
 @register("dynamodb-server", durable=True)
 @contextlib.contextmanager
 def _dynamodb_server(req: BackendRequest) -> Iterator[ExecutionStore]:
-    from harel.engine.store.dynamodb import DynamoDBStore
+    from durastate.store.dynamodb.sync import DynamoDBStore
 
     # One boto3 client for the session (building one costs more than a test); create() itself is
     # exercised by the async backend below and by tests/dynamodb.
@@ -56,7 +56,7 @@ def _dynamodb_server(req: BackendRequest) -> Iterator[ExecutionStore]:
 @register("async-dynamodb-server", durable=True, is_async=True)
 @contextlib.asynccontextmanager
 async def _async_dynamodb_server(req: BackendRequest) -> AsyncIterator[AsyncExecutionStore]:
-    from harel.engine.aio_store.dynamodb import AsyncDynamoDBStore
+    from durastate.store.dynamodb.aio import AsyncDynamoDBStore
 
     global _aio_session
     from aiobotocore.session import AioSession

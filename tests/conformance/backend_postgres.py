@@ -1,7 +1,7 @@
 """PostgresStore and AsyncPostgresStore in the conformance suite, against the real server.
 
 Each store gets its own schema (named by the request's unique id) that is dropped afterwards. The server
-is ``HAREL_TEST_POSTGRES`` (default ``postgresql://postgres@127.0.0.1:5432/test``); when it cannot be
+is ``DURASTATE_TEST_POSTGRES`` (default ``postgresql://postgres@127.0.0.1:5432/test``); when it cannot be
 reached the backends skip with the reason.
 """
 
@@ -14,18 +14,18 @@ from typing import Any
 
 import pytest
 
-from harel.engine.store._base import AsyncExecutionStore, ExecutionStore
+from durastate.store.base import AsyncExecutionStore, ExecutionStore
 
 from .backends import BackendRequest, register
 
-DSN = os.environ.get("HAREL_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
+DSN = os.environ.get("DURASTATE_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
 
 
 def _admin() -> Any:
     try:
         import psycopg
     except ImportError:
-        pytest.skip("psycopg is not installed (pip install 'harel[postgres]')")
+        pytest.skip("psycopg is not installed (pip install 'durastate[postgres]')")
     try:
         return psycopg.connect(DSN, autocommit=True, connect_timeout=3)
     except psycopg.OperationalError as exc:
@@ -40,7 +40,7 @@ def _drop(schema: str) -> None:
 @register("postgres", durable=True)
 @contextlib.contextmanager
 def _postgres(req: BackendRequest) -> Iterator[ExecutionStore]:
-    from harel.engine.store.postgres import PostgresStore
+    from durastate.store.postgres.sync import PostgresStore
 
     _admin().close()
     store = PostgresStore.from_dsn(DSN, schema=req.unique, trace_max=req.trace_max, connect_attempts=1)
@@ -54,7 +54,7 @@ def _postgres(req: BackendRequest) -> Iterator[ExecutionStore]:
 @register("async-postgres", durable=True, is_async=True)
 @contextlib.asynccontextmanager
 async def _async_postgres(req: BackendRequest) -> AsyncIterator[AsyncExecutionStore]:
-    from harel.engine.aio_store.postgres import AsyncPostgresStore
+    from durastate.store.postgres.aio import AsyncPostgresStore
 
     _admin().close()
     store = await AsyncPostgresStore.from_dsn(

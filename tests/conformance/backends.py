@@ -51,7 +51,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harel.engine.store._base import DEFAULT_TRACE_MAX, AsyncExecutionStore, ExecutionStore
+from durastate.store.base import DEFAULT_TRACE_MAX, AsyncExecutionStore, ExecutionStore
 
 Factory = Callable[["BackendRequest"], AbstractContextManager[Any] | AbstractAsyncContextManager[Any]]
 
@@ -112,13 +112,13 @@ def open_backend(backend: Backend, req: BackendRequest) -> Iterator[ExecutionSto
             runner.run(stack.aclose())
 
 
-# -- the stores harel ships ------------------------------------------------------------------------
+# -- the stores durastate ships ------------------------------------------------------------------------
 
 
 @register("dict", durable=False)
 @contextlib.contextmanager
 def _dict(req: BackendRequest) -> Iterator[ExecutionStore]:
-    from harel.engine.store.dict import DictStore
+    from durastate.store.memory.sync import DictStore
 
     store = DictStore(trace_max=req.trace_max)
     yield store
@@ -128,7 +128,7 @@ def _dict(req: BackendRequest) -> Iterator[ExecutionStore]:
 @register("async-dict", durable=False, is_async=True)
 @contextlib.asynccontextmanager
 async def _async_dict(req: BackendRequest) -> AsyncIterator[AsyncExecutionStore]:
-    from harel.engine.aio_store.dict import AsyncDictStore
+    from durastate.store.memory.aio import AsyncDictStore
 
     store = AsyncDictStore(trace_max=req.trace_max)
     yield store
@@ -138,7 +138,7 @@ async def _async_dict(req: BackendRequest) -> AsyncIterator[AsyncExecutionStore]
 @register("sqlite", durable=True)
 @contextlib.contextmanager
 def _sqlite(req: BackendRequest) -> Iterator[ExecutionStore]:
-    from harel.engine.store.sqlite import SqliteStore
+    from durastate.store.sqlite.sync import SqliteStore
 
     store = SqliteStore(req.tmp_path / f"{req.unique}.db", trace_max=req.trace_max)
     try:
@@ -150,7 +150,7 @@ def _sqlite(req: BackendRequest) -> Iterator[ExecutionStore]:
 @register("async-sqlite", durable=True, is_async=True)
 @contextlib.asynccontextmanager
 async def _async_sqlite(req: BackendRequest) -> AsyncIterator[AsyncExecutionStore]:
-    from harel.engine.aio_store.sqlite import AsyncSqliteStore
+    from durastate.store.sqlite.aio import AsyncSqliteStore
 
     store = AsyncSqliteStore(req.tmp_path / f"{req.unique}.db", trace_max=req.trace_max)
     try:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from harel.engine.store._base import DEFAULT_TRACE_MAX, ExecutionStore
+from durastate.store.base import DEFAULT_TRACE_MAX, ExecutionStore
 
 from .backends import BACKENDS, Backend, BackendRequest, open_backend
 

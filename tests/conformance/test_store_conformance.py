@@ -11,14 +11,14 @@ from typing import Any
 
 import pytest
 
-from harel.engine.model import ChildRef, Event, Execution
-from harel.engine.store._base import (
+from durastate.engine.model import ChildRef, Event, Execution
+from durastate.errors import EventAlreadyProcessed, StoreConflict
+from durastate.store.base import (
     DEFAULT_TRACE_MAX,
     ExecutionStore,
     ExecutionSummary,
     TimerOp,
 )
-from harel.errors import EventAlreadyProcessed, StoreConflict
 
 from .backends import Backend
 from .conftest import MakeStore
@@ -436,11 +436,11 @@ def test_spawn_commit_carries_join_expectations(store: ExecutionStore) -> None:
 def test_trace_via_commit_and_append(store: ExecutionStore) -> None:
     assert store.read_trace("e1") == []
     exe = new_exe()
-    store.commit(exe, [], trace={"event": "harel.start", "to": "idle", "ctx": {"a": [1, None]}})
+    store.commit(exe, [], trace={"event": "durastate.start", "to": "idle", "ctx": {"a": [1, None]}})
     store.append_trace("e1", {"event": "note"})
     steps = store.read_trace("e1")
     assert steps == [
-        {"event": "harel.start", "to": "idle", "ctx": {"a": [1, None]}, "index": 0},
+        {"event": "durastate.start", "to": "idle", "ctx": {"a": [1, None]}, "index": 0},
         {"event": "note", "index": 1},
     ]
     assert store.read_trace("other") == []

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from harel.engine.store.dynamodb import DynamoDBStore
+from durastate.store.dynamodb.sync import DynamoDBStore
 from tests._aws import boto3_client, unique_prefix
 
 

@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 
-from harel.engine.model import Event, Execution
-from harel.engine.store._base import TimerOp
-from harel.engine.store._dynamo import item_size
-from harel.engine.store.dynamodb import DynamoDBStore
-from harel.errors import StoreConflict
+from durastate.engine.model import Event, Execution
+from durastate.errors import StoreConflict
+from durastate.store.base import TimerOp
+from durastate.store.dynamodb.core import item_size
+from durastate.store.dynamodb.sync import DynamoDBStore
 from tests._aws import boto3_client, shared_moto_server, unique_prefix
 
 from .conftest import Recorder, client_error, make_store

@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 
-from harel.engine.aio_store.dynamodb import AsyncDynamoDBStore
-from harel.engine.model import Execution
-from harel.engine.store import open_store
-from harel.engine.store.dynamodb import DynamoDBStore
-from harel.errors import StoreUnavailable
+from durastate.engine.model import Execution
+from durastate.errors import StoreUnavailable
+from durastate.store import open_store
+from durastate.store.dynamodb.aio import AsyncDynamoDBStore
+from durastate.store.dynamodb.sync import DynamoDBStore
 from tests._aws import free_port, late_server, shared_moto_server, unique_prefix
 
 from .conftest import Sleeps

@@ -12,11 +12,11 @@ from pathlib import Path
 from typing import Any
 
 from bench._meter import Meter
-from harel.engine import DefinitionRegistry, Event, load_definition
-from harel.engine.model import Execution
-from harel.engine.store._dynamo import bloom_may_contain, item_size
-from harel.engine.store.dynamodb import DynamoDBStore
-from harel.runtime.worker import Worker
+from durastate.engine import DefinitionRegistry, Event, load_definition
+from durastate.engine.model import Execution
+from durastate.runtime.worker import Worker
+from durastate.store.dynamodb.core import bloom_may_contain, item_size
+from durastate.store.dynamodb.sync import DynamoDBStore
 from tests._aws import boto3_client, shared_moto_server, unique_prefix
 
 from .conftest import Recorder, make_store
@@ -48,7 +48,7 @@ def apply(store: DynamoDBStore, execution_id: str, event_ids: list[str]) -> None
 def test_the_common_path_is_one_get_item_and_one_read_unit(ddb: Any) -> None:
     """Counted from the real requests (botocore event hooks, billed as the cost bench bills them)."""
     prefix = unique_prefix()
-    meter = Meter.for_harel(prefix)
+    meter = Meter.for_durastate(prefix)
     meter.attach(ddb, "dynamodb")
     store = make_store(ddb, prefix=prefix)
     apply(store, "e1", [f"ev{n}" for n in range(40)])  # 4 spills of 8 ids: the filter is in use
@@ -72,14 +72,14 @@ def test_the_common_path_is_one_get_item_and_one_read_unit(ddb: Any) -> None:
 def test_the_state_only_item_stays_within_one_write_unit(ddb: Any) -> None:
     """The cost bench's state-only step (``bump``) with uuid event ids: rids full, the filter full."""
     prefix = unique_prefix()
-    meter = Meter.for_harel(prefix)
+    meter = Meter.for_durastate(prefix)
     meter.attach(ddb, "dynamodb")
     store = make_store(ddb, prefix=prefix)
     reg = DefinitionRegistry()
     reg.register(load_definition(COSTS))
     worker = Worker(store, reg, clock=lambda: 1_700_000_000.0, trace=False)
     start = {"definition_id": "costs", "context": {"peer": "peer"}}
-    worker.handle("x0", Event(id="x0:start", name="harel.start", data=start))
+    worker.handle("x0", Event(id="x0:start", name="durastate.start", data=start))
     sizes = []
     for n in range(60):
         meter.tag = f"bump{n}"
@@ -197,7 +197,7 @@ def test_a_commit_without_a_load_carries_the_filter(ddb: Any) -> None:
 async def test_the_async_store_shares_the_filter_and_the_sharded_relay_read() -> None:
     """Over aiobotocore's real HTTP path: the binary filter round-trips, spilled ids are still found,
     a fresh id costs one read, and the relay's sharded read comes back oldest first."""
-    from harel.engine.aio_store.dynamodb import AsyncDynamoDBStore
+    from durastate.store.dynamodb.aio import AsyncDynamoDBStore
 
     url = shared_moto_server().url
     store = await AsyncDynamoDBStore.create(

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from harel.engine.model import Event, Execution
-from harel.engine.store._dynamo import classify, classify_reasons
-from harel.errors import StoreConflict, StoreThrottled, StoreUnavailable
+from durastate.engine.model import Event, Execution
+from durastate.errors import StoreConflict, StoreThrottled, StoreUnavailable
+from durastate.store.dynamodb.core import classify, classify_reasons
 
 from .conftest import Recorder, Sleeps, client_error, make_store
 

@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from harel.engine.store._dynamo import TABLES, create_table_request
-from harel.engine.store.dynamodb import DynamoDBStore
-from harel.errors import StoreUnavailable
+from durastate.errors import StoreUnavailable
+from durastate.store.dynamodb.core import TABLES, create_table_request
+from durastate.store.dynamodb.sync import DynamoDBStore
 
 from .conftest import make_store
 
@@ -95,7 +95,7 @@ def test_missing_tables_say_what_to_do(ddb: Any) -> None:
 
 
 def test_a_queue_table_with_the_seed_key_is_reported(ddb: Any) -> None:
-    """An outbox made by an older harel (keyed by seq alone) cannot be queried by shard: say what to do."""
+    """An outbox made by an older durastate (keyed by seq alone) cannot be queried by shard: say what to do."""
     ddb.create_table(
         TableName="seed_outbox",
         KeySchema=[{"AttributeName": "seq", "KeyType": "HASH"}],

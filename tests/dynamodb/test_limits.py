@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from harel.engine.model import Event, Execution
-from harel.engine.store._base import TimerOp
-from harel.engine.store._dynamo import MAX_ITEM_BYTES, MAX_TXN_BYTES, MAX_TXN_ITEMS, S, item_size
-from harel.engine.store.dynamodb import DynamoDBStore
-from harel.errors import ExecutionTooLarge
+from durastate.engine.model import Event, Execution
+from durastate.errors import ExecutionTooLarge
+from durastate.store.base import TimerOp
+from durastate.store.dynamodb.core import MAX_ITEM_BYTES, MAX_TXN_BYTES, MAX_TXN_ITEMS, S, item_size
+from durastate.store.dynamodb.sync import DynamoDBStore
 
 from .conftest import Recorder
 

@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 
-from harel.engine.model import Event, Execution
-from harel.engine.store._base import TimerOp
-from harel.engine.store._dynamo import QUEUE_SHARDS, execution_shard, queue_shard
-from harel.engine.store.dynamodb import DynamoDBStore
+from durastate.engine.model import Event, Execution
+from durastate.store.base import TimerOp
+from durastate.store.dynamodb.core import QUEUE_SHARDS, execution_shard, queue_shard
+from durastate.store.dynamodb.sync import DynamoDBStore
 
 from .conftest import Recorder
 

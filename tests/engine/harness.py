@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import deque
 from typing import Any
 
-from harel.engine import (
+from durastate.engine import (
     START,
     TIMEOUT,
     Definition,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harel.engine import Event, Execution, load_definition, step
+from durastate.engine import Event, Execution, load_definition, step
 
 from .harness import Harness
 
@@ -109,8 +109,8 @@ def test_leaving_the_parallel_state_early_cancels_running_regions() -> None:
     h.send("p", "step")  # left finishes, right keeps running
     h.send("p", "abort")
     abort = h.results[next(i for i, (e, ev, _) in enumerate(h.results) if ev.name == "abort")][2]
-    assert [(t, e.name, e.id) for t, e in abort.emits if e.name == "harel.cancel"] == [
-        ("p.2", "harel.cancel", "p.2:cancel")
+    assert [(t, e.name, e.id) for t, e in abort.emits if e.name == "durastate.cancel"] == [
+        ("p.2", "durastate.cancel", "p.2:cancel")
     ]
     assert parent.outcome == "aborted" and parent.children == {}
     assert h["p.2"].status == "cancelled" and h["p.1"].status == "finished"
@@ -119,37 +119,37 @@ def test_leaving_the_parallel_state_early_cancels_running_regions() -> None:
 def test_late_finished_from_a_forgotten_child_is_ignored() -> None:
     defn = load_definition(PAR)
     exe = Execution(id="p", definition_id="par")
-    step(defn, exe, Event(name="harel.start"), 0.0)
+    step(defn, exe, Event(name="durastate.start"), 0.0)
     step(defn, exe, Event(name="go"), 0.0)
     step(defn, exe, Event(name="abort"), 0.0)
-    res = step(defn, exe, Event(name="harel.finished", data={"child_id": "p.1", "status": "finished"}), 0.0)
+    res = step(defn, exe, Event(name="durastate.finished", data={"child_id": "p.1", "status": "finished"}), 0.0)
     assert res.ignored
 
 
 def test_failed_region_without_on_error_fails_the_parent_and_cancels_the_rest() -> None:
     defn = load_definition(PAR)
     exe = Execution(id="p", definition_id="par")
-    step(defn, exe, Event(name="harel.start"), 0.0)
+    step(defn, exe, Event(name="durastate.start"), 0.0)
     step(defn, exe, Event(name="go"), 0.0)
     res = step(
         defn,
         exe,
-        Event(name="harel.finished", data={"child_id": "p.1", "status": "failed", "error": "ValueError: x"}),
+        Event(name="durastate.finished", data={"child_id": "p.1", "status": "failed", "error": "ValueError: x"}),
         0.0,
     )
     assert exe.status == "failed" and "region both.left (p.1) failed: ValueError: x" in (exe.error or "")
-    assert ("p.2", "harel.cancel") in [(t, e.name) for t, e in res.emits]
+    assert ("p.2", "durastate.cancel") in [(t, e.name) for t, e in res.emits]
 
 
 def test_failed_region_takes_on_error() -> None:
     doc = {**PAR, "states": {**PAR["states"], "both": {**PAR["states"]["both"], "on_error": "aborted"}}}
     defn = load_definition(doc)
     exe = Execution(id="p", definition_id="par")
-    step(defn, exe, Event(name="harel.start"), 0.0)
+    step(defn, exe, Event(name="durastate.start"), 0.0)
     step(defn, exe, Event(name="go"), 0.0)
-    res = step(defn, exe, Event(name="harel.finished", data={"child_id": "p.2", "status": "failed"}), 0.0)
+    res = step(defn, exe, Event(name="durastate.finished", data={"child_id": "p.2", "status": "failed"}), 0.0)
     assert exe.outcome == "aborted"
-    assert ("p.1", "harel.cancel") in [(t, e.name) for t, e in res.emits]
+    assert ("p.1", "durastate.cancel") in [(t, e.name) for t, e in res.emits]
 
 
 def test_history_of_a_parallel_state_refork_fresh_regions() -> None:
@@ -231,7 +231,7 @@ def test_invoke_starts_the_child_with_its_context() -> None:
     h.send("m", "go")
     go = next(r for e, ev, r in h.results if ev.name == "go")
     [(cid, start)] = [(t, e) for t, e in go.emits]
-    assert cid == "m.1" and start.id == "m.1:start" and start.name == "harel.start"
+    assert cid == "m.1" and start.id == "m.1:start" and start.name == "durastate.start"
     assert start.data == {
         "definition_id": "child",
         "context": {"amount": 12},
@@ -303,7 +303,7 @@ def test_state_entered_and_left_in_one_step_starts_nothing() -> None:
     }
     defn = load_definition(doc)
     exe = Execution(definition_id="pass")
-    step(defn, exe, Event(name="harel.start"), 0.0)
+    step(defn, exe, Event(name="durastate.start"), 0.0)
     res = step(defn, exe, Event(name="go"), 0.0)
     assert exe.active_path == "d" and res.emits == [] and res.spawns == [] and exe.children == {}
 
@@ -312,5 +312,5 @@ def test_cancelled_parent_cancels_its_children() -> None:
     h = Harness(CHILD, MOM)
     mom = h.start("mom", "m")
     h.send("m", "go")
-    h.send("m", "harel.cancel")
+    h.send("m", "durastate.cancel")
     assert mom.status == "cancelled" and h["m.1"].status == "cancelled"

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from harel.engine import (
+from durastate.engine import (
     Definition,
     DefinitionRegistry,
     Event,
@@ -18,7 +18,7 @@ from harel.engine import (
     load_definition,
     step,
 )
-from harel.errors import DefinitionError, UnknownDefinition
+from durastate.errors import DefinitionError, UnknownDefinition
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -142,8 +142,8 @@ states:
             "states.a.invoke: not allowed on a compound state",
         ),
         (
-            base(a={"on": {"harel.timeout": "a"}}),
-            "states.a.on.harel.timeout: event names starting with 'harel.'",
+            base(a={"on": {"durastate.timeout": "a"}}),
+            "states.a.on.durastate.timeout: event names starting with 'durastate.'",
         ),
         (
             base(a={"on": {"e": {"actions": [{"assign": {}}]}}}),
@@ -298,7 +298,7 @@ def test_python_callables_may_be_passed_directly() -> None:
 
     defn = Definition(id="d", initial="a", states={"a": State(on={"go": Transition(actions=[remember])})})
     exe = Execution(definition_id="d")
-    step(defn, exe, Event(name="harel.start"), 0.0)
+    step(defn, exe, Event(name="durastate.start"), 0.0)
     step(defn, exe, Event(name="go"), 0.0)
     assert seen == ["go"]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harel.engine import DefinitionRegistry
+from durastate.engine import DefinitionRegistry
 
 from .harness import Harness
 
@@ -41,7 +41,7 @@ def test_happy_path_pays_then_packs_and_ships_in_parallel() -> None:
     assert order.context["tracking"] == "TRK1"
     h.send("o1", "picked")
     assert (order.status, order.outcome) == ("finished", "fulfilled")
-    assert [n.name for n in h.notifications] == ["harel.finished"]
+    assert [n.name for n in h.notifications] == ["durastate.finished"]
     assert h.timers == {}
 
 

@@ -8,7 +8,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from harel.engine import DefinitionRegistry, Event, Execution, step
+from durastate.engine import DefinitionRegistry, Event, Execution, step
 
 from .harness import Harness, check_invariants
 from .test_children import CHILD, MOM, PAR
@@ -44,10 +44,10 @@ ORDER_EVENTS = [
     "cancel",
     "shipped_with",
     "nonsense",
-    "harel.cancel",
-    "harel.start",
-    "harel.timeout",
-    "harel.finished",
+    "durastate.cancel",
+    "durastate.start",
+    "durastate.timeout",
+    "durastate.finished",
 ]
 
 action = st.one_of(
@@ -68,7 +68,7 @@ action = st.one_of(
 
 
 def finished_notifications(h: Harness, eid: str) -> int:
-    return sum(1 for e, _, r in h.results if e == eid for t, ev in r.emits if ev.name == "harel.finished")
+    return sum(1 for e, _, r in h.results if e == eid for t, ev in r.emits if ev.name == "durastate.finished")
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -113,7 +113,7 @@ def test_random_events_on_the_order_example_keep_invariants(actions: list[Any]) 
                     "resume_shallow",
                     "resume_deep",
                     "resume_default",
-                    "harel.cancel",
+                    "durastate.cancel",
                 ]
             ),
             st.integers(0, 3),
@@ -157,7 +157,7 @@ def test_execution_json_round_trip_is_exact(
 def test_a_stepped_execution_round_trips_and_steps_on_identically() -> None:
     defn = REG.get("order")
     a = Execution(id="o", definition_id="order", context=defn.initial_context())
-    step(defn, a, Event(id="s", name="harel.start"), 5.0)
+    step(defn, a, Event(id="s", name="durastate.start"), 5.0)
     step(defn, a, Event(id="i", name="add_item", data={"price": 2.5}), 6.0)
     b = Execution.model_validate_json(a.model_dump_json())
     ra = step(defn, a, Event(id="go", name="submit"), 7.0)

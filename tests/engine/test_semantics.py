@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from harel.engine import MAX_MICROSTEPS, Event, Execution, load_definition, step
+from durastate.engine import MAX_MICROSTEPS, Event, Execution, load_definition, step
 
 from .harness import Harness
 
@@ -26,7 +26,7 @@ def run_one(
     defn = load_definition(doc)
     exe = Execution(id="x", definition_id=defn.id, context=defn.initial_context(context))
     logs: list[str] = []
-    logs += step(defn, exe, Event(name="harel.start"), 0.0).logs
+    logs += step(defn, exe, Event(name="durastate.start"), 0.0).logs
     for ev in events:
         e = ev if isinstance(ev, Event) else Event(name=ev)
         logs += step(defn, exe, e, 0.0).logs
@@ -421,7 +421,7 @@ def test_compound_final_child_raises_done_for_its_parent() -> None:
 def test_unhandled_event_is_ignored_but_consumed() -> None:
     defn = load_definition({"id": "d", "initial": "a", "states": {"a": {}}})
     exe = Execution(definition_id="d")
-    step(defn, exe, Event(name="harel.start"), 0.0)
+    step(defn, exe, Event(name="durastate.start"), 0.0)
     res = step(defn, exe, Event(name="nobody"), 0.0)
     assert res.ignored and res.trace["ignored"] is True
     assert res.emits == [] and res.timers == [] and res.spawns == []
@@ -437,8 +437,8 @@ def test_repeated_start_is_ignored() -> None:
         }
     )
     exe = Execution(definition_id="d", context=defn.initial_context())
-    step(defn, exe, Event(name="harel.start"), 0.0)
-    assert step(defn, exe, Event(name="harel.start"), 0.0).ignored
+    step(defn, exe, Event(name="durastate.start"), 0.0)
+    assert step(defn, exe, Event(name="durastate.start"), 0.0).ignored
     assert exe.context["n"] == 1
 
 
@@ -451,11 +451,11 @@ def test_final_state_finishes_and_notifies_parent() -> None:
         }
     )
     exe = Execution(id="kid", definition_id="d", parent_id="mom", child_id="kid", context={"k": 1})
-    step(defn, exe, Event(name="harel.start"), 0.0)
+    step(defn, exe, Event(name="durastate.start"), 0.0)
     res = step(defn, exe, Event(name="go"), 0.0)
     assert (exe.status, exe.outcome) == ("finished", "ok")
     [(target, ev)] = res.emits
-    assert target == "mom" and ev.id == "kid:finished" and ev.name == "harel.finished"
+    assert target == "mom" and ev.id == "kid:finished" and ev.name == "durastate.finished"
     assert ev.data == {"child_id": "kid", "status": "finished", "outcome": "ok", "output": {"k": 1}}
     assert step(defn, exe, Event(name="go"), 0.0).ignored
 
@@ -494,7 +494,7 @@ def test_action_failure_marks_failed_records_error_and_consumes_event() -> None:
         }
     )
     exe = Execution(id="kid", definition_id="d", parent_id="mom", child_id="kid")
-    step(defn, exe, Event(name="harel.start"), 0.0)
+    step(defn, exe, Event(name="durastate.start"), 0.0)
     res = step(defn, exe, Event(name="go"), 0.0)
     assert exe.status == "failed"
     assert exe.error is not None
@@ -502,7 +502,7 @@ def test_action_failure_marks_failed_records_error_and_consumes_event() -> None:
     assert not res.ignored and res.trace["status"] == "failed" and res.trace["error"] == exe.error
     assert exe.timers == {} and [op.action for op in res.timers] == ["cancel"]
     targets = [(t, e.name) for t, e in res.emits]
-    assert ("mom", "harel.finished") in targets
+    assert ("mom", "durastate.finished") in targets
     finished = next(e for t, e in res.emits if t == "mom")
     assert finished.data["status"] == "failed" and "card reader" in finished.data["error"]
 
@@ -540,8 +540,8 @@ def test_cancel_ends_the_execution_cancelled() -> None:
         {"id": "d", "initial": "a", "states": {"a": {"after": {"seconds": 1, "target": "a"}}}}
     )
     exe = Execution(id="c", definition_id="d", parent_id="p", child_id="c")
-    step(defn, exe, Event(name="harel.start"), 0.0)
-    res = step(defn, exe, Event(name="harel.cancel"), 0.0)
+    step(defn, exe, Event(name="durastate.start"), 0.0)
+    res = step(defn, exe, Event(name="durastate.cancel"), 0.0)
     assert exe.status == "cancelled" and exe.timers == {}
     assert [op.action for op in res.timers] == ["cancel"]
     assert res.emits[-1][0] == "p" and res.emits[-1][1].data["status"] == "cancelled"
@@ -582,7 +582,7 @@ def test_assign_send_log_values() -> None:
     }
     defn = load_definition(doc)
     exe = Execution(id="me-1", definition_id="d", context=defn.initial_context(), parent_id="pa")
-    step(defn, exe, Event(name="harel.start"), 0.0)
+    step(defn, exe, Event(name="durastate.start"), 0.0)
     res = step(defn, exe, Event(name="go", data={"by": 4}), 0.0)
     assert exe.context["n"] == 5 and exe.context["who"] == "go" and exe.context["deep"] == {"er": 6}
     assert exe.context["lit"] == "$dollar" and exe.context["copy"] == {"k": [1]}
@@ -596,7 +596,7 @@ def test_assign_send_log_values() -> None:
     assert res.logs == ["5"]
     # emitted ids are deterministic: the same step on the same execution gives the same ids
     exe2 = Execution(id="me-1", definition_id="d", context=defn.initial_context(), parent_id="pa")
-    step(defn, exe2, Event(name="harel.start"), 0.0)
+    step(defn, exe2, Event(name="durastate.start"), 0.0)
     res2 = step(defn, exe2, Event(name="go", data={"by": 4}), 0.0)
     assert [e.id for _, e in res2.emits] == [e.id for _, e in res.emits]
 
@@ -609,11 +609,11 @@ def test_context_never_shares_objects_with_the_definition() -> None:
     }
     defn = load_definition(doc)
     exe = Execution(definition_id="d")
-    step(defn, exe, Event(name="harel.start"), 0.0)
+    step(defn, exe, Event(name="durastate.start"), 0.0)
     step(defn, exe, Event(name="go"), 0.0)
     exe.context["l"].append(3)
     exe2 = Execution(definition_id="d")
-    step(defn, exe2, Event(name="harel.start"), 0.0)
+    step(defn, exe2, Event(name="durastate.start"), 0.0)
     step(defn, exe2, Event(name="go"), 0.0)
     assert exe2.context["l"] == [1, 2]
 
@@ -727,9 +727,9 @@ def test_stale_timeout_is_ignored() -> None:
     h.send("t1", "again")  # re-entered: re-armed to a later time
     assert exe.timers["waiting"] == old + 10
     defn = h.reg.get("t")
-    res = step(defn, exe, Event(name="harel.timeout", data={"path": "waiting", "fire_at": old}), h.now)
+    res = step(defn, exe, Event(name="durastate.timeout", data={"path": "waiting", "fire_at": old}), h.now)
     assert res.ignored and exe.active_path == "waiting" and exe.timers["waiting"] == old + 10
-    res = step(defn, exe, Event(name="harel.timeout", data={"path": "nowhere", "fire_at": old}), h.now)
+    res = step(defn, exe, Event(name="durastate.timeout", data={"path": "nowhere", "fire_at": old}), h.now)
     assert res.ignored
 
 
@@ -799,7 +799,7 @@ def test_a_region_child_runs_only_its_subtree_and_finishes_with_the_final_outcom
     }
     defn = load_definition(doc)
     kid = Execution(id="p.1", definition_id="p", parent_id="p", child_id="p.1", root_path="both.r")
-    res = step(defn, kid, Event(id="p.1:start", name="harel.start"), 0.0)
+    res = step(defn, kid, Event(id="p.1:start", name="durastate.start"), 0.0)
     assert kid.active_path == "both.r.x" and res.logs == ["+r"]
     res = step(defn, kid, Event(name="up"), 0.0)  # re-entering the region root re-runs its entry
     assert kid.active_path == "both.r.x" and res.logs == ["+r"]
@@ -814,7 +814,7 @@ def test_a_region_child_runs_only_its_subtree_and_finishes_with_the_final_outcom
 def test_a_region_child_with_an_unknown_root_fails_clearly() -> None:
     defn = load_definition({"id": "d", "initial": "a", "states": {"a": {}}})
     exe = Execution(definition_id="d", root_path="nope")
-    step(defn, exe, Event(name="harel.start"), 0.0)
+    step(defn, exe, Event(name="durastate.start"), 0.0)
     assert exe.status == "failed" and "root path 'nope'" in (exe.error or "")
 
 
@@ -827,6 +827,6 @@ def test_timer_of_an_internal_after_transition_rearms_nothing_when_targetless() 
     }
     defn = load_definition(doc)
     exe = Execution(definition_id="d", context=defn.initial_context())
-    step(defn, exe, Event(name="harel.start"), 0.0)
-    res = step(defn, exe, Event(name="harel.timeout", data={"path": "a", "fire_at": 5.0}), 5.0)
+    step(defn, exe, Event(name="durastate.start"), 0.0)
+    res = step(defn, exe, Event(name="durastate.timeout", data={"path": "a", "fire_at": 5.0}), 5.0)
     assert exe.context["n"] == 1 and exe.timers == {} and [op.action for op in res.timers] == ["cancel"]

@@ -33,11 +33,11 @@ def send(sqs: Any, queue_url: str, target: str, name: str, data: dict[str, Any] 
 
 def start(sqs: Any, queue_url: str, execution_id: str, definition_id: str = "order",
           context: dict[str, Any] | None = None) -> str:
-    return send(sqs, queue_url, execution_id, "harel.start",
+    return send(sqs, queue_url, execution_id, "durastate.start",
                 {"definition_id": definition_id, "context": context or {}}, event_id=f"{execution_id}:start")
 
 
-def executions(ddb: Any, prefix: str = "harel") -> dict[str, dict[str, Any]]:
+def executions(ddb: Any, prefix: str = "durastate") -> dict[str, dict[str, Any]]:
     """Every execution in the table, as the stored JSON document."""
     out: dict[str, dict[str, Any]] = {}
     kwargs: dict[str, Any] = {"TableName": f"{prefix}_executions", "ConsistentRead": True}

@@ -1,4 +1,4 @@
-"""The handler loop (``harel local`` attached to a running server) killed with SIGKILL mid-run and restarted:
+"""The handler loop (``durastate local`` attached to a running server) killed with SIGKILL mid-run and restarted:
 nothing is lost and nothing is applied twice.
 
 moto's server — the durable state: queue, tables, streams — lives in the test process; the handler loop is
@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from harel.local_stack import LocalStack
+from durastate.devstack.stack import LocalStack
 
 from .helpers import count, drain_queue, executions, send, start
 
@@ -33,10 +33,10 @@ TIMEOUT = 180.0
 
 
 class Loop:
-    """One ``harel local --endpoint-url …`` process; its stdout lines arrive on a queue (no polling)."""
+    """One ``durastate local --endpoint-url …`` process; its stdout lines arrive on a queue (no polling)."""
 
     def __init__(self, endpoint: str, template: Path) -> None:
-        cmd = [sys.executable, "-m", "harel.cli.local", "--endpoint-url", endpoint, "--no-create",
+        cmd = [sys.executable, "-m", "durastate.cli.local", "--endpoint-url", endpoint, "--no-create",
                "--template", str(template), "--visibility-timeout", "5", "--retry-delay", "0",
                "--poll", "0.05"]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -77,13 +77,13 @@ class Loop:
 
 @pytest.fixture()
 def server(cloud_assembly: Path) -> Iterator[LocalStack]:
-    with LocalStack(cloud_assembly / "HarelStack.template.json", port=0, environment=QUIET) as st:
+    with LocalStack(cloud_assembly / "DurastateStack.template.json", port=0, environment=QUIET) as st:
         yield st
 
 
 def test_killed_and_restarted_loop_loses_and_duplicates_nothing(server: LocalStack,
                                                                 cloud_assembly: Path) -> None:
-    template = cloud_assembly / "HarelStack.template.json"
+    template = cloud_assembly / "DurastateStack.template.json"
     sqs, ddb, q = server.client("sqs"), server.client("dynamodb"), server.queue_url
     prices = {oid: i + 1 for i, oid in enumerate(ORDERS)}
     loops: list[Loop] = []
@@ -127,6 +127,6 @@ def test_killed_and_restarted_loop_loses_and_duplicates_nothing(server: LocalSta
         children = [f"{oid}.{n}" for n in (1, 2, 3)]  # the payment, then the two regions
         assert all(exes[c]["status"] == "finished" and exes[c]["parent_id"] == oid for c in children)
     assert len(exes) == 4 * len(ORDERS), sorted(exes)  # no stray execution
-    for table in ("harel_outbox", "harel_spawns"):
+    for table in ("durastate_outbox", "durastate_spawns"):
         assert count(ddb, table) == 0
     assert drain_queue(sqs, server.dlq_url) == []

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from harel.local_stack import LocalStack, parse_template
+from durastate.devstack.stack import LocalStack, parse_template
 
 from .helpers import FakeClock, count, drain_queue, executions, send, start
 
@@ -26,7 +26,7 @@ def clock() -> FakeClock:
 
 @pytest.fixture()
 def stack(cloud_assembly: Path, clock: FakeClock) -> Iterator[LocalStack]:
-    with LocalStack(cloud_assembly / "HarelStack.template.json", port=0, clock=clock, retry_delay=0,
+    with LocalStack(cloud_assembly / "DurastateStack.template.json", port=0, clock=clock, retry_delay=0,
                     environment=QUIET) as st:
         yield st
 
@@ -40,7 +40,7 @@ def test_resources_come_from_the_template(stack: LocalStack, template_json: dict
     ddb, sqs = stack.client("dynamodb"), stack.client("sqs")
     res = parse_template(template_json)
     assert {t.name for t in res.tables.values()} == {
-        f"harel_{n}" for n in ("executions", "outbox", "spawns", "timers", "processed", "counters", "trace")}
+        f"durastate_{n}" for n in ("executions", "outbox", "spawns", "timers", "processed", "counters", "trace")}
     for t in res.tables.values():
         desc = ddb.describe_table(TableName=t.name)["Table"]
         assert desc["KeySchema"] == t.key_schema
@@ -57,9 +57,9 @@ def test_resources_come_from_the_template(stack: LocalStack, template_json: dict
     assert attrs["FifoThroughputLimit"] == "perMessageGroupId"
     redrive = json.loads(attrs["RedrivePolicy"])
     assert redrive["maxReceiveCount"] == 5
-    assert redrive["deadLetterTargetArn"].endswith("harel-events-dlq.fifo")
-    bus = stack.client("events").describe_event_bus(Name="harel-notifications")
-    assert bus["Name"] == "harel-notifications"
+    assert redrive["deadLetterTargetArn"].endswith("durastate-events-dlq.fifo")
+    bus = stack.client("events").describe_event_bus(Name="durastate-notifications")
+    assert bus["Name"] == "durastate-notifications"
 
 
 def test_orders_run_through_invokes_regions_and_timers_to_their_outcomes(stack: LocalStack,
@@ -100,7 +100,7 @@ def test_orders_run_through_invokes_regions_and_timers_to_their_outcomes(stack: 
     assert (exes["expires.1"]["outcome"], exes["expires"]["outcome"]) == ("expired", "payment_failed")
     assert (exes["abandoned"]["status"], exes["abandoned"]["outcome"]) == ("finished", "abandoned")
     assert exes["abandoned"]["context"]["items"] == 1
-    for table in ("harel_timers", "harel_outbox", "harel_spawns"):
+    for table in ("durastate_timers", "durastate_outbox", "durastate_spawns"):
         assert count(ddb, table) == 0, table
     assert drain_queue(sqs, stack.dlq_url) == []
 
@@ -116,13 +116,13 @@ def test_poison_message_goes_to_the_dlq_with_its_reason_and_its_group_continues(
 
     exes = executions(ddb)
     assert exes["p1"]["context"] == {"items": 1, "total": 5}  # processed after the poison, in order
-    letters = {m["MessageAttributes"]["harel.source_message_id"]["StringValue"]: m
+    letters = {m["MessageAttributes"]["durastate.source_message_id"]["StringValue"]: m
                for m in drain_queue(sqs, stack.dlq_url)}
     assert len(letters) == 2
-    reasons = sorted(m["MessageAttributes"]["harel.reason"]["StringValue"] for m in letters.values())
+    reasons = sorted(m["MessageAttributes"]["durastate.reason"]["StringValue"] for m in letters.values())
     assert any("ghost" in r for r in reasons), reasons
     poison = next(m for m in letters.values() if '"name": 42' in m["Body"])
-    assert poison["MessageAttributes"]["harel.error"]["StringValue"] == "MalformedEvent"
+    assert poison["MessageAttributes"]["durastate.error"]["StringValue"] == "MalformedEvent"
 
 
 def test_a_record_that_keeps_failing_is_redriven_to_the_dlq_by_sqs(stack: LocalStack) -> None:

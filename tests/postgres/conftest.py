@@ -1,6 +1,6 @@
 """Fixtures for the PostgreSQL tests: the real server, a fresh schema per test (dropped afterwards).
 
-The server is ``HAREL_TEST_POSTGRES`` (default ``postgresql://postgres@127.0.0.1:5432/test``, trust
+The server is ``DURASTATE_TEST_POSTGRES`` (default ``postgresql://postgres@127.0.0.1:5432/test``, trust
 auth); if it cannot be reached every test here skips with the reason.
 """
 
@@ -15,7 +15,7 @@ import pytest
 
 psycopg = pytest.importorskip("psycopg")
 
-DSN = os.environ.get("HAREL_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
+DSN = os.environ.get("DURASTATE_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
 
 
 def connect(**kwargs: Any) -> Any:
@@ -47,7 +47,7 @@ def schema(admin: Any) -> Iterator[str]:
 
 @pytest.fixture
 def dsn(schema: str) -> str:
-    """The server DSN with this test's schema as harel's ``?schema=`` option."""
+    """The server DSN with this test's schema as durastate's ``?schema=`` option."""
     sep = "&" if "?" in DSN else "?"
     return f"{DSN}{sep}schema={schema}"
 

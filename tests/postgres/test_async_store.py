@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from harel.engine.aio_store.postgres import AsyncPostgresStore
-from harel.engine.model import Event, Execution
-from harel.errors import StoreConflict, StoreUnavailable
+from durastate.engine.model import Event, Execution
+from durastate.errors import StoreConflict, StoreUnavailable
+from durastate.store.postgres.aio import AsyncPostgresStore
 
 from .conftest import DSN, RoundTrips, psycopg
 

@@ -22,9 +22,9 @@ from typing import Any
 
 import pytest
 
-from harel.engine.model import START, Event
-from harel.engine.store.postgres import PostgresStore
-from harel.transport.postgres import PostgresTransport
+from durastate.engine.model import START, Event
+from durastate.store.postgres.sync import PostgresStore
+from durastate.transport.postgres import PostgresTransport
 
 from .conftest import DSN
 
@@ -37,14 +37,14 @@ INCS = 5
 DEADLINE = 240.0
 
 
-def harel_command() -> list[str]:
-    script = Path(sys.executable).with_name("harel")
-    return [str(script)] if script.exists() else [sys.executable, "-m", "harel.cli"]
+def durastate_command() -> list[str]:
+    script = Path(sys.executable).with_name("durastate")
+    return [str(script)] if script.exists() else [sys.executable, "-m", "durastate.cli"]
 
 
 def serve_command(dsn: str, *extra: str) -> list[str]:
     return [
-        *harel_command(),
+        *durastate_command(),
         "--connect-retries",
         "10",
         "serve",
@@ -68,8 +68,8 @@ class Workers:
         self.env = {
             **os.environ,
             "PYTHONPATH": path,
-            "HAREL_MW_PROBE_DSN": DSN,
-            "HAREL_MW_PROBE_SCHEMA": schema,
+            "DURASTATE_MW_PROBE_DSN": DSN,
+            "DURASTATE_MW_PROBE_SCHEMA": schema,
         }
         self.procs: list[subprocess.Popen[bytes]] = []
 
@@ -177,7 +177,7 @@ def check_exactly_once(admin: Any, schema: str, ids: list[str]) -> dict[str, lis
     return probes
 
 
-def test_four_harel_serve_processes_share_the_work_exactly_once(
+def test_four_durastate_serve_processes_share_the_work_exactly_once(
     dsn: str, schema: str, admin: Any, workers: Workers
 ) -> None:
     ids = queue_work(dsn, schema, admin)
@@ -196,7 +196,7 @@ def test_a_worker_killed_mid_run_loses_and_duplicates_nothing(
 ) -> None:
     ids = queue_work(dsn, schema, admin)
     # The victim hangs in the middle of its 20th step, holding claims; then it is SIGKILLed there.
-    victim = workers.start(serve_command(dsn, "--lease", "8"), HAREL_MW_STALL_AFTER="20")
+    victim = workers.start(serve_command(dsn, "--lease", "8"), DURASTATE_MW_STALL_AFTER="20")
     for _ in range(3):
         workers.start(serve_command(dsn, "--lease", "8"))  # a dead worker's claims return after 8 s
     deadline = time.monotonic() + DEADLINE

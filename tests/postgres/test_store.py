@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from harel.engine.model import Event, Execution
-from harel.engine.store._base import TimerOp
-from harel.engine.store.postgres import PostgresStore, connect_with_retry, split_schema
-from harel.errors import StoreConflict, StoreUnavailable
+from durastate.engine.model import Event, Execution
+from durastate.errors import StoreConflict, StoreUnavailable
+from durastate.store.base import TimerOp
+from durastate.store.postgres.sync import PostgresStore, connect_with_retry, split_schema
 
 from .conftest import DSN, RoundTrips, connect, psycopg
 
@@ -35,7 +35,7 @@ def test_fast_path_commit_is_one_round_trip(store: PostgresStore, tmp_path: Path
     with RoundTrips(store._conn, str(tmp_path / "trace")) as rt:
         store.commit(exe, [], processed_event_id="e1", trace={"event": "go"})
     assert rt.count == 1
-    assert len(rt.statements) == 1  # one statement: SELECT harel_commit_cas(…)
+    assert len(rt.statements) == 1  # one statement: SELECT durastate_commit_cas(…)
     assert store.is_processed(exe.id, "e1")
     assert store.read_trace(exe.id) == [{"event": "go", "index": 0}]
 
@@ -84,7 +84,7 @@ def test_the_function_returns_false_on_a_conflict_and_leaves_the_transaction_usa
     store.save(exe)
     with connect(autocommit=False) as conn:
         ok = conn.execute(
-            f'SELECT "{schema}".harel_commit_cas(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)',
+            f'SELECT "{schema}".durastate_commit_cas(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)',
             (exe.id, "d", exe.model_dump_json(), 7, "", "running", None, None, None, None, 0, False),
         ).fetchone()[0]
         assert ok is False
@@ -265,8 +265,8 @@ def test_the_schema_option_of_the_dsn_keeps_everything_in_that_schema(
 
 
 def _create(dsn: str, barrier: Any) -> None:
-    from harel.engine.store.postgres import PostgresStore
-    from harel.transport.postgres import PostgresTransport
+    from durastate.store.postgres.sync import PostgresStore
+    from durastate.transport.postgres import PostgresTransport
 
     barrier.wait()
     PostgresStore.from_dsn(dsn, connect_attempts=3).close()
@@ -292,7 +292,7 @@ def test_reopening_does_not_rewrite_an_unchanged_function(dsn: str, schema: str,
     def proc_xmin() -> Any:
         return admin.execute(
             "SELECT p.xmin::text FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace "
-            "WHERE n.nspname = %s AND p.proname = 'harel_commit_cas'",
+            "WHERE n.nspname = %s AND p.proname = 'durastate_commit_cas'",
             (schema,),
         ).fetchone()
 

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from harel.engine.model import Event
-from harel.transport.base import QueueTransport
-from harel.transport.postgres import PostgresTransport
+from durastate.engine.model import Event
+from durastate.transport.base import QueueTransport
+from durastate.transport.postgres import PostgresTransport
 
 from .conftest import RoundTrips
 

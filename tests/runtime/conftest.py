@@ -8,12 +8,12 @@ from typing import Any
 
 import pytest
 
-from harel.engine import DefinitionRegistry, load_definition
-from harel.engine.model import Event, Execution
-from harel.engine.store import DictStore
-from harel.engine.store._base import Emit, ExecutionStore, Spawn, TimerOp
-from harel.runtime import ManualClock
-from harel.runtime.worker import returns_live_objects
+from durastate.engine import DefinitionRegistry, load_definition
+from durastate.engine.model import Event, Execution
+from durastate.runtime import ManualClock
+from durastate.runtime.worker import returns_live_objects
+from durastate.store import DictStore
+from durastate.store.base import Emit, ExecutionStore, Spawn, TimerOp
 
 INC = {"assign": {"count": {"add": ["$context.count", 1]}}}
 
@@ -126,7 +126,7 @@ def any_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Execut
     if request.param == "dict":
         yield DictStore()
         return
-    from harel.engine.store import SqliteStore
+    from durastate.store import SqliteStore
 
     store = SqliteStore(tmp_path / "runtime.db")
     yield store

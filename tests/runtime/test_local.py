@@ -7,12 +7,12 @@ import threading
 
 import pytest
 
-from harel.engine import DefinitionRegistry
-from harel.engine.model import START, Event
-from harel.engine.store import DictStore
-from harel.errors import StoreUnavailable, UnknownDefinition
-from harel.runtime import LocalRuntime, ManualClock
-from harel.transport import Claimed, InMemoryTransport
+from durastate.engine import DefinitionRegistry
+from durastate.engine.model import START, Event
+from durastate.errors import StoreUnavailable, UnknownDefinition
+from durastate.runtime import LocalRuntime, ManualClock
+from durastate.store import DictStore
+from durastate.transport import Claimed, InMemoryTransport
 
 from .conftest import ev
 
@@ -49,7 +49,7 @@ def test_bad_input_becomes_dead_letters_not_retries_or_silent_drops(
     rt.send("bad", Event(id="s2", name=START, data={"context": {}}))
     rt.start("counter", execution_id="ok")
     rt.send("ok", ev("inc"))
-    with caplog.at_level(logging.ERROR, logger="harel.runtime"):
+    with caplog.at_level(logging.ERROR, logger="durastate.runtime"):
         stats = rt.run_until_idle()
     assert stats.idle and stats.dead_lettered == 3 and stats.retried == 0
     by_target = {d.target_id: d for d in rt.dead_letters}
@@ -189,6 +189,6 @@ def test_serve_survives_a_failing_relay(
 
     rt.relay.run_once = flaky  # type: ignore[method-assign]
     rt.start("counter", execution_id="c1")
-    with caplog.at_level(logging.ERROR, logger="harel.runtime"):
+    with caplog.at_level(logging.ERROR, logger="durastate.runtime"):
         rt.serve(stop, poll_interval=0.001)
     assert "round failed" in caplog.text and rt.get("c1") is not None

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from harel.engine.model import Event
-from harel.runtime.clock import ManualClock
-from harel.transport import Claimed, InMemorySink, InMemoryTransport, QueueTransport, Sink, Transport
+from durastate.engine.model import Event
+from durastate.runtime.clock import ManualClock
+from durastate.transport import Claimed, InMemorySink, InMemoryTransport, QueueTransport, Sink, Transport
 
 
 def ev(name: str) -> Event:

@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from harel.engine import DefinitionRegistry
-from harel.engine.model import FINISHED, Event, Execution
-from harel.engine.store import DictStore
-from harel.engine.store._base import ExecutionStore
-from harel.runtime import LocalRuntime, ManualClock
-from harel.transport import InMemorySink, InMemoryTransport, QueueTransport
+from durastate.engine import DefinitionRegistry
+from durastate.engine.model import FINISHED, Event, Execution
+from durastate.runtime import LocalRuntime, ManualClock
+from durastate.store import DictStore
+from durastate.store.base import ExecutionStore
+from durastate.transport import InMemorySink, InMemoryTransport, QueueTransport
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -37,10 +37,10 @@ def rt(request: pytest.FixtureRequest, examples: DefinitionRegistry,
     if request.param == "dict":
         store, transport = DictStore(), InMemoryTransport(clock)
     else:
-        from harel.engine.store import SqliteStore
-        from harel.transport.sqlite import SqliteTransport
+        from durastate.store import SqliteStore
+        from durastate.transport.sqlite import SqliteTransport
 
-        store = SqliteStore(tmp_path / "harel.db")
+        store = SqliteStore(tmp_path / "durastate.db")
         transport = SqliteTransport(store, clock)
     runtime = LocalRuntime(store, examples, transport, clock, sink=InMemorySink())
     yield runtime
@@ -112,7 +112,7 @@ def test_an_order_is_paid_packed_shipped_and_completed(rt: LocalRuntime) -> None
     (notice,) = [e for e in rt.sink.events if e.name == FINISHED]
     assert notice.data["outcome"] == "fulfilled" and notice.data["output"]["tracking"] == "TRK-1"
     steps = [(t["event"], t["to"]) for t in rt.store.read_trace("o1")]
-    assert steps[0] == ("harel.start", "cart") and steps[-1] == ("harel.finished", "completed")
+    assert steps[0] == ("durastate.start", "cart") and steps[-1] == ("durastate.finished", "completed")
 
 
 def test_a_payment_that_times_out_fails_the_order(rt: LocalRuntime) -> None:

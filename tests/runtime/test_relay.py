@@ -6,14 +6,14 @@ import logging
 
 import pytest
 
-from harel.engine import DefinitionRegistry
-from harel.engine.model import FINISHED, Event
-from harel.engine.store import DictStore
-from harel.engine.store._base import SpawnEntry
-from harel.errors import DeliveryFailed
-from harel.runtime import LocalRuntime, ManualClock, Relay, Worker
-from harel.runtime.relay import UNDELIVERABLE
-from harel.transport import InMemorySink, InMemoryTransport
+from durastate.engine import DefinitionRegistry
+from durastate.engine.model import FINISHED, Event
+from durastate.errors import DeliveryFailed
+from durastate.runtime import LocalRuntime, ManualClock, Relay, Worker
+from durastate.runtime.relay import UNDELIVERABLE
+from durastate.store import DictStore
+from durastate.store.base import SpawnEntry
+from durastate.transport import InMemorySink, InMemoryTransport
 
 from .conftest import HookedStore, ev
 from .test_worker import start_event
@@ -142,9 +142,9 @@ def test_untargeted_emits_go_to_the_sink_or_are_dropped_with_a_log_line(
     (notice,) = sink.events
     assert notice.name == FINISHED and notice.data["status"] == "finished" and notice.data["outcome"] == "ok"
     w.handle("c2", ev("stop"))
-    with caplog.at_level(logging.INFO, logger="harel.runtime"):
+    with caplog.at_level(logging.INFO, logger="durastate.runtime"):
         assert Relay(store, registry, transport).run_once().published == 1
-    assert "harel.finished" in caplog.text and "no sink" in caplog.text
+    assert "durastate.finished" in caplog.text and "no sink" in caplog.text
     assert store.pending_outbox() == []
 
 

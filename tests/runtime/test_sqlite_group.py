@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from harel.engine import DefinitionRegistry
-from harel.engine.model import START, Event
-from harel.engine.store.sqlite import SqliteStore
-from harel.runtime import LocalRuntime, ManualClock
-from harel.transport.sqlite import SqliteTransport
+from durastate.engine import DefinitionRegistry
+from durastate.engine.model import START, Event
+from durastate.runtime import LocalRuntime, ManualClock
+from durastate.store.sqlite.sync import SqliteStore
+from durastate.transport.sqlite import SqliteTransport
 
 
 @pytest.fixture

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from harel.engine import DefinitionRegistry, timeout_event_id
-from harel.engine.model import TIMEOUT, Event
-from harel.engine.store import DictStore
-from harel.runtime import LocalRuntime, ManualClock, Sweeper, Worker
-from harel.transport import InMemoryTransport
+from durastate.engine import DefinitionRegistry, timeout_event_id
+from durastate.engine.model import TIMEOUT, Event
+from durastate.runtime import LocalRuntime, ManualClock, Sweeper, Worker
+from durastate.store import DictStore
+from durastate.transport import InMemoryTransport
 
 from .conftest import ev
 from .test_worker import start_event

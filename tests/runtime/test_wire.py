@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from harel.engine.model import Event
-from harel.errors import MalformedEvent
-from harel.transport.wire import Envelope, dump_envelope, parse_envelope
+from durastate.engine.model import Event
+from durastate.errors import MalformedEvent
+from durastate.transport.wire import Envelope, dump_envelope, parse_envelope
 
 
 def test_round_trip_is_exact_from_text_bytes_and_mapping() -> None:

@@ -1,4 +1,4 @@
-"""The worker: creation on harel.start, dedupe of redelivered ids, conflict retries, typed errors."""
+"""The worker: creation on durastate.start, dedupe of redelivered ids, conflict retries, typed errors."""
 
 from __future__ import annotations
 
@@ -7,13 +7,19 @@ from pathlib import Path
 
 import pytest
 
-from harel.engine import DefinitionRegistry, load_definition
-from harel.engine.model import FINISHED, START, Event, Execution
-from harel.engine.store import DictStore
-from harel.engine.store._base import ExecutionStore
-from harel.errors import ExecutionTooLarge, MalformedEvent, StoreConflict, UnknownDefinition, UnknownExecution
-from harel.runtime import HandleResult, ManualClock, Worker
-from harel.runtime.worker import detached_copy, returns_live_objects
+from durastate.engine import DefinitionRegistry, load_definition
+from durastate.engine.model import FINISHED, START, Event, Execution
+from durastate.errors import (
+    ExecutionTooLarge,
+    MalformedEvent,
+    StoreConflict,
+    UnknownDefinition,
+    UnknownExecution,
+)
+from durastate.runtime import HandleResult, ManualClock, Worker
+from durastate.runtime.worker import detached_copy, returns_live_objects
+from durastate.store import DictStore
+from durastate.store.base import ExecutionStore
 
 from .conftest import HookedStore, ev
 
@@ -218,7 +224,7 @@ def test_a_definition_missing_from_the_registry_for_an_existing_execution_is_typ
         Worker(dict_store, registry).handle("z", ev("inc"))
 
 
-def test_a_pre_saved_unstarted_execution_is_started_by_harel_start(
+def test_a_pre_saved_unstarted_execution_is_started_by_durastate_start(
         dict_store: DictStore, registry: DefinitionRegistry) -> None:
     dict_store.save(Execution(id="pre", definition_id="counter", context={"count": 5}))
     assert Worker(dict_store, registry).handle("pre", start_event("pre")) == "applied"
@@ -248,7 +254,7 @@ class CountingStore(HookedStore):
 
 @pytest.fixture
 def sqlite_store(tmp_path: Path) -> Iterator[ExecutionStore]:
-    from harel.engine.store import SqliteStore
+    from durastate.store import SqliteStore
 
     with SqliteStore(tmp_path / "keep.db") as store:
         yield store

@@ -7,13 +7,13 @@ import signal
 from multiprocessing.synchronize import Event as MpEvent
 from typing import Any
 
-from harel.engine.model import Event
-from harel.errors import StoreConflict
+from durastate.engine.model import Event
+from durastate.errors import StoreConflict
 
 
 def bump_counter(path: str, worker: int, rounds: int, start: Any, out: Any) -> None:
     """Increment one shared counter ``rounds`` times (load, modify, commit; retry on conflict)."""
-    from harel.engine.store.sqlite import SqliteStore
+    from durastate.store.sqlite.sync import SqliteStore
 
     store = SqliteStore(path, busy_timeout=60.0)
     conflicts = 0
@@ -35,7 +35,7 @@ def bump_counter(path: str, worker: int, rounds: int, start: Any, out: Any) -> N
 
 def commit_stale(path: str, loaded: MpEvent, go: MpEvent, out: Any) -> None:
     """Load at the current version, wait until the parent advanced it, then commit: must conflict."""
-    from harel.engine.store.sqlite import SqliteStore
+    from durastate.store.sqlite.sync import SqliteStore
 
     store = SqliteStore(path)
     exe = store.load("e1")
@@ -53,7 +53,7 @@ def commit_stale(path: str, loaded: MpEvent, go: MpEvent, out: Any) -> None:
 
 def send_then_die(path: str, sent: MpEvent) -> None:
     """Send to the durable inbox, report, then wait to be SIGKILLed (never closes anything)."""
-    from harel.transport.sqlite import SqliteTransport
+    from durastate.transport.sqlite import SqliteTransport
 
     t = SqliteTransport(path)
     t.send([("order-1", Event(id="ev-1", name="submit", data={"n": 1})),
@@ -64,9 +64,9 @@ def send_then_die(path: str, sent: MpEvent) -> None:
 
 def open_fresh_and_commit(path: str, worker: int, start: Any, out: Any) -> None:
     """Open a file that may not exist yet (racing the other openers), then write to it."""
-    from harel.engine.model import Execution
-    from harel.engine.store.sqlite import SqliteStore
-    from harel.transport.sqlite import SqliteTransport
+    from durastate.engine.model import Execution
+    from durastate.store.sqlite.sync import SqliteStore
+    from durastate.transport.sqlite import SqliteTransport
 
     start.wait()
     store = SqliteStore(path)

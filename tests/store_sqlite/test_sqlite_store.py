@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from harel.engine.model import Event, Execution
-from harel.engine.store import open_store
-from harel.engine.store._base import AsyncExecutionStore, ExecutionStore, TimerOp
-from harel.engine.store.sqlite import SqliteStore
-from harel.errors import StoreConflict, StoreUnavailable
+from durastate.engine.model import Event, Execution
+from durastate.errors import StoreConflict, StoreUnavailable
+from durastate.store import open_store
+from durastate.store.base import AsyncExecutionStore, ExecutionStore, TimerOp
+from durastate.store.sqlite.sync import SqliteStore
 
 from . import _procs
 
@@ -22,7 +22,7 @@ SPAWN = mp.get_context("spawn")
 
 
 def test_is_an_execution_store(tmp_path: Path) -> None:
-    from harel.engine.aio_store.sqlite import AsyncSqliteStore
+    from durastate.store.sqlite.aio import AsyncSqliteStore
 
     with SqliteStore(tmp_path / "a.db") as store:
         assert isinstance(store, ExecutionStore)
@@ -94,7 +94,7 @@ def test_schema_from_the_future_is_refused(tmp_path: Path) -> None:
     conn = sqlite3.connect(path)
     conn.execute("PRAGMA user_version = 99")
     conn.close()
-    with pytest.raises(StoreUnavailable, match="upgrade harel"):
+    with pytest.raises(StoreUnavailable, match="upgrade durastate"):
         SqliteStore(path)
 
 
@@ -210,7 +210,7 @@ def test_processes_racing_one_execution_lose_nothing(tmp_path: Path) -> None:
 
 
 async def test_async_store_concurrent_commits(tmp_path: Path) -> None:
-    from harel.engine.aio_store.sqlite import AsyncSqliteStore
+    from durastate.store.sqlite.aio import AsyncSqliteStore
 
     path = tmp_path / "h.db"
     store = AsyncSqliteStore(path, synchronous="FULL")
@@ -256,7 +256,7 @@ def test_not_a_database(tmp_path: Path) -> None:
 
 
 def test_the_trace_ring_is_trimmed_in_batches_and_reads_show_the_newest_steps(tmp_path: Path) -> None:
-    from harel.engine.store._sql import TRIM_EVERY
+    from durastate.store.sql import TRIM_EVERY
 
     with SqliteStore(tmp_path / "ring.db", trace_max=5) as store:
         exe = Execution(id="r", definition_id="d")

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from harel.engine.model import Event
-from harel.engine.store.sqlite import SqliteStore
-from harel.transport.base import Claimed, QueueTransport
-from harel.transport.sqlite import SqliteTransport
+from durastate.engine.model import Event
+from durastate.store.sqlite.sync import SqliteStore
+from durastate.transport.base import Claimed, QueueTransport
+from durastate.transport.sqlite import SqliteTransport
 
 from . import _procs
 
@@ -265,7 +265,7 @@ def test_a_duplicate_of_a_head_makes_no_second_head(tmp_path: Path) -> None:
         assert_heads(path)
 
 
-_OLD_DDL = (  # the inbox as harel wrote it before the head flag
+_OLD_DDL = (  # the inbox as durastate wrote it before the head flag
     "CREATE TABLE inbox (seq INTEGER PRIMARY KEY AUTOINCREMENT, target_id TEXT NOT NULL, "
     "event_id TEXT NOT NULL, event TEXT NOT NULL, attempts INTEGER NOT NULL DEFAULT 0, token TEXT, "
     "lease_until REAL)",

@@ -1,0 +1,46 @@
+"""What every command module shares: its :class:`~durastate.cli.session.Session` and the common options."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any
+
+import typer
+
+from durastate.cli.session import Session, Settings, UsageError
+
+StoreOption = Annotated[str | None, typer.Option(
+    "--store", "-s", metavar="URL", help="Store URL (overrides the global --store and DURASTATE_STORE).")]
+DefinitionsOption = Annotated[str | None, typer.Option(
+    "--definitions", "-d", metavar="DIR", help="Definitions folder (overrides the global --definitions "
+                                               "and DURASTATE_DEFINITIONS).")]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table (for scripts).")]
+
+
+def session(ctx: typer.Context, store: str | None = None, definitions: str | None = None) -> Session:
+    """The command's :class:`Session` (global options + the command's own), closed when it ends."""
+    root = ctx.find_root()
+    settings = root.obj if isinstance(root.obj, Settings) else Settings()
+    sess = Session(settings, store=store, definitions=definitions)
+    ctx.call_on_close(sess.close)
+    return sess
+
+
+def parse_json_object(text: str | None, option: str) -> dict[str, Any]:
+    """Parse a ``--context``/``--data`` value: a JSON object, or nothing (an empty object)."""
+    if text is None or not text.strip():
+        return {}
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"{option} is not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno}): "
+                         f"{_clip(text)}") from exc
+    if not isinstance(value, dict):
+        raise UsageError(f"{option} must be a JSON object like '{{\"amount\": 10}}', got "
+                         f"{type(value).__name__}: {_clip(text)}")
+    return value
+
+
+def _clip(text: str, limit: int = 60) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -1,0 +1,223 @@
+"""Commands about executions: ``start``, ``send``, ``show``, ``list``, ``trace``.
+
+``start`` and ``send`` check what they can before anything is queued — the definition exists, the JSON
+parses, the execution exists (or its start is already queued), the definition handles the event — and
+then hand the event to :mod:`durastate.cli.delivery`, which queues it in the store's durable inbox (applied
+by ``durastate serve``) or, for a store without one, applies it in this process.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from durastate.cli import output
+from durastate.cli.common import DefinitionsOption, JsonOption, StoreOption, parse_json_object, session
+from durastate.cli.delivery import QUEUED_UNKNOWN, deliver, queued_start
+from durastate.cli.introspect import handled_events
+from durastate.cli.session import UsageError
+from durastate.engine.model import CANCEL, RESERVED_PREFIX, START, STATUSES, Event, new_id
+from durastate.errors import UnknownExecution
+
+MAX_ID = 128
+
+
+def register(app: typer.Typer) -> None:
+    app.command("start")(start)
+    app.command("send")(send)
+    app.command("show")(show)
+    app.command("list")(list_)
+    app.command("trace")(trace)
+
+
+def start_event_id(execution_id: str) -> str:
+    """Deterministic: starting the same id twice queues the same event, which applies once."""
+    return f"{execution_id}:start"
+
+
+def start(
+    ctx: typer.Context,
+    definition: Annotated[str, typer.Argument(help="Definition id (the `id:` of a file in the definitions "
+                                                   "folder).")],
+    execution_id: Annotated[str | None, typer.Option(
+        "--id", help="Execution id; starting an id that exists does nothing (idempotent). "
+                     "Default: a new uuid.")] = None,
+    context: Annotated[str | None, typer.Option(
+        "--context", "-c", metavar="JSON", help="Initial context, a JSON object merged over the "
+                                                "definition's default context.")] = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only the execution id.")] = False,
+    store: StoreOption = None,
+    definitions: DefinitionsOption = None,
+) -> None:
+    """Start an execution of DEFINITION."""
+    sess = session(ctx, store, definitions)
+    data_context = parse_json_object(context, "--context")
+    defn = sess.registry.get(definition)
+    exe_id = _check_id(execution_id) if execution_id is not None else new_id()
+    existing = sess.store.load(exe_id)
+    if existing is not None:
+        output.warn(f"execution {exe_id} already exists ({existing.definition_id}, {existing.status}); "
+                    "start is idempotent, nothing was queued")
+        if quiet:
+            output.say(exe_id)
+        else:
+            output.show_execution(existing)
+        return
+    event = Event(id=start_event_id(exe_id), name=START,
+                  data={"definition_id": defn.id, "context": data_context})
+    result = deliver(sess, exe_id, event)
+    if quiet:
+        output.say(exe_id)
+    elif result.queued:
+        output.say(f"started {exe_id} ({defn.id}): queued, `durastate serve` applies it")
+    else:
+        output.say(f"started {exe_id} ({defn.id})")
+        if result.execution is not None:
+            output.show_execution(result.execution)
+
+
+def send(
+    ctx: typer.Context,
+    execution_id: Annotated[str, typer.Argument(metavar="ID", help="The execution to send to.")],
+    event_name: Annotated[str, typer.Argument(metavar="EVENT", help="Event name, e.g. `submit`.")],
+    data: Annotated[str | None, typer.Option("--data", "-D", metavar="JSON",
+                                             help="Event data, a JSON object.")] = None,
+    event_id: Annotated[str | None, typer.Option(
+        "--id", metavar="EVENT_ID", help="Event id: the dedupe key; sending the same id twice applies it "
+                                         "once. Default: a new uuid.")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Send even if no state of the definition handles "
+                                                        "EVENT or the execution has ended.")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only the event id.")] = False,
+    store: StoreOption = None,
+    definitions: DefinitionsOption = None,
+) -> None:
+    """Send EVENT to execution ID."""
+    sess = session(ctx, store, definitions)
+    payload = parse_json_object(data, "--data")
+    if event_name.startswith(RESERVED_PREFIX) and event_name != CANCEL:
+        raise UsageError(f"event names starting with {RESERVED_PREFIX!r} are reserved for the runtime "
+                         f"(only {CANCEL!r} may be sent by hand)")
+    eid = _check_id(event_id, "event id") if event_id is not None else new_id()
+    exe = sess.store.load(execution_id)
+    definition_id: str | None
+    if exe is not None:
+        definition_id = exe.definition_id
+        if exe.status != "running" and not force:
+            outcome = f" ({exe.outcome})" if exe.outcome else ""
+            raise UsageError(f"execution {execution_id} has {exe.status}{outcome} and takes no more events "
+                             "(--force sends it anyway)")
+    else:
+        definition_id = queued_start(sess, execution_id)
+        if definition_id is None:
+            raise UnknownExecution(execution_id)
+    if event_name != CANCEL and not force:
+        if definition_id == QUEUED_UNKNOWN:
+            pass  # its start is queued but this inbox cannot show which definition: nothing to check
+        elif sess.definitions_dir is None and sess.inbox is not None:
+            # Only a check here (serve needs the definitions, send does not): say it was skipped.
+            output.note("no definitions folder (--definitions / DURASTATE_DEFINITIONS): event name not checked")
+        else:
+            defn = sess.registry.get(definition_id)
+            _check_event(defn.id, handled_events(defn), event_name)
+    event = Event(id=eid, name=event_name, data=payload)
+    result = deliver(sess, execution_id, event)
+    if quiet:
+        output.say(eid)
+    elif result.queued:
+        output.say(f"queued {event_name} for {execution_id} (event {eid})")
+    else:
+        output.say(f"sent {event_name} to {execution_id} (event {eid}): {result.outcome}")
+        if result.execution is not None:
+            output.show_execution(result.execution)
+
+
+def _check_event(definition_id: str, known: set[str], name: str) -> None:
+    if name in known:
+        return
+    listed = ", ".join(sorted(known)) or "none"
+    raise UsageError(f"definition {definition_id!r} has no transition on event {name!r} (known events: "
+                     f"{listed}); --force sends it anyway")
+
+
+def _check_id(value: str, what: str = "execution id") -> str:
+    if not value or len(value) > MAX_ID or any(c.isspace() for c in value):
+        raise UsageError(f"{what} {value!r} must be 1 to {MAX_ID} characters without spaces")
+    return value
+
+
+def show(
+    ctx: typer.Context,
+    execution_id: Annotated[str, typer.Argument(metavar="ID")],
+    as_json: JsonOption = False,
+    store: StoreOption = None,
+) -> None:
+    """Show execution ID: status, active state(s), context, children and armed timers."""
+    sess = session(ctx, store)
+    exe = sess.store.load(execution_id)
+    if exe is None:
+        pending = queued_start(sess, execution_id)
+        if pending is not None:
+            what = f" ({pending})" if pending else ""
+            raise UsageError(f"execution {execution_id}{what} is queued but not started yet; "
+                             "run `durastate serve` to apply it")
+        raise UnknownExecution(execution_id)
+    children = [c for c in (sess.store.load(cid) for cid in exe.children) if c is not None]
+    if as_json:
+        output.print_json(output.execution_json(exe, children))
+    else:
+        output.show_execution(exe, children)
+
+
+def list_(
+    ctx: typer.Context,
+    status: Annotated[list[str] | None, typer.Option(
+        "--status", help=f"Only this status (repeatable): {', '.join(STATUSES)}.")] = None,
+    definition: Annotated[str | None, typer.Option("--definition", help="Only this definition id.")] = None,
+    roots: Annotated[bool, typer.Option("--roots", help="Only top-level executions (no region or "
+                                                        "invoked children).")] = False,
+    limit: Annotated[int, typer.Option("--limit", "-n", min=1, max=10_000, help="At most this many.")] = 50,
+    cursor: Annotated[str | None, typer.Option("--cursor", help="Continue a previous listing.")] = None,
+    as_json: JsonOption = False,
+    store: StoreOption = None,
+) -> None:
+    """List executions, optionally filtered by status and definition."""
+    statuses: list[str] = []
+    for item in status or []:
+        statuses.extend(s.strip() for s in item.split(",") if s.strip())
+    bad = [s for s in statuses if s not in STATUSES]
+    if bad:
+        raise UsageError(f"unknown status {bad[0]!r}; use one of {', '.join(STATUSES)}")
+    sess = session(ctx, store)
+    page = sess.store.list_executions(definition_id=definition, status=statuses or None, roots_only=roots,
+                                      limit=limit, cursor=cursor)
+    if as_json:
+        output.print_json({"items": [output.summary_json(s) for s in page.items],
+                           "next_cursor": page.next_cursor})
+        return
+    output.list_executions(page.items)
+    if page.next_cursor:
+        output.note(f"more: durastate list --cursor {page.next_cursor}" + (f" --limit {limit}" if limit != 50
+                                                                        else ""))
+
+
+def trace(
+    ctx: typer.Context,
+    execution_id: Annotated[str, typer.Argument(metavar="ID")],
+    last: Annotated[int | None, typer.Option("--last", "-n", min=1, help="Only the last N steps.")] = None,
+    ids: Annotated[bool, typer.Option("--ids", help="Show each step's event id.")] = False,
+    as_json: JsonOption = False,
+    store: StoreOption = None,
+) -> None:
+    """Print the recorded steps of execution ID, oldest first."""
+    sess = session(ctx, store)
+    exe = sess.store.load(execution_id)
+    if exe is None:
+        raise UnknownExecution(execution_id)
+    steps = sess.store.read_trace(execution_id)
+    if last is not None:
+        steps = steps[-last:]
+    if as_json:
+        output.print_json(steps)
+    else:
+        output.show_trace(execution_id, steps, ids)

@@ -1,0 +1,234 @@
+"""Rich rendering for the ``durastate`` command: what a person reads at a glance.
+
+Results go to stdout, diagnostics (errors, warnings, progress notes) to stderr, so a script can pipe
+the result of a command and still see why it failed. Long lines are never wrapped: an error stays one
+line however narrow the terminal. Every command that prints a table also has a ``--json`` form.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from durastate.engine.model import Execution
+from durastate.store import ExecutionSummary
+
+_WIDTH = None if sys.stdout.isatty() else 160
+"""Piped output (scripts, the demo, CI logs) is not squeezed into rich's 80-column default."""
+console = Console(highlight=False, soft_wrap=True, width=_WIDTH)
+err_console = Console(stderr=True, highlight=False, soft_wrap=True, width=_WIDTH)
+
+STATUS_STYLE = {"running": "cyan", "finished": "green", "failed": "red", "cancelled": "yellow"}
+
+
+def error(message: str) -> None:
+    err_console.print(Text.assemble(("error: ", "bold red"), message))
+
+
+def warn(message: str) -> None:
+    err_console.print(Text.assemble(("warning: ", "bold yellow"), message))
+
+
+def note(message: str) -> None:
+    err_console.print(Text(message, style="dim"))
+
+
+def say(message: str | Text) -> None:
+    """Print a result line. Plain strings are taken literally (ids and data may contain "[...]")."""
+    console.print(Text(message) if isinstance(message, str) else message)
+
+
+def _cells(*values: str | Text) -> list[Text]:
+    """Table cells taken literally: rich would read "[...]" in a user's id as markup."""
+    return [v if isinstance(v, Text) else Text(v) for v in values]
+
+
+def print_json(value: Any) -> None:
+    """Plain JSON on stdout (no colour, no wrapping): for ``jq`` and scripts."""
+    console.file.write(json.dumps(value, indent=2, sort_keys=False, default=str) + "\n")
+
+
+def status_text(status: str, outcome: str | None = None) -> Text:
+    label = status if not outcome else f"{status} ({outcome})"
+    return Text(label, style=STATUS_STYLE.get(status, ""))
+
+
+def compact(value: Any, limit: int = 80) -> str:
+    text = json.dumps(value, separators=(", ", ": "), default=str)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def when(epoch: float | None, now: float | None = None) -> str:
+    """An absolute UTC time plus how far away it is ("2026-01-01 10:00:00Z, in 29s")."""
+    if epoch is None:
+        return "-"
+    now = time.time() if now is None else now
+    stamp = time.strftime("%Y-%m-%d %H:%M:%SZ", time.gmtime(epoch))
+    delta = epoch - now
+    rel = f"in {_span(delta)}" if delta >= 0 else f"{_span(-delta)} ago"
+    return f"{stamp}, {rel}"
+
+
+def _span(seconds: float) -> str:
+    if seconds < 1:
+        return f"{seconds:.1f}s"
+    if seconds < 120:
+        return f"{seconds:.0f}s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f}m"
+    if seconds < 172800:
+        return f"{seconds / 3600:.1f}h"
+    return f"{seconds / 86400:.1f}d"
+
+
+# -- show ---------------------------------------------------------------------------------------------
+def execution_json(exe: Execution, children: Sequence[Execution] = ()) -> dict[str, Any]:
+    data = exe.model_dump(mode="json")
+    if children:
+        data["child_executions"] = [c.model_dump(mode="json") for c in children]
+    return data
+
+
+def show_execution(exe: Execution, children: Sequence[Execution] = (), now: float | None = None) -> None:
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="bold")
+    grid.add_column()
+    grid.add_row("execution", Text(exe.id, style="bold"))
+    grid.add_row("definition", Text(exe.definition_id))
+    grid.add_row("status", status_text(exe.status, exe.outcome))
+    if exe.error:
+        grid.add_row("error", Text(exe.error, style="red"))
+    grid.add_row("active", active_text(exe, children))
+    if exe.parent_id:
+        grid.add_row("parent", Text(f"{exe.parent_id}" + (f" (as {exe.child_id})" if exe.child_id else "")))
+    if exe.root_path:
+        grid.add_row("region", Text(exe.root_path))
+    grid.add_row("version", str(exe.version))
+    if exe.updated_at:
+        grid.add_row("updated", when(exe.updated_at, now))
+    console.print(grid)
+    console.print(Text("context", style="bold"))
+    console.print(Text(json.dumps(exe.context, indent=2, default=str) if exe.context else "  {}"))
+    if exe.timers:
+        table = Table(title=None, show_edge=False, pad_edge=False, box=None, header_style="bold")
+        table.add_column("armed timer")
+        table.add_column("fires")
+        for path, fire_at in sorted(exe.timers.items(), key=lambda kv: kv[1]):
+            table.add_row(*_cells(path, when(fire_at, now)))
+        console.print(table)
+    else:
+        console.print(Text.assemble(("timers", "bold"), "   none armed"))
+    if exe.children:
+        by_id = {c.id: c for c in children}
+        table = Table(show_edge=False, pad_edge=False, box=None, header_style="bold")
+        table.add_column("child")
+        table.add_column("kind")
+        table.add_column("state")
+        table.add_column("status")
+        table.add_column("active")
+        for cid, ref in exe.children.items():
+            child = by_id.get(cid)
+            status = child.status if child else ref.status
+            outcome = child.outcome if child else ref.outcome
+            table.add_row(*_cells(cid, ref.kind, ref.path, status_text(status, outcome),
+                                  relative(child.active_path, ref.path) if child and child.active_path
+                                  else "-"))
+        console.print(table)
+
+
+def active_text(exe: Execution, children: Sequence[Execution] = ()) -> Text:
+    """The active configuration: the leaf, or for a parallel state each running region's leaf."""
+    text = Text(exe.active_path or "(not started)", style="bold magenta")
+    running = [c for c in children if c.parent_id == exe.id and c.child_id in exe.children
+               and exe.children[c.child_id].kind == "region"]
+    if running:
+        text.append("  { ")
+        for i, child in enumerate(running):
+            if i:
+                text.append(" | ")
+            text.append(relative(child.active_path or child.root_path or "?", exe.active_path),
+                        style="magenta")
+        text.append(" }")
+    return text
+
+
+def relative(path: str, scope: str | None) -> str:
+    """``path`` without the ``scope.`` prefix (a region's leaf, shown under its region)."""
+    if scope and path.startswith(scope + "."):
+        return path[len(scope) + 1:]
+    return path
+
+
+# -- list ---------------------------------------------------------------------------------------------
+def summary_json(s: ExecutionSummary) -> dict[str, Any]:
+    return {"id": s.id, "definition_id": s.definition_id, "status": s.status, "outcome": s.outcome,
+            "active_path": s.active_path, "parent_id": s.parent_id, "version": s.version}
+
+
+def list_executions(items: Iterable[ExecutionSummary]) -> None:
+    table = Table(show_edge=False, pad_edge=False, box=None, header_style="bold")
+    for col in ("id", "definition", "status", "active", "parent", "version"):
+        table.add_column(col, justify="right" if col == "version" else "left")
+    count = 0
+    for s in items:
+        count += 1
+        table.add_row(*_cells(s.id, s.definition_id, status_text(s.status, s.outcome), s.active_path or "-",
+                              s.parent_id or "", str(s.version)))
+    if count:
+        console.print(table)
+    else:
+        note("no executions match")
+
+
+# -- trace --------------------------------------------------------------------------------------------
+_RESERVED_NAMES = {"durastate.start": "start", "durastate.timeout": "timeout", "durastate.finished": "child finished",
+                   "durastate.cancel": "cancel"}
+
+
+def trace_line(step: Mapping[str, Any], show_ids: bool = False) -> Text:
+    """One step of a trace as one line: ``#3   submit          idle → processing.payment``."""
+    line = Text()
+    index = step.get("index")
+    line.append(f"#{index:<3} " if isinstance(index, int) else "#?   ", style="dim")
+    event = step.get("event")
+    name = event.get("name") if isinstance(event, Mapping) else event
+    name = _RESERVED_NAMES.get(str(name), str(name or "?"))
+    line.append(f"{name:<16}", style="bold")
+    before, after = step.get("from"), step.get("to")
+    if step.get("ignored"):
+        line.append(f" {before or '-'}  (ignored: nothing handles it here)", style="dim")
+    else:
+        line.append(f" {before or '∅'} → ")
+        line.append(str(after or "∅"), style="magenta")
+    status = step.get("status")
+    if status and status != "running":
+        line.append("  ")
+        line.append_text(status_text(str(status), step.get("outcome")))
+    if step.get("error"):
+        line.append(f"  error: {step['error']}", style="red")
+    for message in step.get("log") or []:
+        line.append(f"  log: {message}", style="cyan")
+    extras = {k: v for k, v in step.items() if k not in _SHOWN and v not in (None, [], {}, "", False)}
+    if show_ids and step.get("event_id"):
+        extras = {"event_id": step["event_id"], **extras}
+    if extras:
+        line.append("  " + " ".join(f"{k}={compact(v, 60)}" for k, v in extras.items()), style="dim")
+    return line
+
+
+_SHOWN = {"index", "event", "event_id", "from", "to", "ignored", "status", "outcome", "error", "log"}
+
+
+def show_trace(execution_id: str, steps: Sequence[Mapping[str, Any]], show_ids: bool = False) -> None:
+    if not steps:
+        note(f"no trace recorded for {execution_id}")
+        return
+    for step in steps:
+        console.print(trace_line(step, show_ids))

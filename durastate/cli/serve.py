@@ -1,0 +1,227 @@
+"""``durastate serve``: the worker, relay and sweeper of :class:`~durastate.runtime.LocalRuntime` in this process.
+
+It drains the store's durable inbox (what ``start``/``send`` queued, what executions emit, the timeouts
+the sweeper fires) until Ctrl-C or SIGTERM. A signal stops it *between* rounds (a round applies at most
+``--batch`` events, then relays and sweeps): every claimed event is committed and acknowledged first,
+so a clean stop loses and repeats nothing. A second signal stops at once — even
+that is safe, since an unfinished claim is retried after its lease and the worker dedupes event ids.
+Several ``serve`` processes may share one store: the inbox hands each execution's events to one of
+them at a time.
+
+``--until-idle`` and ``--once`` make it a batch job for scripts; ``--advance SECONDS`` runs on a clock
+that far ahead of real time, to fire timers in a demo or a test without waiting for them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Annotated, Any
+
+import typer
+from rich.text import Text
+
+from durastate.cli import output
+from durastate.cli.common import DefinitionsOption, StoreOption, session
+from durastate.cli.session import Session, redact
+from durastate.engine.model import CANCEL, FINISHED, START, TIMEOUT, Event
+from durastate.runtime import HandleResult, LocalRuntime, RunStats, Worker
+
+EXCLUSIVE_KEEP = 4096
+"""Executions ``--exclusive`` keeps (a few MB for typical ones; older ones are read again)."""
+
+
+def register(app: typer.Typer) -> None:
+    app.command("serve")(serve)
+
+
+def serve(
+    ctx: typer.Context,
+    until_idle: Annotated[bool, typer.Option(
+        "--until-idle", help="Stop as soon as there is nothing to do now (timers due later stay armed).")
+    ] = False,
+    once: Annotated[bool, typer.Option("--once", help="Run one round (claim a batch, relay, sweep) and stop."
+                                       )] = False,
+    advance: Annotated[float, typer.Option(
+        "--advance", metavar="SECONDS", min=0,
+        help="Run on a clock this many seconds ahead of real time (fires timers early; demos, tests).")
+    ] = 0.0,
+    poll: Annotated[float, typer.Option("--poll", metavar="SECONDS", min=0.01,
+                                        help="How long to wait when idle before looking again.")] = 0.2,
+    batch: Annotated[int, typer.Option("--batch", min=1, max=1000,
+                                       help="Events claimed per round.")] = 32,
+    lease: Annotated[float, typer.Option(
+        "--lease", metavar="SECONDS", min=0.1,
+        help="How long a claimed event is reserved; one a killed server held is retried after this.")
+    ] = 30.0,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No line per event; only the summary.")
+                     ] = False,
+    exclusive: Annotated[bool, typer.Option(
+        "--exclusive",
+        help="This is the only server for this store: keep what it commits and skip the read before the "
+             "next event of the same execution (SQLite, PostgreSQL). Still exactly-once if it is not, but "
+             "steps then run twice on stale copies.")
+    ] = False,
+    store: StoreOption = None,
+    definitions: DefinitionsOption = None,
+) -> None:
+    """Apply queued events, relay what executions emit and fire due timers, until stopped."""
+    sess = session(ctx, store, definitions)
+    _configure_logging()
+    clock = _offset_clock(advance)
+    transport = sess.inbox
+    if transport is None:
+        output.note(f"{sess.scheme}:// has no durable queue here: serving only what this process finds "
+                    "(outbox, spawns, due timers)")
+    runtime = LocalRuntime(sess.store, sess.registry, transport, clock, batch_size=batch,
+                           sink=_PrintSink(quiet), lease_seconds=lease,
+                           keep_committed=EXCLUSIVE_KEEP if exclusive else 0)
+    if exclusive and not runtime.worker.keep_committed:
+        output.note(f"--exclusive has no effect on {sess.scheme}:// (its commits cannot check the event "
+                    "themselves): every event is read first")
+    if not quiet:
+        runtime.worker = _ReportingWorker(runtime.worker, sess)
+    mode = "until idle" if until_idle else ("one round" if once else "until Ctrl-C")
+    shift = f", clock +{advance:g}s" if advance else ""
+    stop = threading.Event()
+    total = RunStats()
+    with _stop_on_signals(stop):
+        # Printed once Ctrl-C / SIGTERM stop cleanly: a supervisor may wait for this line.
+        output.note(f"serving {redact(sess.store_url)} ({mode}{shift})")
+        while not stop.is_set():
+            stats = runtime.run_once()
+            _merge(total, stats)
+            if once:
+                break
+            if stats.idle:
+                if until_idle:
+                    break
+                stop.wait(poll)
+    _summary(sess, total, clock, interrupted=stop.is_set())
+
+
+def _offset_clock(advance: float) -> Callable[[], float]:
+    if not advance:
+        return time.time
+    return lambda: time.time() + advance
+
+
+@contextlib.contextmanager
+def _stop_on_signals(stop: threading.Event) -> Iterator[None]:
+    """SIGINT/SIGTERM set ``stop`` (a clean stop after the current round); a second one aborts."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, frame: Any) -> None:
+        if stop.is_set():
+            raise KeyboardInterrupt
+        output.note(f"{signal.Signals(signum).name}: stopping after the current round "
+                    "(again to stop at once)")
+        stop.set()
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+def _merge(total: RunStats, stats: RunStats) -> None:
+    for name in ("rounds", "handled", "applied", "duplicates", "ignored", "retried", "dead_lettered",
+                 "spawned", "sent", "published", "fired"):
+        setattr(total, name, getattr(total, name) + getattr(stats, name))
+    total.idle = stats.idle
+
+
+def _summary(sess: Session, total: RunStats, clock: Callable[[], float], interrupted: bool) -> None:
+    """One closing line (dead letters were logged as they happened, with their reasons)."""
+    parts = [f"{total.applied} applied", f"{total.ignored} ignored", f"{total.duplicates} duplicate",
+             f"{total.fired} timer(s) fired", f"{total.spawned} child(ren) spawned"]
+    if total.retried:
+        parts.append(f"{total.retried} retried")
+    if total.dead_lettered:
+        parts.append(f"{total.dead_lettered} dead-lettered")
+    head = "stopped" if interrupted else "idle"
+    output.note(f"{head}: " + ", ".join(parts))
+    if not interrupted and sess.scheme in ("sqlite", "memory"):
+        # Embedded stores only: listing every armed timer is a scan on a shared server's table.
+        now = clock()
+        pending = sess.store.due_timers(now + 10 * 365 * 86400.0)
+        if pending:
+            nxt = min(fire_at for _, _, fire_at in pending)
+            output.note(f"{len(pending)} timer(s) armed, next due in {max(0.0, nxt - now):.0f}s "
+                        f"(durastate serve --advance SECONDS fires them early)")
+
+
+def describe_event(event: Event) -> str:
+    """A short, human name for an event, reserved ones included."""
+    data = event.data
+    if event.name == START:
+        return f"start ({data.get('definition_id', '?')})"
+    if event.name == TIMEOUT:
+        return f"timeout ({data.get('path', '?')})"
+    if event.name == FINISHED:
+        return f"child {data.get('child_id', '?')} {data.get('status', 'finished')}"
+    if event.name == CANCEL:
+        return "cancel"
+    return event.name
+
+
+class _ReportingWorker(Worker):
+    """The runtime's worker, plus one progress line per event: who, what, and where it ended up."""
+
+    def __init__(self, inner: Worker, sess: Session) -> None:
+        super().__init__(inner.store, inner.registry, inner.clock, inner.max_conflict_retries,
+                         copy_on_load=inner.copy_on_load, trace=inner.trace,
+                         keep_committed=inner.keep_committed)
+        self._sess = sess
+
+    def handle(self, target_id: str, event: Event) -> HandleResult:
+        result = super().handle(target_id, event)
+        line = Text()
+        line.append(time.strftime("%H:%M:%S "), style="dim")
+        line.append(f"{target_id:<14}", style="bold")
+        line.append(f" ← {describe_event(event):<22}")
+        if result is HandleResult.APPLIED:
+            exe = self.committed(target_id) or self.store.load(target_id)
+            if exe is not None:
+                line.append(" → ")
+                line.append(exe.active_path or "-", style="magenta")
+                if exe.status != "running":
+                    line.append("  ")
+                    line.append_text(output.status_text(exe.status, exe.outcome))
+        else:
+            line.append(f" ({result})", style="dim")
+        output.say(line)
+        return result
+
+
+class _PrintSink:
+    """Untargeted emits: shown on the console, since nothing else listens on a developer's machine."""
+
+    def __init__(self, quiet: bool) -> None:
+        self._quiet = quiet
+
+    def publish(self, events: Any) -> None:
+        if self._quiet:
+            return
+        for event in events:
+            if event.name == FINISHED and not event.data.get("child_id"):
+                continue  # a top-level execution ended: its progress line already says so
+            output.say(Text(f"notification {event.name} {output.compact(event.data, 100)}", style="cyan"))
+
+
+def _configure_logging() -> None:
+    """The runtime's warnings (retries, dead letters) to stderr, once."""
+    log = logging.getLogger("durastate")
+    if not log.handlers:
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+        log.addHandler(handler)
+        log.setLevel(logging.WARNING)

@@ -1,0 +1,134 @@
+"""``DurastateClient``: start executions, send them events and read them back — from any application.
+
+The client never applies events itself: it enqueues them (in the wire format) on a transport, and a worker
+— the Lambda worker on AWS, ``durastate serve`` elsewhere — applies them. Reads go straight to the store.
+
+    client = DurastateClient.for_aws(queue_url=..., table_prefix="durastate")
+    exe_id = client.start("order", context={"total": 120}, execution_id="order-42")   # idempotent
+    client.send(exe_id, "pay", {"amount": 120})
+    client.get(exe_id).status, client.trace(exe_id)
+
+Idempotent start: the start event's id is derived from the execution id (``"{execution_id}:start"``, the
+same convention the engine uses for children), so starting ``order-42`` twice enqueues the same event
+twice — SQS deduplicates it within five minutes, the worker's dedupe mark after that, and a start for an
+execution that already exists is a no-op anyway. Without ``execution_id`` a fresh one is generated.
+``send`` takes an optional ``event_id`` for the same reason: a caller that retries a send after a timeout
+passes the same id, and the event is applied once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from durastate.engine.model import START, Event, Execution, new_id
+from durastate.errors import DurastateError, MalformedEvent
+from durastate.store.base import ExecutionPage, ExecutionStore
+from durastate.transport.base import Transport
+
+__all__ = ["DurastateClient", "start_event", "start_event_id"]
+
+
+def start_event_id(execution_id: str) -> str:
+    """The deterministic id of the ``durastate.start`` event of ``execution_id`` (what makes start idempotent)."""
+    return f"{execution_id}:start"
+
+
+def start_event(execution_id: str, definition_id: str, context: dict[str, Any] | None = None) -> Event:
+    """The ``durastate.start`` event that creates ``execution_id`` from ``definition_id``."""
+    if not definition_id:
+        raise MalformedEvent("a start needs a definition id")
+    return Event(id=start_event_id(execution_id), name=START,
+                 data={"definition_id": definition_id, "context": dict(context or {})})
+
+
+class DurastateClient:
+    """Enqueue starts and events on ``transport``; read executions from ``store`` (optional).
+
+    ``definitions`` (optional, anything with ``get(definition_id)`` such as a ``DefinitionRegistry``)
+    lets :meth:`start` reject an unknown definition before anything is enqueued.
+    """
+
+    def __init__(self, transport: Transport, store: ExecutionStore | None = None,
+                 definitions: Any = None) -> None:
+        self.transport = transport
+        self.store = store
+        self.definitions = definitions
+
+    @classmethod
+    def for_aws(cls, queue_url: str, table_prefix: str | None = "durastate", *, region: str | None = None,
+                endpoint_url: str | None = None, definitions: Any = None) -> DurastateClient:
+        """A client over :class:`~durastate.transport.sqs.SqsTransport` and ``DynamoDBStore`` (boto3, lazily).
+
+        ``table_prefix=None`` gives a send-only client. ``endpoint_url`` applies to both services; leave it
+        ``None`` to let botocore read ``AWS_ENDPOINT_URL`` / ``AWS_ENDPOINT_URL_SQS`` / ``…_DYNAMODB``.
+        """
+        from durastate.transport.sqs import SqsTransport
+
+        transport = SqsTransport.create(queue_url, region=region, endpoint_url=endpoint_url)
+        store: ExecutionStore | None = None
+        if table_prefix is not None:
+            import boto3  # type: ignore[import-untyped]
+            from botocore.config import Config  # type: ignore[import-untyped]
+
+            from durastate.store.dynamodb.sync import DynamoDBStore
+
+            ddb = boto3.client("dynamodb", region_name=region, endpoint_url=endpoint_url,
+                               config=Config(retries={"mode": "standard", "max_attempts": 8}))
+            store = DynamoDBStore(ddb, prefix=table_prefix)
+        return cls(transport, store, definitions)
+
+    # -- writing -------------------------------------------------------------------------------------
+    def start(self, definition_id: str, context: dict[str, Any] | None = None,
+              execution_id: str | None = None) -> str:
+        """Enqueue the start of an execution and return its id (``execution_id`` or a generated one)."""
+        if self.definitions is not None:
+            self.definitions.get(definition_id)  # raises UnknownDefinition naming the known ones
+        exe_id = execution_id if execution_id is not None else new_id()
+        if not exe_id or len(exe_id) > 128:
+            raise MalformedEvent(f"execution id must be 1-128 characters, got {len(exe_id)}")
+        self.transport.send([(exe_id, start_event(exe_id, definition_id, context))])
+        return exe_id
+
+    def send(self, execution_id: str, name: str, data: dict[str, Any] | None = None,
+             event_id: str | None = None) -> str:
+        """Enqueue event ``name`` for ``execution_id``; return its id (pass it again to retry safely)."""
+        if name.startswith("durastate.") and name != "durastate.cancel":
+            raise MalformedEvent(f"{name!r} is a reserved event name; use start() to start an execution")
+        event = Event(id=event_id or new_id(), name=name, data=dict(data or {}))
+        self.transport.send([(execution_id, event)])
+        return event.id
+
+    def send_many(self, messages: Sequence[tuple[str, Event]]) -> None:
+        """Enqueue several prepared ``(execution_id, event)`` pairs in as few calls as the transport can."""
+        self.transport.send(list(messages))
+
+    def cancel(self, execution_id: str, event_id: str | None = None) -> str:
+        """Ask an execution to cancel itself (and its children)."""
+        return self.send(execution_id, "durastate.cancel", event_id=event_id or f"{execution_id}:cancel")
+
+    # -- reading -------------------------------------------------------------------------------------
+    def _store(self) -> ExecutionStore:
+        if self.store is None:
+            raise DurastateError("this client has no store: build it with a store (or a table prefix) to read "
+                             "executions")
+        return self.store
+
+    def get(self, execution_id: str) -> Execution | None:
+        """The execution as last committed, or ``None`` if it does not exist (yet)."""
+        return self._store().load(execution_id)
+
+    def trace(self, execution_id: str) -> list[dict[str, Any]]:
+        """The execution's step trace, oldest first (the last ``trace_max`` steps)."""
+        return self._store().read_trace(execution_id)
+
+    def list(self, definition_id: str | None = None, status: str | Sequence[str] | None = None,
+             roots_only: bool = False, limit: int = 100, cursor: str | None = None) -> ExecutionPage:
+        """One page of execution summaries; pass ``next_cursor`` back for the next page."""
+        return self._store().list_executions(definition_id=definition_id, status=status,
+                                             roots_only=roots_only, limit=limit, cursor=cursor)
+
+    def close(self) -> None:
+        if self.store is not None:
+            self.store.close()
+

@@ -1,0 +1,807 @@
+"""The no-Docker local stack: the stack's resources on moto's HTTP server, its handlers run as Lambda would.
+
+Why this exists: LocalStack needs Docker (and, past 4.14.0, an auth token). moto's server needs neither,
+but while it stores Lambda functions, event source mappings and EventBridge rules, it never runs handler
+code without Docker and never fires a schedule. So this module plays Lambda's part itself, and nothing
+else differs from production:
+
+* **The resources come from the synthesized CloudFormation template** (``cdk.out/DurastateStack.template.json``):
+  every ``AWS::DynamoDB::Table`` with its keys, indexes, stream and TTL; every ``AWS::SQS::Queue`` with its
+  FIFO attributes and redrive policy (moto enforces ``maxReceiveCount``); every ``AWS::Events::EventBus``.
+  What ``cdk deploy`` would create is what gets created.
+* **The handlers are the packaged ones**: each function's code is loaded from its asset folder in
+  ``cdk.out`` (the handler plus the definitions, exactly what is zipped for Lambda), with the function's
+  environment from the template (references resolved to the local queue URLs and names). The engine comes
+  from this installation instead of the layer.
+* **The triggers are the template's**: the worker gets SQS batches of at most ``BatchSize`` (≤ 10), FIFO
+  groups kept in order by SQS itself, partial batch responses honoured (failed records return to the
+  queue; the redrive policy moves them to the DLQ after ``maxReceiveCount`` receives) — see
+  :class:`durastate.devstack.lambda_emulator.SqsBatchInvoker`. The relay gets the outbox/spawns stream records
+  (read with the DynamoDB Streams API, filtered by the mapping's ``FilterCriteria``) and its backstop
+  schedule; the sweeper its schedule. Schedules tick on an injectable clock, so a test can fire timers
+  without waiting.
+
+Use it from the shell (``durastate local``) or in-process (``with LocalStack(template) as stack: ...``).
+boto3 and moto are imported lazily: ``import durastate`` never needs them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import json
+import logging
+import os
+import re
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from durastate.errors import DurastateError
+
+__all__ = [
+    "DEFAULT_TEMPLATE",
+    "FunctionDef",
+    "LocalStack",
+    "LocalStackError",
+    "QueueDef",
+    "Schedule",
+    "StackResources",
+    "StepReport",
+    "StreamTrigger",
+    "TableDef",
+    "parse_template",
+    "read_template",
+]
+
+log = logging.getLogger("durastate.devstack.stack")
+
+DEFAULT_TEMPLATE = Path("cdk.out") / "DurastateStack.template.json"
+TASK_ROOT = "/var/task"
+_RATE = re.compile(r"rate\((\d+)\s+(minute|minutes|hour|hours|day|days)\)")
+_UNIT_SECONDS = {"minute": 60, "hour": 3600, "day": 86400}
+
+
+class LocalStackError(DurastateError):
+    """The local stack cannot start or run; the message says what to do."""
+
+
+# ---------------------------------------------------------------------------------------------------------
+# What the template describes
+# ---------------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class TableDef:
+    logical_id: str
+    name: str
+    key_schema: list[dict[str, str]]
+    attribute_definitions: list[dict[str, str]]
+    stream_view_type: str | None = None
+    ttl_attribute: str | None = None
+    global_secondary_indexes: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class QueueDef:
+    logical_id: str
+    name: str
+    attributes: dict[str, str]
+    dead_letter_logical_id: str | None = None
+    max_receive_count: int | None = None
+
+
+@dataclass(frozen=True)
+class FunctionDef:
+    logical_id: str
+    handler: str  # "worker.handler"
+    code_dir: Path | None  # the asset folder in cdk.out
+    environment: dict[str, Any]  # unresolved template values
+    timeout: int = 3
+
+    @property
+    def module(self) -> str:
+        return self.handler.rsplit(".", 1)[0]
+
+    @property
+    def role(self) -> str:
+        """worker | relay | sweeper — the handler module's name."""
+        return self.module.rsplit(".", 1)[-1]
+
+
+@dataclass(frozen=True)
+class SqsTrigger:
+    function: str
+    queue: str
+    batch_size: int = 10
+
+
+@dataclass(frozen=True)
+class StreamTrigger:
+    function: str
+    table: str
+    batch_size: int = 100
+    starting_position: str = "TRIM_HORIZON"
+    patterns: list[dict[str, Any]] = field(default_factory=list)
+    retry_attempts: int = 2
+
+
+@dataclass(frozen=True)
+class Schedule:
+    function: str
+    rule: str
+    seconds: float
+
+
+@dataclass(frozen=True)
+class StackResources:
+    tables: dict[str, TableDef]
+    queues: dict[str, QueueDef]
+    buses: dict[str, str]  # logical id -> bus name
+    functions: dict[str, FunctionDef]
+    sqs_triggers: list[SqsTrigger]
+    stream_triggers: list[StreamTrigger]
+    schedules: list[Schedule]
+
+    def function(self, role: str) -> FunctionDef:
+        for fn in self.functions.values():
+            if fn.role == role:
+                return fn
+        raise LocalStackError(f"the template has no {role} function (handler '{role}.handler')")
+
+
+def read_template(path: str | Path = DEFAULT_TEMPLATE) -> dict[str, Any]:
+    p = Path(path)
+    if not p.is_file():
+        raise LocalStackError(f"no synthesized template at {p}: run `make synth` (or `cdk synth`) first, "
+                              "or pass --template")
+    data: dict[str, Any] = json.loads(p.read_text())
+    return data
+
+
+def _literal(value: Any, what: str) -> str:
+    if isinstance(value, str):
+        return value
+    raise LocalStackError(f"{what} must be a literal name in the template, found {json.dumps(value)}")
+
+
+def _logical(value: Any) -> str | None:
+    """The logical id a ``Ref`` / ``Fn::GetAtt`` points at."""
+    if isinstance(value, dict):
+        if "Ref" in value:
+            return str(value["Ref"])
+        if "Fn::GetAtt" in value:
+            return str(value["Fn::GetAtt"][0])
+    return None
+
+
+def _rate_seconds(expression: str) -> float:
+    m = _RATE.fullmatch(expression.strip())
+    if not m:
+        raise LocalStackError(f"unsupported schedule {expression!r} (the local stack runs rate(...) "
+                              "schedules)")
+    return int(m.group(1)) * _UNIT_SECONDS[m.group(2).rstrip("s")]
+
+
+def parse_template(template: Mapping[str, Any], asset_root: Path | None = None) -> StackResources:
+    """Everything the local stack needs, read from a synthesized CloudFormation template."""
+    resources: Mapping[str, Any] = template.get("Resources") or {}
+    tables: dict[str, TableDef] = {}
+    queues: dict[str, QueueDef] = {}
+    buses: dict[str, str] = {}
+    functions: dict[str, FunctionDef] = {}
+    sqs_triggers: list[SqsTrigger] = []
+    stream_triggers: list[StreamTrigger] = []
+    schedules: list[Schedule] = []
+    for lid, res in resources.items():
+        kind, props = res.get("Type"), res.get("Properties") or {}
+        if kind == "AWS::DynamoDB::Table":
+            ttl = props.get("TimeToLiveSpecification") or {}
+            tables[lid] = TableDef(
+                logical_id=lid,
+                name=_literal(props.get("TableName"), f"{lid}.TableName"),
+                key_schema=list(props["KeySchema"]),
+                attribute_definitions=list(props["AttributeDefinitions"]),
+                stream_view_type=(props.get("StreamSpecification") or {}).get("StreamViewType"),
+                ttl_attribute=ttl.get("AttributeName") if ttl.get("Enabled") else None,
+                global_secondary_indexes=list(props.get("GlobalSecondaryIndexes") or []),
+            )
+        elif kind == "AWS::SQS::Queue":
+            attrs = {}
+            for key in ("FifoQueue", "DeduplicationScope", "FifoThroughputLimit", "VisibilityTimeout",
+                        "MessageRetentionPeriod", "ContentBasedDeduplication", "DelaySeconds",
+                        "ReceiveMessageWaitTimeSeconds", "SqsManagedSseEnabled"):
+                if key in props:
+                    value = props[key]
+                    attrs[key] = str(value).lower() if isinstance(value, bool) else str(value)
+            redrive = props.get("RedrivePolicy") or {}
+            queues[lid] = QueueDef(
+                logical_id=lid,
+                name=_literal(props.get("QueueName"), f"{lid}.QueueName"),
+                attributes=attrs,
+                dead_letter_logical_id=_logical(redrive.get("deadLetterTargetArn")),
+                max_receive_count=int(redrive["maxReceiveCount"]) if "maxReceiveCount" in redrive else None,
+            )
+        elif kind == "AWS::Events::EventBus":
+            buses[lid] = _literal(props.get("Name"), f"{lid}.Name")
+        elif kind == "AWS::Lambda::Function":
+            asset = (res.get("Metadata") or {}).get("aws:asset:path")
+            code_dir = (asset_root / asset) if asset_root is not None and asset else None
+            functions[lid] = FunctionDef(
+                logical_id=lid,
+                handler=str(props.get("Handler")),
+                code_dir=code_dir,
+                environment=dict((props.get("Environment") or {}).get("Variables") or {}),
+                timeout=int(props.get("Timeout") or 3),
+            )
+        elif kind == "AWS::Lambda::EventSourceMapping":
+            fn_id = _logical(props.get("FunctionName")) or ""
+            source = props.get("EventSourceArn")
+            target = _logical(source) or ""
+            filters = (props.get("FilterCriteria") or {}).get("Filters", [])
+            patterns = [json.loads(f["Pattern"]) for f in filters]
+            if isinstance(source, dict) and "Fn::GetAtt" in source and source["Fn::GetAtt"][1] == "StreamArn":
+                stream_triggers.append(StreamTrigger(
+                    function=fn_id, table=target, batch_size=int(props.get("BatchSize") or 100),
+                    starting_position=str(props.get("StartingPosition") or "TRIM_HORIZON"),
+                    patterns=patterns, retry_attempts=int(props.get("MaximumRetryAttempts", 2))))
+            else:
+                sqs_triggers.append(SqsTrigger(function=fn_id, queue=target,
+                                               batch_size=int(props.get("BatchSize") or 10)))
+        elif kind == "AWS::Events::Rule" and props.get("ScheduleExpression"):
+            seconds = _rate_seconds(str(props["ScheduleExpression"]))
+            for t in props.get("Targets") or []:
+                target_fn = _logical(t.get("Arn"))
+                if target_fn:
+                    schedules.append(Schedule(function=target_fn, rule=lid, seconds=seconds))
+    return StackResources(tables, queues, buses, functions, sqs_triggers, stream_triggers, schedules)
+
+
+def _matches(record: Mapping[str, Any], patterns: list[dict[str, Any]]) -> bool:
+    """Lambda event filtering, for the literal-value patterns the stack uses (``{"eventName": ["INSERT"]}``).
+
+    Anything richer (prefix, numeric, exists) is out of scope: the stack's mappings don't use it.
+    """
+    if not patterns:
+        return True
+
+    def match(value: Any, pattern: Any) -> bool:
+        if isinstance(pattern, dict):
+            return isinstance(value, Mapping) and all(match(value.get(k), p) for k, p in pattern.items())
+        if isinstance(pattern, list):
+            return value in pattern
+        return bool(value == pattern)
+
+    return any(match(record, p) for p in patterns)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The local stack
+# ---------------------------------------------------------------------------------------------------------
+@dataclass
+class StepReport:
+    """What one turn of the loop did; all zero means idle."""
+
+    worker_received: int = 0
+    worker_failed: int = 0
+    stream_records: int = 0
+    relay_runs: int = 0
+    sweeper_runs: int = 0
+
+    @property
+    def idle(self) -> bool:
+        """Nothing happened: no record received, no function invoked (a scheduled run may send events)."""
+        return not (self.worker_received or self.stream_records or self.relay_runs or self.sweeper_runs)
+
+
+@dataclass
+class _StreamCursor:
+    trigger: StreamTrigger
+    stream_arn: str
+    iterators: dict[str, str | None] = field(default_factory=dict)
+    retries: int = 0
+
+
+class LocalStack:
+    """moto's server with the stack's resources, and Lambda's part played by this object.
+
+    ``endpoint_url`` attaches to a server that is already running (another ``durastate local``, or a test's
+    ``ThreadedMotoServer``) instead of starting one; ``create_resources=False`` then assumes they exist.
+    ``clock`` drives the schedules (the sweeper and the relay backstop) *and* the runtime the handlers use,
+    so a test can move time forward. ``retry_delay`` is how soon a failed SQS record is visible again
+    (Lambda: the queue's visibility timeout; ``None`` keeps it); ``visibility_timeout`` overrides the
+    queue's for each receive (a restarted loop then sees what a killed one had in flight sooner).
+    ``environment`` overrides function environment variables (e.g. ``POWERTOOLS_LOG_LEVEL``).
+    """
+
+    def __init__(
+        self,
+        template: str | Path | Mapping[str, Any] = DEFAULT_TEMPLATE,
+        *,
+        endpoint_url: str | None = None,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        region: str = "us-east-1",
+        asset_root: str | Path | None = None,
+        definitions_dir: str | Path | None = None,
+        clock: Callable[[], float] = time.time,
+        retry_delay: int | None = 1,
+        visibility_timeout: int | None = None,
+        create_resources: bool = True,
+        set_environment: bool = True,
+        environment: Mapping[str, str] | None = None,
+    ) -> None:
+        if isinstance(template, Mapping):
+            self.template: dict[str, Any] = dict(template)
+            root = Path(asset_root) if asset_root is not None else None
+        else:
+            self.template = read_template(template)
+            root = Path(asset_root) if asset_root is not None else Path(template).parent
+        self.resources = parse_template(self.template, root)
+        self.region = region
+        self.clock = clock
+        self.retry_delay = retry_delay
+        self.visibility_timeout = visibility_timeout
+        self._env_overrides = dict(environment or {})
+        self._host, self._port = host, port
+        self._endpoint = endpoint_url
+        self._create = create_resources
+        self._set_env = set_environment
+        self._definitions_override = Path(definitions_dir) if definitions_dir is not None else None
+        self._server: Any = None
+        self._clients: dict[str, Any] = {}
+        self._saved_env: dict[str, str | None] = {}
+        self.queue_urls: dict[str, str] = {}
+        self.table_names = {lid: t.name for lid, t in self.resources.tables.items()}
+        self.handlers: dict[str, Callable[[dict[str, Any], Any], Any]] = {}
+        self._invoker: Any = None
+        self._cursors: list[_StreamCursor] = []
+        self._next_run: dict[tuple[str, str], float] = {}
+        self._started = False
+        self.runtime: Any = None
+
+    # -- lifecycle ---------------------------------------------------------------------------------------
+    @property
+    def endpoint_url(self) -> str:
+        if self._endpoint is None:
+            raise LocalStackError("the local stack is not started")
+        return self._endpoint
+
+    def client(self, service: str) -> Any:
+        """A boto3 client for this stack's endpoint (dummy credentials; moto accepts any)."""
+        if service not in self._clients:
+            import boto3  # type: ignore[import-untyped]
+            from botocore.config import Config  # type: ignore[import-untyped]
+
+            self._clients[service] = boto3.client(
+                service, endpoint_url=self.endpoint_url, region_name=self.region,
+                aws_access_key_id="testing", aws_secret_access_key="testing",  # moto's dummies
+                config=Config(retries={"mode": "standard", "max_attempts": 5}))
+        return self._clients[service]
+
+    def start(self) -> LocalStack:
+        if self._started:
+            return self
+        if self._endpoint is None:
+            self._start_server()
+        try:
+            if self._create:
+                self.create_resources()
+            else:
+                self._lookup_resources()
+            self._install_runtime()
+            self._load_handlers()
+            self._open_streams()
+        except BaseException:
+            self.stop()
+            raise
+        now = self.clock()
+        for sched in self.resources.schedules:
+            self._next_run[(sched.function, sched.rule)] = now + sched.seconds
+        self._started = True
+        # A new loop has no stream checkpoint: one relay run delivers whatever a previous loop left behind
+        # (what the scheduled backstop does in production, without waiting for it).
+        self.run_function("relay")
+        return self
+
+    def stop(self) -> None:
+        """Stop the server this object started (state is lost) and restore the environment."""
+        from durastate.runtime import aws
+
+        if self.runtime is not None:
+            aws.set_runtime(None)
+            self.runtime = None
+        for key, old in self._saved_env.items():
+            if old is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = old
+        self._saved_env.clear()
+        if self._server is not None:
+            self._server.stop()
+            self._server = None
+            self._endpoint = None
+        self._clients.clear()
+        self._started = False
+
+    def __enter__(self) -> LocalStack:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def _start_server(self) -> None:
+        try:
+            from moto.server import ThreadedMotoServer
+        except ImportError as exc:  # pragma: no cover - depends on the installation
+            raise LocalStackError("the local stack needs moto's server: pip install 'moto[server]'") from exc
+        logging.getLogger("werkzeug").setLevel(logging.ERROR)  # no access log line per request
+        self._server = ThreadedMotoServer(ip_address=self._host, port=self._port, verbose=False)
+        self._server.start()
+        host, port = self._server.get_host_and_port()
+        self._endpoint = f"http://{host}:{port}"
+
+    # -- resources ---------------------------------------------------------------------------------------
+    def create_resources(self) -> None:
+        """Create the template's tables, queues (DLQs first) and buses; existing ones are kept."""
+        ddb = self.client("dynamodb")
+        for t in self.resources.tables.values():
+            params: dict[str, Any] = {"TableName": t.name, "KeySchema": t.key_schema,
+                                      "AttributeDefinitions": t.attribute_definitions,
+                                      "BillingMode": "PAY_PER_REQUEST"}
+            if t.stream_view_type:
+                params["StreamSpecification"] = {"StreamEnabled": True, "StreamViewType": t.stream_view_type}
+            if t.global_secondary_indexes:
+                params["GlobalSecondaryIndexes"] = [
+                    {k: v for k, v in g.items() if k in ("IndexName", "KeySchema", "Projection")}
+                    for g in t.global_secondary_indexes]
+            try:
+                ddb.create_table(**params)
+            except ddb.exceptions.ResourceInUseException:
+                continue
+            if t.ttl_attribute:
+                ddb.update_time_to_live(TableName=t.name, TimeToLiveSpecification={
+                    "Enabled": True, "AttributeName": t.ttl_attribute})
+        sqs = self.client("sqs")
+        pending = dict(self.resources.queues)
+        while pending:
+            ready = [q for q in pending.values()
+                     if q.dead_letter_logical_id is None or q.dead_letter_logical_id in self.queue_urls]
+            if not ready:
+                raise LocalStackError("the template's queues have a redrive cycle or a DLQ outside the stack")
+            for q in ready:
+                attrs = dict(q.attributes)
+                attrs.pop("SqsManagedSseEnabled", None)  # encryption at rest has no meaning locally
+                if q.dead_letter_logical_id is not None:
+                    dlq_url = self.queue_urls[q.dead_letter_logical_id]
+                    dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])
+                    attrs["RedrivePolicy"] = json.dumps({
+                        "deadLetterTargetArn": dlq_arn["Attributes"]["QueueArn"],
+                        "maxReceiveCount": q.max_receive_count or 5})
+                created = sqs.create_queue(QueueName=q.name, Attributes=attrs)
+                self.queue_urls[q.logical_id] = created["QueueUrl"]
+                del pending[q.logical_id]
+        events = self.client("events")
+        for name in self.resources.buses.values():
+            with contextlib.suppress(events.exceptions.ResourceAlreadyExistsException):
+                events.create_event_bus(Name=name)
+
+    def _lookup_resources(self) -> None:
+        sqs = self.client("sqs")
+        for q in self.resources.queues.values():
+            try:
+                self.queue_urls[q.logical_id] = sqs.get_queue_url(QueueName=q.name)["QueueUrl"]
+            except sqs.exceptions.QueueDoesNotExist:
+                raise LocalStackError(f"queue {q.name} does not exist at {self.endpoint_url}: start the "
+                                      "local stack with resource creation first") from None
+
+    def _resolve(self, value: Any) -> str:
+        """A function environment value, with references to stack resources made local."""
+        if isinstance(value, str):
+            return value
+        lid = _logical(value)
+        if lid in self.queue_urls:
+            if isinstance(value, dict) and "Fn::GetAtt" in value:
+                attr = value["Fn::GetAtt"][1]
+                got = self.client("sqs").get_queue_attributes(QueueUrl=self.queue_urls[lid],
+                                                              AttributeNames=["QueueArn"])
+                if attr == "Arn":
+                    return str(got["Attributes"]["QueueArn"])
+                return self.resources.queues[lid].name
+            return self.queue_urls[lid]
+        if lid in self.resources.buses:
+            return self.resources.buses[lid]
+        if lid in self.table_names:
+            return self.table_names[lid]
+        raise LocalStackError(f"cannot resolve {json.dumps(value)} in a function's environment locally")
+
+    @property
+    def queue_url(self) -> str:
+        """The event queue (the one the worker consumes)."""
+        return self.queue_urls[self._worker_trigger().queue]
+
+    @property
+    def dlq_url(self) -> str:
+        q = self.resources.queues[self._worker_trigger().queue]
+        if q.dead_letter_logical_id is None:
+            raise LocalStackError("the event queue has no dead-letter queue in the template")
+        return self.queue_urls[q.dead_letter_logical_id]
+
+    def environment(self, role: str = "worker") -> dict[str, str]:
+        """A function's environment as Lambda would set it, pointed at the local endpoint."""
+        fn = self.resources.function(role)
+        env = {k: self._resolve(v) for k, v in fn.environment.items()}
+        defs = env.get("DURASTATE_DEFINITIONS_DIR")
+        if self._definitions_override is not None:
+            env["DURASTATE_DEFINITIONS_DIR"] = str(self._definitions_override)
+        elif defs and defs.startswith(TASK_ROOT + "/") and fn.code_dir is not None:
+            env["DURASTATE_DEFINITIONS_DIR"] = str(fn.code_dir / defs[len(TASK_ROOT) + 1:])
+        env.update({"AWS_REGION": self.region, "AWS_DEFAULT_REGION": self.region,
+                    "AWS_ENDPOINT_URL": self.endpoint_url, "POWERTOOLS_TRACE_DISABLED": "true",
+                    "AWS_LAMBDA_FUNCTION_NAME": f"durastate-local-{role}"})
+        env.update(self._env_overrides)
+        return env
+
+    @contextlib.contextmanager
+    def _function_env(self, role: str) -> Iterator[None]:
+        """While a handler is imported or invoked, the variables that differ per function are its own."""
+        if not self._set_env:
+            yield
+            return
+        env = self.environment(role)
+        own = {k: v for k, v in env.items() if os.environ.get(k) != v}
+        saved = {k: os.environ.get(k) for k in own}
+        os.environ.update(own)
+        try:
+            yield
+        finally:
+            for k, old in saved.items():
+                if old is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = old
+
+    def _install_runtime(self) -> None:
+        """The handlers' shared runtime, on this stack's clients and clock (what Lambda builds from env)."""
+        from durastate.runtime import aws
+
+        env = self.environment("worker")
+        if self._set_env:
+            shared = {k: v for k, v in env.items() if k != "AWS_LAMBDA_FUNCTION_NAME"}
+            shared.setdefault("AWS_ACCESS_KEY_ID", os.environ.get("AWS_ACCESS_KEY_ID") or "testing")
+            shared.setdefault("AWS_SECRET_ACCESS_KEY", os.environ.get("AWS_SECRET_ACCESS_KEY") or "testing")
+            for key, value in shared.items():
+                self._saved_env.setdefault(key, os.environ.get(key))
+                os.environ[key] = value
+        settings = aws.AwsSettings.from_env(env)
+        self.runtime = aws.build_runtime(settings, clock=self.clock, dynamodb=self.client("dynamodb"),
+                                         sqs=self.client("sqs"), events=self.client("events"))
+        aws.set_runtime(self.runtime)
+
+    def _load_handlers(self) -> None:
+        from durastate.devstack.lambda_emulator import FakeLambdaContext, SqsBatchInvoker
+
+        for fn in self.resources.functions.values():
+            with self._function_env(fn.role):
+                self.handlers[fn.role] = _load_handler(fn)
+        trigger = self._worker_trigger()
+        worker_fn = self.resources.functions[trigger.function]
+
+        def worker(event: dict[str, Any], context: Any) -> Any:
+            with self._function_env(worker_fn.role):
+                return self.handlers[worker_fn.role](event, context)
+
+        self._invoker = SqsBatchInvoker(
+            self.client("sqs"), self.queue_urls[trigger.queue], worker,
+            visibility_timeout=self.visibility_timeout,
+            batch_size=min(trigger.batch_size, 10), retry_delay=self.retry_delay, region=self.region,
+            context_factory=lambda: FakeLambdaContext(function_name="durastate-local-worker",
+                                                      timeout_seconds=float(worker_fn.timeout),
+                                                      region=self.region))
+
+    def _worker_trigger(self) -> SqsTrigger:
+        if not self.resources.sqs_triggers:
+            raise LocalStackError("the template has no SQS event source mapping (the worker's trigger)")
+        return self.resources.sqs_triggers[0]
+
+    def _open_streams(self) -> None:
+        ddb, streams = self.client("dynamodb"), self.client("dynamodbstreams")
+        for trig in self.resources.stream_triggers:
+            name = self.table_names[trig.table]
+            arn = ddb.describe_table(TableName=name)["Table"].get("LatestStreamArn")
+            if not arn:
+                raise LocalStackError(f"table {name} has no stream, but the template maps one to a function")
+            cursor = _StreamCursor(trig, arn)
+            # Attach where the mapping starts; on an attached server, LATEST skips records a previous loop
+            # already saw (the scheduled backstop covers anything in between, as in production).
+            position = trig.starting_position if self._create else "LATEST"
+            for shard in streams.describe_stream(StreamArn=arn)["StreamDescription"].get("Shards", []):
+                cursor.iterators[shard["ShardId"]] = streams.get_shard_iterator(
+                    StreamArn=arn, ShardId=shard["ShardId"], ShardIteratorType=position)["ShardIterator"]
+            self._cursors.append(cursor)
+
+    # -- running -----------------------------------------------------------------------------------------
+    def _context(self, role: str) -> Any:
+        from durastate.devstack.lambda_emulator import FakeLambdaContext
+
+        fn = self.resources.function(role)
+        return FakeLambdaContext(function_name=f"durastate-local-{role}", timeout_seconds=float(fn.timeout),
+                                 region=self.region)
+
+    def invoke(self, role: str, event: dict[str, Any]) -> Any:
+        """Call a function's handler with an event, as Lambda would."""
+        with self._function_env(role):
+            return self.handlers[role](event, self._context(role))
+
+    def poll_worker(self) -> Any:
+        """One SQS batch through the worker (a :class:`~durastate.devstack.lambda_emulator.BatchResult`)."""
+        return self._invoker.poll_once()
+
+    def poll_streams(self) -> int:
+        """Deliver new stream records to their functions; returns how many records were delivered."""
+        streams = self.client("dynamodbstreams")
+        delivered = 0
+        for cursor in self._cursors:
+            records: list[dict[str, Any]] = []
+            advanced: dict[str, str | None] = {}
+            for shard, iterator in cursor.iterators.items():
+                if iterator is None:
+                    continue
+                got = streams.get_records(ShardIterator=iterator, Limit=cursor.trigger.batch_size)
+                advanced[shard] = got.get("NextShardIterator")
+                for rec in got.get("Records", []):
+                    rec.setdefault("eventSourceARN", cursor.stream_arn)
+                    rec.setdefault("awsRegion", self.region)
+                    rec.setdefault("eventSource", "aws:dynamodb")
+                    if _matches(rec, cursor.trigger.patterns):
+                        records.append(_jsonable(rec))
+            if records:
+                fn = self.resources.functions[cursor.trigger.function]
+                try:
+                    self.invoke(fn.role, {"Records": records})
+                except Exception:
+                    cursor.retries += 1
+                    if cursor.retries <= cursor.trigger.retry_attempts:
+                        log.warning("%s failed on a stream batch; retrying it", fn.role, exc_info=True)
+                        continue  # keep the old iterators: Lambda retries the same batch
+                    log.error("%s dropped a stream batch after %d retries (the backstop schedule will "
+                              "deliver it)", fn.role, cursor.trigger.retry_attempts, exc_info=True)
+                cursor.retries = 0
+                delivered += len(records)
+            cursor.iterators.update(advanced)
+        return delivered
+
+    def run_schedules(self, now: float | None = None) -> dict[str, int]:
+        """Invoke every function whose schedule is due at ``now`` (default: the clock)."""
+        from durastate.devstack.lambda_emulator import scheduled_event
+
+        now = self.clock() if now is None else now
+        ran: dict[str, int] = {}
+        for s in self.resources.schedules:
+            key = (s.function, s.rule)
+            if now < self._next_run.get(key, now):
+                continue
+            fn = self.resources.functions[s.function]
+            try:
+                self.invoke(fn.role, scheduled_event(rule=s.rule, region=self.region))
+            except Exception:
+                log.exception("scheduled %s run failed (EventBridge retries on the next tick)", fn.role)
+            ran[fn.role] = ran.get(fn.role, 0) + 1
+            self._next_run[key] = max(self._next_run.get(key, now) + s.seconds, now)
+        return ran
+
+    def run_function(self, role: str) -> Any:
+        """Run a scheduled function now, whatever its schedule says (e.g. the sweeper after a clock jump)."""
+        from durastate.devstack.lambda_emulator import scheduled_event
+
+        return self.invoke(role, scheduled_event(rule=f"manual-{role}", region=self.region))
+
+    def step(self) -> StepReport:
+        """One turn: stream triggers, one worker batch, then any schedule that is due."""
+        report = StepReport()
+        report.stream_records = self.poll_streams()
+        if report.stream_records:
+            report.relay_runs += 1
+        batch = self.poll_worker()
+        report.worker_received, report.worker_failed = batch.received, batch.failed
+        ran = self.run_schedules()
+        report.relay_runs += ran.get("relay", 0)
+        report.sweeper_runs += ran.get("sweeper", 0)
+        return report
+
+    def run_until_idle(self, max_steps: int = 10_000, on_step: Callable[[StepReport], None] | None = None
+                       ) -> int:
+        """Step until a turn finds nothing to do; returns the number of turns that did work."""
+        for busy in range(max_steps):
+            report = self.step()
+            if on_step is not None:
+                on_step(report)
+            if report.idle:
+                return busy
+        raise LocalStackError(f"still busy after {max_steps} steps (an event loop between executions?)")
+
+    def serve(self, stop: threading.Event, idle_wait: float = 0.2,
+              on_step: Callable[[StepReport], None] | None = None) -> None:
+        """Run the handlers until ``stop`` is set; wait ``idle_wait`` seconds when there is nothing to do."""
+        while not stop.is_set():
+            report = self.step()
+            if on_step is not None:
+                on_step(report)
+            if report.idle:
+                stop.wait(idle_wait)
+
+    def settled(self) -> bool:
+        """Nothing left to do now: the event queue is empty (none in flight) and the outbox/spawns drained.
+
+        Armed timers that are not due yet don't count: they are the future, not unfinished work.
+        """
+        attrs = self.client("sqs").get_queue_attributes(
+            QueueUrl=self.queue_url,
+            AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
+        )["Attributes"]
+        if any(int(v) for v in attrs.values()):
+            return False
+        ddb = self.client("dynamodb")
+        for trig in self.resources.stream_triggers:
+            got = ddb.scan(TableName=self.table_names[trig.table], Select="COUNT", Limit=1,
+                           ConsistentRead=True)
+            if got.get("Count", 0):
+                return False
+        return True
+
+    # -- inspection --------------------------------------------------------------------------------------
+    def dead_letters(self, max_messages: int = 10) -> list[dict[str, Any]]:
+        """Peek at the DLQ (messages become visible again after a short timeout)."""
+        got = self.client("sqs").receive_message(
+            QueueUrl=self.dlq_url, MaxNumberOfMessages=max_messages, MessageAttributeNames=["All"],
+            MessageSystemAttributeNames=["All"], VisibilityTimeout=0)
+        return list(got.get("Messages") or [])
+
+
+def _load_handler(fn: FunctionDef) -> Callable[[dict[str, Any], Any], Any]:
+    """Import a function's handler module from its packaged code folder, as the Lambda runtime does."""
+    code_dir = fn.code_dir
+    if code_dir is None or not code_dir.is_dir():
+        raise LocalStackError(f"the code of {fn.logical_id} ({fn.handler}) is not at {code_dir}: synthesize "
+                              "with asset metadata (the default `cdk synth`) next to the template")
+    path = code_dir / (fn.module.replace(".", "/") + ".py")
+    name = f"_durastate_local_{fn.role}_{abs(hash(str(code_dir)))}"
+    module = sys.modules.get(name)
+    if module is None:
+        spec = importlib.util.spec_from_file_location(name, path)
+        if spec is None or spec.loader is None:
+            raise LocalStackError(f"cannot import {path}")
+        module = importlib.util.module_from_spec(spec)
+        sys.path.insert(0, str(code_dir))  # the task root is on sys.path in Lambda (shared helpers)
+        try:
+            sys.modules[name] = module
+            spec.loader.exec_module(module)
+        except BaseException:
+            sys.modules.pop(name, None)
+            raise
+        finally:
+            sys.path.remove(str(code_dir))
+    handler = getattr(module, fn.handler.rsplit(".", 1)[1], None)
+    if not callable(handler):
+        raise LocalStackError(f"{path} has no callable {fn.handler}")
+    return handler  # type: ignore[no-any-return]
+
+
+def _jsonable(value: Any) -> Any:
+    """Stream records from boto3 carry datetimes; Lambda delivers JSON (epoch seconds)."""
+    from datetime import datetime
+
+    if isinstance(value, dict):
+        return {k: _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, datetime):
+        return int(value.timestamp())
+    if isinstance(value, bytes):
+        import base64
+
+        return base64.b64encode(value).decode()
+    return value
+

@@ -1,0 +1,101 @@
+"""The durable data of durastate: :class:`Execution` (one running statechart instance) and :class:`Event`.
+
+Both are pydantic models whose JSON form is what every store persists and every transport carries, so a
+JSON round trip must be exact. They hold data only; the interpreter (``durastate.engine.interpreter``)
+is the one place that changes an execution.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Status = Literal["running", "finished", "failed", "cancelled"]
+STATUSES: tuple[Status, ...] = ("running", "finished", "failed", "cancelled")
+
+# Reserved event names (all start with "durastate.").
+START = "durastate.start"
+TIMEOUT = "durastate.timeout"
+FINISHED = "durastate.finished"
+CANCEL = "durastate.cancel"
+RESERVED_PREFIX = "durastate."
+
+
+def new_id() -> str:
+    """A fresh execution or event id (uuid4 hex)."""
+    return uuid.uuid4().hex
+
+
+class Event(BaseModel):
+    """Something that happens to an execution. ``id`` is the dedupe key: the same id is applied once."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str = Field(default_factory=new_id, min_length=1, max_length=128)
+    name: str = Field(min_length=1, max_length=256)
+    data: dict[str, Any] = Field(default_factory=dict)
+
+
+class ChildRef(BaseModel):
+    """What a parent knows about one child execution it forked (a region) or invoked."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    path: str
+    """The parent's state that owns the child: the region's root path, or the invoking state's path."""
+    kind: Literal["region", "invoke"] = "region"
+    status: Status = "running"
+    outcome: str | None = None
+
+
+class Execution(BaseModel):
+    """One running (or ended) instance of a definition; the unit a store commits atomically."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=False)
+
+    id: str = Field(default_factory=new_id, min_length=1, max_length=128)
+    definition_id: str
+    definition_fqn: str | None = None
+    status: Status = "running"
+    outcome: str | None = None
+    error: str | None = None
+    active_path: str | None = None
+    """Dotted path of the active leaf; ``None`` until the start event has been applied.
+
+    Parallel regions run as child executions, so one execution always has exactly one active leaf:
+    while it sits in a parallel state, the leaf is that parallel state itself.
+    """
+    root_path: str | None = None
+    """For a region child: the region's path in the shared definition (it runs only that subtree)."""
+    history: dict[str, str] = Field(default_factory=dict)
+    """History memory: compound state path -> the leaf that was active when it was last exited."""
+    context: dict[str, Any] = Field(default_factory=dict)
+    version: int = 0
+    parent_id: str | None = None
+    child_id: str | None = None
+    """The key the parent knows this child by (an entry of the parent's ``children``)."""
+    children: dict[str, ChildRef] = Field(default_factory=dict)
+    invoke_seq: int = 0
+    timers: dict[str, float] = Field(default_factory=dict)
+    """Armed timers: state path -> fire_at (epoch seconds). A timeout whose fire_at differs is stale."""
+    created_at: float | None = None
+    updated_at: float | None = None
+
+
+# -- what a step asks to commit with the execution ------------------------------------------------------
+Emit = tuple[str | None, Event]
+"""An emitted event: (target execution id or None for an untargeted notification, event)."""
+Spawn = tuple[str, str, dict[str, Any]]
+"""A spawn intent: (child id, root path of the region in the parent's definition, seed context)."""
+
+
+@dataclass(frozen=True, slots=True)
+class TimerOp:
+    """Arm (``schedule``) or disarm (``cancel``) the durable timer of the state at ``path``."""
+
+    action: Literal["schedule", "cancel"]
+    path: str
+    fire_at: float = 0.0

@@ -1,0 +1,118 @@
+"""``DefinitionRegistry``: the definitions a worker can run, by id.
+
+Workers look a definition up on every event, so the registry is a plain dict of already-validated
+(and compiled) definitions. ``from_dir`` loads a folder of YAML/JSON files and reports the issues of
+every file at once, so a broken deployment fails with the whole list instead of one problem per try.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from durastate.engine.definition import Definition, load_definition
+from durastate.engine.model import Execution
+from durastate.errors import DefinitionError, UnknownDefinition
+
+__all__ = ["DEFINITION_SUFFIXES", "DefinitionRegistry"]
+
+DEFINITION_SUFFIXES = (".yaml", ".yml", ".json")
+
+
+class DefinitionRegistry:
+    """Definitions by id. ``get`` raises :class:`~durastate.errors.UnknownDefinition` for an unknown id."""
+
+    def __init__(self, definitions: Iterable[Definition | Mapping[str, Any] | str | Path] = ()) -> None:
+        self._by_id: dict[str, Definition] = {}
+        for d in definitions:
+            self.register(d)
+
+    @classmethod
+    def from_dir(cls, folder: str | Path) -> DefinitionRegistry:
+        """Every ``*.yaml``/``*.yml``/``*.json`` file of ``folder`` (not recursive), validated together."""
+        root = Path(folder)
+        if not root.is_dir():
+            raise DefinitionError([f"(folder): {root} is not a directory of definition files"], str(root))
+        reg = cls()
+        issues: list[str] = []
+        seen: dict[str, Path] = {}
+        for path in sorted(p for p in root.iterdir() if p.suffix in DEFINITION_SUFFIXES and p.is_file()):
+            try:
+                defn = load_definition(path)
+            except DefinitionError as exc:
+                issues.extend(f"{path.name}: {issue}" for issue in exc.issues)
+                continue
+            if defn.id in seen:
+                issues.append(f"{path.name}: id: {defn.id!r} is already defined by {seen[defn.id].name}")
+                continue
+            seen[defn.id] = path
+            reg._by_id[defn.id] = defn
+        if issues:
+            raise DefinitionError(issues, str(root))
+        return reg
+
+    def register(self, definition: Definition | Mapping[str, Any] | str | Path) -> Definition:
+        """Add (or replace) a definition; anything ``load_definition`` accepts. Returns it."""
+        defn = load_definition(definition)
+        self._by_id[defn.id] = defn
+        return defn
+
+    def get(self, definition_id: str) -> Definition:
+        try:
+            return self._by_id[definition_id]
+        except KeyError:
+            raise UnknownDefinition(definition_id, list(self._by_id)) from None
+
+    def for_execution(self, exe: Execution) -> Definition:
+        """The definition of ``exe``; a Python-built one is imported from ``exe.definition_fqn`` if needed."""
+        defn = self._by_id.get(exe.definition_id)
+        if defn is not None:
+            return defn
+        if exe.definition_fqn:
+            defn = import_definition(exe.definition_fqn)
+            if defn.id == exe.definition_id:
+                self._by_id[defn.id] = defn
+                return defn
+        raise UnknownDefinition(exe.definition_id, list(self._by_id))
+
+    def unknown_references(self) -> list[str]:
+        """Issues for ``invoke`` of definition ids this registry does not hold (checked across files)."""
+        out: list[str] = []
+        for defn in self._by_id.values():
+            for i, inv in enumerate(defn.tables.invoke):
+                if inv is not None and inv[0] not in self._by_id:
+                    out.append(
+                        f"{defn.id}: {defn.tables.sites[i]}.invoke.definition: no definition {inv[0]!r} "
+                        f"(known: {', '.join(sorted(self._by_id))})"
+                    )
+        return out
+
+    def __contains__(self, definition_id: object) -> bool:
+        return definition_id in self._by_id
+
+    def __iter__(self) -> Iterator[Definition]:
+        return iter(list(self._by_id.values()))
+
+    def __len__(self) -> int:
+        return len(self._by_id)
+
+    def ids(self) -> list[str]:
+        return sorted(self._by_id)
+
+
+def import_definition(fqn: str) -> Definition:
+    """Import a Python-built definition named ``"package.module:attribute"``."""
+    mod_name, _, attr = fqn.partition(":")
+    if not mod_name or not attr:
+        raise DefinitionError([f"(fqn): {fqn!r} is not 'package.module:attribute'"], fqn)
+    try:
+        obj: Any = importlib.import_module(mod_name)
+        for part in attr.split("."):
+            obj = getattr(obj, part)
+    except (ImportError, AttributeError) as exc:
+        raise DefinitionError([f"(fqn): cannot import {fqn!r}: {exc}"], fqn) from None
+    if callable(obj) and not isinstance(obj, Definition):
+        obj = obj()
+    return load_definition(obj)

@@ -1,0 +1,440 @@
+"""Semantic validation of a definition and the lookup tables the interpreter runs on.
+
+Both happen in one walk of the state tree at load time. States get integer indexes in document order
+(index 0 is the implicit root); everything ``step`` needs is a list indexed by state or a dict keyed by
+event name, so a transition costs a few list reads and no pydantic work:
+
+- ``handlers[i]``: event name -> the transitions that may handle it while ``i`` is the active leaf,
+  innermost state first, document order within a state (the selection order of SCXML);
+- ``always[i]``: the same for eventless transitions;
+- per transition, its *domain* (the state it does not leave) and the states it enters down to its
+  target, computed from the static source and target once.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from durastate.engine.expressions import (
+    Action,
+    Guard,
+    Issues,
+    Value,
+    compile_actions,
+    compile_guard,
+    compile_value,
+    did_you_mean,
+)
+from durastate.engine.model import RESERVED_PREFIX
+
+if TYPE_CHECKING:
+    from durastate.engine.definition import After, Definition, State, Transition
+
+__all__ = ["DONE_PREFIX", "ERROR_PREFIX", "CompiledTransition", "Tables", "build_tables"]
+
+DONE_PREFIX = "durastate.done."
+"""Synthetic event ``durastate.done.<path>``: a compound reached a final child, a parallel state joined, or
+an invoked child finished. It selects the ``on_done`` transitions of ``<path>``."""
+ERROR_PREFIX = "durastate.error."
+"""Synthetic event ``durastate.error.<path>``: an invoked child or a region of ``<path>`` failed (on_error)."""
+
+_NAME_RE = re.compile(r"^[^.\s$]+$")
+
+
+@dataclass(slots=True, eq=False)
+class CompiledTransition:
+    source: int
+    target: int
+    """Target state index, or -1 for a targetless transition (actions only, no exit/entry)."""
+    guard: Guard | None
+    actions: tuple[Action, ...]
+    domain: int
+    """The transition's domain: states strictly below it are exited; it is not."""
+    enter: tuple[int, ...]
+    """States entered below the domain, outermost first, ending at the target (or a history's parent)."""
+    history: int
+    """The targeted history pseudo-state, or -1."""
+    site: str
+    """Where it is written in the document (for error messages)."""
+    source_depth: int
+    guard_site: str = ""
+    actions_site: str = ""
+
+    def __post_init__(self) -> None:
+        self.guard_site = self.site + ".guard"
+        self.actions_site = self.site + ".actions"
+
+
+@dataclass(slots=True, eq=False)
+class Tables:
+    paths: list[str] = field(default_factory=list)
+    sites: list[str] = field(default_factory=list)
+    index: dict[str, int] = field(default_factory=dict)
+    parent: list[int] = field(default_factory=list)
+    depth: list[int] = field(default_factory=list)
+    kind: list[str] = field(default_factory=list)
+    children: list[tuple[int, ...]] = field(default_factory=list)
+    initial: list[int] = field(default_factory=list)
+    entry: list[tuple[Action, ...]] = field(default_factory=list)
+    exit: list[tuple[Action, ...]] = field(default_factory=list)
+    after: list[tuple[float, CompiledTransition] | None] = field(default_factory=list)
+    invoke: list[tuple[str, Value] | None] = field(default_factory=list)
+    history_deep: list[bool] = field(default_factory=list)
+    history_default: list[int] = field(default_factory=list)
+    has_history: list[bool] = field(default_factory=list)
+    outcome: list[str | None] = field(default_factory=list)
+    region_of: list[int] = field(default_factory=list)
+    own: list[dict[str, list[CompiledTransition]]] = field(default_factory=list)
+    own_always: list[list[CompiledTransition]] = field(default_factory=list)
+    handlers: list[dict[str, tuple[CompiledTransition, ...]]] = field(default_factory=list)
+    always: list[tuple[CompiledTransition, ...]] = field(default_factory=list)
+    enter_work: list[bool] = field(default_factory=list)
+    """True if entering the state does anything (entry actions, a timer, an invoke)."""
+    exit_work: list[bool] = field(default_factory=list)
+    done_event: list[str] = field(default_factory=list)
+    error_event: list[str] = field(default_factory=list)
+
+    def is_proper_ancestor(self, a: int, s: int) -> bool:
+        depth, parent = self.depth, self.parent
+        da = depth[a]
+        while depth[s] > da:
+            s = parent[s]
+            if s == a:
+                return True
+        return False
+
+
+def build_tables(defn: Definition, issues: Issues) -> Tables:
+    """Validate ``defn`` semantically (appending every issue) and compile its tables."""
+    b = _Builder(defn, issues)
+    b.run()
+    return b.t
+
+
+class _Builder:
+    def __init__(self, defn: Definition, issues: Issues) -> None:
+        self.defn = defn
+        self.issues = issues
+        self.t = Tables()
+        self.nodes: list[State | None] = []
+        # (source index, spec, site, bucket) compiled after every state has its index
+        self.pending: list[tuple[int, Transition | After, str, Callable[[CompiledTransition], None]]] = []
+
+    # -- pass 1: index the tree ------------------------------------------------------------------------
+    def _add(self, node: State | None, path: str, site: str, parent: int) -> int:
+        t = self.t
+        i = len(t.paths)
+        t.paths.append(path)
+        t.sites.append(site)
+        t.index[path] = i
+        t.parent.append(parent)
+        t.depth.append(0 if parent < 0 else t.depth[parent] + 1)
+        t.kind.append("compound" if node is None else node.kind)
+        t.children.append(())
+        t.initial.append(-1)
+        t.entry.append(())
+        t.exit.append(())
+        t.after.append(None)
+        t.invoke.append(None)
+        t.history_deep.append(False)
+        t.history_default.append(-1)
+        t.has_history.append(False)
+        t.outcome.append(None)
+        t.region_of.append(0)
+        t.own.append({})
+        t.own_always.append([])
+        t.done_event.append(DONE_PREFIX + path)
+        t.error_event.append(ERROR_PREFIX + path)
+        self.nodes.append(node)
+        states = self.defn.states if node is None else node.states
+        kids: list[int] = []
+        for name, child in states.items():
+            csite = f"{site}.states.{name}" if site else f"states.{name}"
+            if not _NAME_RE.match(name):
+                self.issues.append(f"{csite}: state names cannot be empty or contain '.', '$' or spaces")
+            cpath = f"{path}.{name}" if path else name
+            kids.append(self._add(child, cpath, csite, i))
+        t.children[i] = tuple(kids)
+        return i
+
+    def run(self) -> None:
+        t, issues = self.t, self.issues
+        self._add(None, "", "", -1)
+        if not self.defn.states:
+            issues.append("states: a definition needs at least one state")
+        for i in range(len(t.paths)):
+            p = t.parent[i]
+            if p >= 0 and t.kind[p] == "parallel":
+                t.region_of[i] = i
+            elif p >= 0:
+                t.region_of[i] = t.region_of[p]
+        for i in range(len(t.paths)):
+            self._check_state(i)
+        for source, spec, site, put in self.pending:
+            ct = self._transition(source, spec, site)
+            if ct is not None:
+                put(ct)
+        self._chains()
+
+    # -- per-state rules -----------------------------------------------------------------------------
+    def _check_state(self, i: int) -> None:
+        t, issues = self.t, self.issues
+        node = self.nodes[i]
+        site = t.sites[i]
+        kind = t.kind[i]
+        kids = t.children[i]
+        kid_names = [t.paths[k].rsplit(".", 1)[-1] for k in kids]
+
+        def at(key: str) -> str:
+            return f"{site}.{key}" if site else key
+
+        if node is None:  # the root
+            self._initial(i, self.defn.initial, at("initial"), kid_names)
+            return
+        parent_kind = t.kind[t.parent[i]]
+
+        def forbid(*keys: str, why: str) -> None:
+            for key in keys:
+                value = getattr(node, key)
+                if value:
+                    issues.append(f"{at(key)}: not allowed on a {why}")
+
+        if kind == "compound":
+            if not kids:
+                issues.append(f"{at('states')}: a compound state needs child states")
+            else:
+                self._initial(i, node.initial, at("initial"), kid_names)
+            forbid("invoke", "on_error", "outcome", "history", "target", why="compound state")
+            if node.on_done and not any(t.kind[k] == "final" for k in kids):
+                issues.append(f"{at('on_done')}: never taken, {site} has no final child state")
+        elif kind == "atomic":
+            if kids:
+                issues.append(f"{at('states')}: an atomic state has no child states (drop `type: atomic`)")
+            forbid("initial", "outcome", "history", "target", why="atomic state")
+            if node.invoke is None:
+                forbid("on_done", "on_error", why="state without `invoke` (or a final child)")
+        elif kind == "parallel":
+            if not kids:
+                issues.append(f"{at('states')}: a parallel state needs at least one region")
+            forbid("initial", why="parallel state: every region starts at once")
+            forbid("invoke", "outcome", "history", "target", why="parallel state")
+            for k in kids:
+                if t.kind[k] != "compound":
+                    issues.append(
+                        f"{t.sites[k]}: a region of a parallel state must be a compound state "
+                        f"(with `states` and `initial`), not {t.kind[k]}"
+                    )
+        elif kind == "final":
+            forbid(
+                "states",
+                "initial",
+                "on",
+                "always",
+                "after",
+                "invoke",
+                "on_done",
+                "on_error",
+                "history",
+                "target",
+                why="final state (nothing leaves it)",
+            )
+            t.outcome[i] = node.outcome if node.outcome is not None else t.paths[i].rsplit(".", 1)[-1]
+        elif kind == "history":
+            forbid(
+                "states",
+                "initial",
+                "entry",
+                "exit",
+                "on",
+                "always",
+                "after",
+                "invoke",
+                "on_done",
+                "on_error",
+                "outcome",
+                why="history state (a pseudo-state)",
+            )
+            if parent_kind != "compound" or t.parent[i] == 0:
+                where_now = "the top level, which is never exited" if t.parent[i] == 0 else parent_kind
+                issues.append(
+                    f"{site}: a history state must be a child of a compound state "
+                    f"(its parent here is {where_now})"
+                )
+            t.history_deep[i] = node.history == "deep"
+            t.has_history[t.parent[i]] = True
+            p = t.parent[i]
+            if node.target is not None:
+                tgt = self._resolve(i, node.target, at("target"))
+                if tgt >= 0 and not t.is_proper_ancestor(p, tgt):
+                    issues.append(f"{at('target')}: a history default must be inside {t.paths[p]!r}")
+                elif tgt >= 0 and t.kind[tgt] == "history":
+                    issues.append(f"{at('target')}: a history default cannot be a history state")
+                else:
+                    t.history_default[i] = tgt
+            elif t.initial[p] == i:
+                issues.append(
+                    f"{at('target')}: required: {t.paths[p]!r} starts in this history state, "
+                    "so it needs a default target"
+                )
+        if kind == "history":
+            return
+        # actions, transitions, timers, invoke
+        t.entry[i] = compile_actions(node.entry, at("entry"), issues)
+        t.exit[i] = compile_actions(node.exit, at("exit"), issues)
+        for event, trans in node.on.items():
+            if not event or event.startswith(RESERVED_PREFIX):
+                issues.append(
+                    f"{at('on')}.{event}: event names starting with 'durastate.' are reserved"
+                    if event
+                    else f"{at('on')}: empty event name"
+                )
+                continue
+            for k, tr in enumerate(trans):
+                self._later(i, tr, f"{at('on')}.{event}[{k}]", t.own[i].setdefault(event, []).append)
+        for k, tr in enumerate(node.always):
+            self._later(i, tr, f"{at('always')}[{k}]", t.own_always[i].append)
+        for k, tr in enumerate(node.on_done):
+            self._later(i, tr, f"{at('on_done')}[{k}]", t.own[i].setdefault(t.done_event[i], []).append)
+        for k, tr in enumerate(node.on_error):
+            self._later(i, tr, f"{at('on_error')}[{k}]", t.own[i].setdefault(t.error_event[i], []).append)
+        if node.after is not None:
+            seconds = node.after.seconds
+            if not seconds > 0 or seconds != seconds or seconds == float("inf"):
+                issues.append(f"{at('after')}.seconds: must be a positive number of seconds, got {seconds!r}")
+
+            def put_after(ct: CompiledTransition, s: float = seconds, i: int = i) -> None:
+                t.after[i] = (s, ct)
+
+            self._later(i, node.after, at("after"), put_after)
+        if node.invoke is not None:
+            if kind != "atomic":
+                issues.append(f"{at('invoke')}: only an atomic state (without child states) can invoke")
+            ctx = compile_value(node.invoke.context, f"{at('invoke')}.context", issues)
+            t.invoke[i] = (node.invoke.definition, ctx)
+
+    def _initial(self, i: int, initial: str | None, where: str, names: list[str]) -> None:
+        t = self.t
+        if not names:
+            return
+        if initial is None:
+            self.issues.append(
+                f"{where}: required: name the child state to start in (one of: {', '.join(names)})"
+            )
+            return
+        if initial not in names:
+            self.issues.append(
+                f"{where}: no child state {initial!r}{did_you_mean(initial, names)}; "
+                f"one of: {', '.join(names)}"
+            )
+            return
+        t.initial[i] = t.children[i][names.index(initial)]
+
+    def _later(
+        self, source: int, spec: Transition | After, site: str, put: Callable[[CompiledTransition], None]
+    ) -> None:
+        self.pending.append((source, spec, site, put))
+
+    # -- targets and transitions ---------------------------------------------------------------------
+    def _resolve(self, source: int, target: str, where: str) -> int:
+        """Relative to the source's parent (a sibling or ``sibling.child``), then absolute."""
+        t = self.t
+        parent = t.parent[source]
+        base = t.paths[parent] if parent > 0 else ""
+        rel = f"{base}.{target}" if base else target
+        if rel in t.index and rel:
+            return t.index[rel]
+        if target in t.index and target:
+            return t.index[target]
+        relative = [p[len(base) + 1 :] for p in t.paths[1:] if base and p.startswith(base + ".")]
+        hint = did_you_mean(target, relative) or did_you_mean(target, t.paths[1:])
+        if not hint:  # a typo in the last segment of a path written differently
+            by_name = {p.rsplit(".", 1)[-1]: p for p in t.paths[1:]}
+            close = difflib.get_close_matches(target.rsplit(".", 1)[-1], sorted(by_name), n=1, cutoff=0.6)
+            hint = f" (did you mean {by_name[close[0]]!r}?)" if close else ""
+        self.issues.append(f"{where}: no state {target!r}{hint}")
+        return -1
+
+    def _transition(self, source: int, spec: Transition | After, site: str) -> CompiledTransition | None:
+        t, issues = self.t, self.issues
+        n0 = len(issues)
+        guard = compile_guard(spec.guard, f"{site}.guard", issues) if spec.guard is not None else None
+        actions = compile_actions(spec.actions, f"{site}.actions", issues)
+        target = -1
+        if spec.target is not None:
+            target = self._resolve(source, spec.target, f"{site}.target")
+            if target < 0:
+                return None
+            rs, rt = t.region_of[source], t.region_of[target]
+            if rs != rt:
+                if rt and not (source == rt or t.is_proper_ancestor(rt, source)):
+                    par = t.paths[t.parent[rt]]
+                    issues.append(
+                        f"{site}.target: {t.paths[target]!r} is inside a region of the parallel state "
+                        f"{par!r}; "
+                        f"target {par!r} itself (each region starts at its initial state)"
+                    )
+                else:
+                    issues.append(
+                        f"{site}.target: {t.paths[target]!r} is outside the parallel region "
+                        f"{t.paths[rs]!r}; regions run as separate executions: reach a final state in the "
+                        "region and let the parallel state's on_done (or on_error) move on"
+                    )
+                return None
+        if len(issues) > n0:
+            return None
+        if target < 0:
+            return CompiledTransition(source, -1, guard, actions, -1, (), -1, site, t.depth[source])
+        history = -1
+        dest = target
+        if t.kind[target] == "history":
+            history, dest = target, t.parent[target]
+        if (
+            spec.internal
+            and target != source
+            and t.is_proper_ancestor(source, target)
+            and t.kind[source] == "compound"
+        ):
+            domain = source
+        else:
+            domain = t.parent[source]
+            while not (t.is_proper_ancestor(domain, target)):
+                domain = t.parent[domain]
+        chain: list[int] = []
+        s = dest
+        while s != domain:
+            chain.append(s)
+            s = t.parent[s]
+        chain.reverse()
+        return CompiledTransition(
+            source, target, guard, actions, domain, tuple(chain), history, site, t.depth[source]
+        )
+
+    def _chains(self) -> None:
+        t = self.t
+        n = len(t.paths)
+        for i in range(n):
+            t.enter_work.append(bool(t.entry[i] or t.after[i] is not None or t.invoke[i] is not None))
+            t.exit_work.append(
+                bool(
+                    t.exit[i]
+                    or t.after[i] is not None
+                    or t.invoke[i] is not None
+                    or t.has_history[i]
+                    or t.kind[i] == "parallel"
+                )
+            )
+        for i in range(n):
+            handlers: dict[str, list[CompiledTransition]] = {}
+            always: list[CompiledTransition] = []
+            s = i
+            while s >= 0:
+                for event, cts in t.own[s].items():
+                    handlers.setdefault(event, []).extend(cts)
+                always.extend(t.own_always[s])
+                s = t.parent[s]
+            t.handlers.append({k: tuple(v) for k, v in handlers.items()})
+            t.always.append(tuple(always))

@@ -1,0 +1,166 @@
+"""Typed errors a user can act on.
+
+Every error durastate raises on purpose derives from :class:`DurastateError`, and its message says what went
+wrong *and* what to do about it, so the CLI and the Lambda handlers can report it in one line.
+"""
+
+from __future__ import annotations
+
+
+class DurastateError(Exception):
+    """Base of every error durastate raises deliberately."""
+
+
+class StoreConflict(DurastateError):
+    """A commit lost the optimistic-concurrency race (compare-and-swap on ``Execution.version``).
+
+    Nothing of the losing commit was written. Reload the execution and apply the event again.
+    """
+
+    def __init__(self, execution_id: str, expected: int | None, found: int | None) -> None:
+        self.execution_id = execution_id
+        self.expected = expected
+        self.found = found
+        super().__init__(
+            f"execution {execution_id!r} was changed concurrently: expected stored version {expected}, "
+            f"found {found}; reload it and retry"
+        )
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (self.execution_id, self.expected, self.found))
+
+
+class EventAlreadyProcessed(StoreConflict):
+    """A commit that was asked to check its event (``check_event=True``) found it already applied.
+
+    Raised instead of writing anything: the caller committed on top of a copy it kept rather than one it
+    just loaded with the dedupe check, and the event turned out to be a redelivery. It is a
+    :class:`StoreConflict`, so a caller that reloads on conflicts (the worker) then sees the event as a
+    duplicate through ``load_for_event`` and skips it.
+    """
+
+    def __init__(self, execution_id: str, event_id: str, version: int | None = None) -> None:
+        self.event_id = event_id
+        DurastateError.__init__(
+            self,
+            f"event {event_id!r} was already applied to execution {execution_id!r}; nothing was written "
+            "(reload the execution: the event is a duplicate)",
+        )
+        self.execution_id = execution_id
+        self.expected = version
+        self.found = version
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (self.execution_id, self.event_id, self.expected))
+
+
+class StoreUnavailable(DurastateError):
+    """The store could not be reached (after its own retries)."""
+
+
+class ExecutionTooLarge(DurastateError):
+    """An execution or a commit exceeds a hard limit of the backend; nothing was written."""
+
+    def __init__(self, what: str, size: int, limit: int, hint: str = "") -> None:
+        self.what = what
+        self.size = size
+        self.limit = limit
+        msg = f"{what} is {size} bytes/items, over the backend limit of {limit}; nothing was written"
+        super().__init__(msg + (f" ({hint})" if hint else ""))
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (self.what, self.size, self.limit))
+
+
+class DefinitionError(DurastateError):
+    """A statechart definition does not validate. ``issues`` lists every problem, each with its path."""
+
+    def __init__(self, issues: list[str], source: str | None = None) -> None:
+        self.issues = list(issues)
+        self.source = source
+        head = f"{source}: " if source else ""
+        body = "; ".join(self.issues) if len(self.issues) == 1 else "\n  " + "\n  ".join(self.issues)
+        super().__init__(f"{head}invalid definition: {body}")
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (self.issues, self.source))
+
+
+class UnknownDefinition(DurastateError):
+    """No definition is registered under the requested id."""
+
+    def __init__(self, definition_id: str, known: list[str] | None = None) -> None:
+        self.definition_id = definition_id
+        self.known = sorted(known or [])
+        hint = f" (known: {', '.join(self.known)})" if self.known else ""
+        super().__init__(
+            f"unknown definition {definition_id!r}{hint}; add its YAML/JSON file to the definitions folder"
+        )
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (self.definition_id, self.known))
+
+
+class UnknownExecution(DurastateError):
+    """An event was addressed to an execution that does not exist."""
+
+    def __init__(self, execution_id: str) -> None:
+        self.execution_id = execution_id
+        super().__init__(
+            f"no execution {execution_id!r}; start it first with a 'durastate.start' event (or `durastate start`)"
+        )
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (self.execution_id,))
+
+
+class MalformedEvent(DurastateError):
+    """A message or event does not match the wire format."""
+
+
+class DeliveryFailed(DurastateError):
+    """A transport or sink could not deliver some messages after its bounded retries.
+
+    ``failures`` lists ``(key, code, message)`` per undelivered entry (key: the event id). Nothing was
+    acknowledged for them, so a retry of the same call (the relay's next pass) sends them again; the
+    receiver deduplicates what did arrive.
+    """
+
+    def __init__(
+        self, what: str, failures: list[tuple[str, str, str]], permanent: frozenset[str] = frozenset()
+    ) -> None:
+        self.what = what
+        self.failures = list(failures)
+        self.permanent = frozenset(permanent)
+        """Keys of the failures no retry can fix (the receiver rejected them as the sender's fault)."""
+        shown = "; ".join(f"{k}: {c} {m}".strip() for k, c, m in self.failures[:5])
+        more = f" (+{len(self.failures) - 5} more)" if len(self.failures) > 5 else ""
+        super().__init__(
+            f"{what}: {len(self.failures)} message(s) not delivered after retries: {shown}{more}; "
+            "check the queue/bus permissions and quotas, then retry (delivery is idempotent)"
+        )
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (self.what, self.failures, self.permanent))
+
+
+class GroupAborted(StoreUnavailable):
+    """A group of writes committed together (``durastate serve``'s round on SQLite) was rolled back whole.
+
+    SQLite rolls a transaction back by itself on some failures (an I/O error, a full disk); then none
+    of the group's earlier writes landed either, so whoever runs the group must stop it rather than
+    carry on. Nothing is lost: the group's messages are claimed and applied again.
+    """
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(f"{reason} (the whole group of writes it was part of was rolled back; its "
+                         "messages will be retried)")
+
+
+class StoreThrottled(StoreUnavailable):
+    """The store kept refusing a request for lack of capacity (throttling) or because concurrent
+    transactions held the same items, past its bounded retries with backoff.
+
+    The refused request was not applied (a refused commit wrote nothing). It is transient: retry the
+    event later (a queue redelivery does), or give the table more capacity.
+    """

@@ -1,0 +1,315 @@
+"""The runtime on AWS Lambda: store, transport, sink and definitions built from the environment.
+
+The three handlers in ``functions/`` are thin adapters; everything they share lives here so the local
+stack and the tests run the very same code. :func:`get_runtime` builds an :class:`AwsRuntime` once per
+Lambda container (module-level cache: a warm invocation reuses the boto3 clients and the loaded
+definitions) from these variables:
+
+=========================  ===========================================================================
+``DURASTATE_TABLE_PREFIX``     prefix of the seven DynamoDB tables (``{prefix}_executions`` …); default durastate
+``AWS_REGION``             region of every client (Lambda sets it; ``AWS_DEFAULT_REGION`` also works)
+``AWS_ENDPOINT_URL``       endpoint of every service (LocalStack, moto server); botocore reads it
+``AWS_ENDPOINT_URL_DYNAMODB`` / ``AWS_ENDPOINT_URL_SQS`` / ``AWS_ENDPOINT_URL_EVENTBRIDGE``
+                           per-service endpoints, also resolved by botocore itself (≥ 1.31)
+``DURASTATE_QUEUE_URL``        the SQS FIFO queue events go to (relay, sweeper; the worker does not send)
+``DURASTATE_DLQ_URL``          its FIFO dead-letter queue, where the worker moves records that can never apply
+``DURASTATE_EVENT_BUS_NAME``   EventBridge bus for untargeted emits; unset means they are only logged
+``DURASTATE_DEFINITIONS_DIR``  folder of definition files; default: ``definitions`` next to the handler
+``DURASTATE_RELAY_BUDGET``     outbox entries + spawns handled per relay pass (default 500)
+``DURASTATE_SWEEP_LIMIT``      due timers fired per sweeper run (default 500)
+``DURASTATE_TRACE``            ``1`` records a trace step per commit (off by default: it turns every state-only
+                           commit into a transaction, about 3x the write cost)
+``DURASTATE_PROCESSED_TTL_SECONDS`` / ``DURASTATE_TRACE_TTL_SECONDS``
+                           lifetime of dedupe marks / trace steps before DynamoDB's TTL may delete them
+                           (defaults 14 days / 7 days; a mark must outlive the queue's retention period)
+=========================  ===========================================================================
+
+No endpoint is passed to boto3 explicitly: botocore resolves ``AWS_ENDPOINT_URL_<SERVICE>`` and
+``AWS_ENDPOINT_URL`` natively, so the same code runs against AWS, LocalStack and moto.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from durastate.engine import DefinitionRegistry
+from durastate.engine.model import Event
+from durastate.errors import DefinitionError, DurastateError, MalformedEvent
+from durastate.runtime.clock import Clock
+from durastate.runtime.local import PERMANENT_ERRORS
+from durastate.runtime.relay import Relay, RelayStats
+from durastate.runtime.sweeper import Sweeper
+from durastate.runtime.worker import HandleResult, Worker
+from durastate.store.base import ExecutionStore
+from durastate.transport.base import Sink, Transport
+from durastate.transport.sqs import dead_letter, sqs_id
+from durastate.transport.wire import Envelope, parse_envelope
+
+__all__ = [
+    "PERMANENT_ERRORS",
+    "AwsRuntime",
+    "AwsSettings",
+    "DeadLetterUnavailable",
+    "LogSink",
+    "Outcome",
+    "build_runtime",
+    "get_runtime",
+    "set_runtime",
+]
+
+log = logging.getLogger("durastate.runtime.aws")
+
+DEFAULT_BUDGET = 500
+DEFAULT_PROCESSED_TTL = 14 * 86400
+DEFAULT_TRACE_TTL = 7 * 86400
+
+Outcome = Literal["applied", "duplicate", "ignored", "dead-lettered"]
+
+
+_OUTCOMES: dict[HandleResult, Outcome] = {
+    HandleResult.APPLIED: "applied", HandleResult.DUPLICATE: "duplicate", HandleResult.IGNORED: "ignored",
+}
+
+
+class DeadLetterUnavailable(DurastateError):
+    """A record can never succeed, but no ``DURASTATE_DLQ_URL`` is configured to move it to."""
+
+
+@dataclass(frozen=True)
+class AwsSettings:
+    """Everything the handlers read from the environment (see the module docstring)."""
+
+    table_prefix: str = "durastate"
+    region: str | None = None
+    queue_url: str | None = None
+    dlq_url: str | None = None
+    event_bus_name: str | None = None
+    definitions_dir: Path = Path("definitions")
+    relay_budget: int = DEFAULT_BUDGET
+    sweep_limit: int = DEFAULT_BUDGET
+    trace: bool = False
+    processed_ttl: int = DEFAULT_PROCESSED_TTL
+    trace_ttl: int = DEFAULT_TRACE_TTL
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None,
+                 default_definitions_dir: str | Path | None = None) -> AwsSettings:
+        env = os.environ if environ is None else environ
+        defs = env.get("DURASTATE_DEFINITIONS_DIR") or default_definitions_dir or "definitions"
+        return cls(
+            table_prefix=env.get("DURASTATE_TABLE_PREFIX") or "durastate",
+            region=env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or None,
+            queue_url=env.get("DURASTATE_QUEUE_URL") or None,
+            dlq_url=env.get("DURASTATE_DLQ_URL") or None,
+            event_bus_name=env.get("DURASTATE_EVENT_BUS_NAME") or None,
+            definitions_dir=Path(defs),
+            relay_budget=_positive_int(env, "DURASTATE_RELAY_BUDGET", DEFAULT_BUDGET),
+            sweep_limit=_positive_int(env, "DURASTATE_SWEEP_LIMIT", DEFAULT_BUDGET),
+            trace=(env.get("DURASTATE_TRACE") or "0").strip().lower() in ("1", "true", "yes", "on"),
+            processed_ttl=_positive_int(env, "DURASTATE_PROCESSED_TTL_SECONDS", DEFAULT_PROCESSED_TTL),
+            trace_ttl=_positive_int(env, "DURASTATE_TRACE_TTL_SECONDS", DEFAULT_TRACE_TTL),
+        )
+
+
+def _positive_int(env: Mapping[str, str], name: str, default: int) -> int:
+    raw = env.get(name)
+    if not raw:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ValueError(f"{name}={raw!r} is not a whole number") from None
+    if value < 1:
+        raise ValueError(f"{name}={raw!r} must be at least 1")
+    return value
+
+
+class LogSink:
+    """The sink when no event bus is configured: untargeted emits are logged, never silently lost."""
+
+    def publish(self, events: Any) -> None:
+        for e in events:
+            log.info("untargeted emit %s (%s): no DURASTATE_EVENT_BUS_NAME set", e.name, e.id)
+
+
+class _UnconfiguredTransport:
+    """Stands in when ``DURASTATE_QUEUE_URL`` is unset (the worker needs no queue); sending is an error."""
+
+    def send(self, messages: Any) -> None:
+        raise DurastateError("no DURASTATE_QUEUE_URL configured: the relay and the sweeper need the SQS queue URL")
+
+
+@dataclass
+class AwsRuntime:
+    """The worker, relay and sweeper over one store, plus what the handlers need around them."""
+
+    settings: AwsSettings
+    store: ExecutionStore
+    registry: DefinitionRegistry
+    transport: Transport
+    sink: Sink
+    sqs: Any
+    clock: Clock = time.time
+    worker: Worker = field(init=False)
+    relay: Relay = field(init=False)
+    sweeper: Sweeper = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.worker = Worker(self.store, self.registry, clock=self.clock)
+        self.relay = Relay(self.store, self.registry, self.transport, sink=self.sink, clock=self.clock)
+        self.sweeper = Sweeper(self.store, self.transport, clock=self.clock)
+
+    # -- worker ----------------------------------------------------------------------------------------
+    def parse(self, body: str) -> Envelope:
+        """Validate a record body against the wire format (raises :class:`MalformedEvent`)."""
+        return parse_envelope(body)
+
+    def apply(self, env: Envelope) -> HandleResult:
+        """Apply one parsed event; permanent and transient errors both propagate (see :meth:`process`)."""
+        return self.worker.handle(env.target_id, env.event)
+
+    def process(self, body: str, *, message_id: str, group_id: str | None = None,
+                on_parsed: Callable[[Envelope], None] | None = None) -> Outcome:
+        """One SQS record, end to end: parse, apply, dead-letter what can never succeed.
+
+        Returns the outcome; raises only on a *transient* failure, which the handler reports as a batch
+        item failure so SQS redelivers the record (and, FIFO, the rest of its group) later.
+        """
+        try:
+            env = self.parse(body)
+        except MalformedEvent as exc:
+            self.dead_letter(body, exc, message_id=message_id, group_id=group_id)
+            return "dead-lettered"
+        if on_parsed is not None:
+            on_parsed(env)
+        if group_id and group_id != sqs_id(env.target_id):
+            log.warning("message %s for %s arrived in group %s: send with MessageGroupId = target_id to keep "
+                        "its events ordered", message_id, env.target_id, group_id)
+        try:
+            result = self.apply(env)
+        except PERMANENT_ERRORS as exc:  # malformed start data, unknown definition/execution, too large
+            self.dead_letter(body, exc, message_id=message_id, group_id=group_id, target_id=env.target_id,
+                             event=env.event)
+            return "dead-lettered"
+        return _OUTCOMES[result]
+
+    def dead_letter(self, body: str, exc: BaseException, *, message_id: str, group_id: str | None,
+                    target_id: str | None = None, event: Event | None = None) -> None:
+        """Move a record that can never succeed to the DLQ, with why; raise if there is no DLQ."""
+        reason = " ".join(str(exc).split()) or type(exc).__name__
+        if self.settings.dlq_url is None:
+            raise DeadLetterUnavailable(
+                f"record {message_id} can never be applied ({reason}) and DURASTATE_DLQ_URL is not set; it "
+                "stays on the queue until its redrive policy moves it") from exc
+        extra = {"durastate.source_message_id": message_id, "durastate.target_id": target_id or "",
+                 "durastate.event_id": event.id if event else "", "durastate.event_name": event.name if event else ""}
+        dead_letter(self.sqs, self.settings.dlq_url, body, reason=reason, error=type(exc).__name__,
+                    group_id=group_id or (sqs_id(target_id) if target_id else None), dedup_id=message_id,
+                    extra=extra)
+        log.error("dead-lettered message %s: %s", message_id, reason)
+
+    # -- relay / sweeper -------------------------------------------------------------------------------
+    def run_relay(self, budget: int | None = None,
+                  remaining_ms: Callable[[], int] | None = None, reserve_ms: int = 5000,
+                  max_passes: int = 20) -> tuple[RelayStats, int]:
+        """Relay passes (spawns first, then the outbox) of ``budget`` items each.
+
+        Another pass runs only while the previous one used its whole budget (there may be more) and the
+        Lambda has more than ``reserve_ms`` left; what remains is picked up by the next stream trigger or
+        the scheduled backstop. Returns the summed stats and the number of passes.
+        """
+        per_pass = budget or self.settings.relay_budget
+        total = RelayStats(0, 0, 0)
+        passes = 0
+        while passes < max_passes:
+            stats = self.relay.run_once(max_items=per_pass)
+            passes += 1
+            total = RelayStats(total.spawned + stats.spawned, total.sent + stats.sent,
+                               total.published + stats.published)
+            if stats.spawned + stats.sent + stats.published < per_pass:
+                break
+            if remaining_ms is not None and remaining_ms() < reserve_ms:
+                break
+        return total, passes
+
+    def run_sweeper(self, limit: int | None = None) -> int:
+        """One bounded sweep: at most ``limit`` due timers fire; a backlog drains over several runs."""
+        return self.sweeper.run_once(limit=limit or self.settings.sweep_limit)
+
+
+def build_runtime(settings: AwsSettings | None = None, *, clock: Clock = time.time,
+                  dynamodb: Any = None, sqs: Any = None, events: Any = None,
+                  store: ExecutionStore | None = None,
+                  registry: DefinitionRegistry | None = None) -> AwsRuntime:
+    """Build an :class:`AwsRuntime`; clients (or the store / registry) may be injected, else boto3 is used.
+
+    The tables are expected to exist (the CDK stack owns them); the Lambda roles have no CreateTable.
+    """
+    settings = settings or AwsSettings.from_env()
+    if registry is None:
+        registry = _load_registry(settings.definitions_dir)
+    if store is None or sqs is None or (events is None and settings.event_bus_name):
+        import boto3  # type: ignore[import-untyped]
+        from botocore.config import Config  # type: ignore[import-untyped]
+
+        cfg = Config(retries={"mode": "standard", "max_attempts": 8})
+        if store is None and dynamodb is None:
+            dynamodb = boto3.client("dynamodb", region_name=settings.region, config=cfg)
+        if sqs is None:
+            sqs = boto3.client("sqs", region_name=settings.region, config=cfg)
+        if events is None and settings.event_bus_name:
+            events = boto3.client("events", region_name=settings.region, config=cfg)
+    if store is None:
+        from durastate.store.dynamodb.sync import DynamoDBStore
+
+        store = DynamoDBStore(dynamodb, prefix=settings.table_prefix, record_trace=settings.trace,
+                              processed_ttl=settings.processed_ttl, trace_ttl=settings.trace_ttl)
+    transport: Transport
+    if settings.queue_url:
+        from durastate.transport.sqs import SqsTransport
+
+        transport = SqsTransport(sqs, settings.queue_url, dlq_url=settings.dlq_url)
+    else:
+        transport = _UnconfiguredTransport()
+    sink: Sink
+    if settings.event_bus_name:
+        from durastate.transport.eventbridge import EventBridgeSink
+
+        sink = EventBridgeSink(events, settings.event_bus_name)
+    else:
+        sink = LogSink()
+    return AwsRuntime(settings, store, registry, transport, sink, sqs, clock=clock)
+
+
+def _load_registry(folder: Path) -> DefinitionRegistry:
+    if not folder.is_dir():
+        raise DefinitionError([f"definitions folder {str(folder)!r} does not exist: package your definition "
+                               "files with the function or set DURASTATE_DEFINITIONS_DIR"])
+    return DefinitionRegistry.from_dir(folder)
+
+
+_cache: AwsRuntime | None = None
+_cache_lock = threading.Lock()
+
+
+def get_runtime(default_definitions_dir: str | Path | None = None) -> AwsRuntime:
+    """The container's runtime, built on first use from the environment and reused while warm."""
+    global _cache
+    with _cache_lock:
+        if _cache is None:
+            _cache = build_runtime(AwsSettings.from_env(default_definitions_dir=default_definitions_dir))
+        return _cache
+
+
+def set_runtime(runtime: AwsRuntime | None) -> None:
+    """Install a runtime for the handlers (the local stack and tests inject clocks), or clear the cache."""
+    global _cache
+    with _cache_lock:
+        _cache = runtime

@@ -1,0 +1,273 @@
+"""The local runtime: worker, relay and sweeper in one process over any store and queue transport.
+
+This is what ``durastate serve`` runs and what embedding durastate in a Python program means. Work proceeds in
+rounds — claim and apply a batch of messages, relay what they emitted, fire due timers — until a round
+finds nothing to do. Failures are sorted once, here: a permanent one (the message can never succeed) is
+acked and kept as a dead letter with its reason; a transient one is released for a retry, and dead-
+lettered after ``max_attempts``, so no message is retried forever, blocks its target, or vanishes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from durastate.engine import DefinitionRegistry
+from durastate.engine.model import START, Event, Execution, new_id
+from durastate.errors import (
+    DefinitionError,
+    ExecutionTooLarge,
+    GroupAborted,
+    MalformedEvent,
+    UnknownDefinition,
+    UnknownExecution,
+)
+from durastate.runtime.clock import Clock
+from durastate.runtime.relay import Relay
+from durastate.runtime.sweeper import Sweeper
+from durastate.runtime.worker import HandleResult, Worker
+from durastate.store.base import ExecutionStore
+from durastate.transport.base import Claimed, QueueTransport, Sink
+from durastate.transport.memory import InMemoryTransport
+
+__all__ = ["PERMANENT_ERRORS", "DeadLetter", "LocalRuntime", "RunStats"]
+
+log = logging.getLogger("durastate.runtime")
+
+PERMANENT_ERRORS: tuple[type[Exception], ...] = (
+    UnknownExecution, UnknownDefinition, MalformedEvent, DefinitionError, ExecutionTooLarge,
+)
+"""Errors that no retry can fix: the message is dead-lettered at once."""
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetter:
+    """A message the runtime gave up on, and why."""
+
+    target_id: str
+    event: Event
+    reason: str
+    error: str
+    """The exception class name, e.g. ``UnknownExecution``."""
+    attempts: int
+    at: float
+
+
+@dataclass(slots=True)
+class RunStats:
+    """What :meth:`LocalRuntime.run_until_idle` (or ``serve``) did."""
+
+    rounds: int = 0
+    handled: int = 0
+    applied: int = 0
+    duplicates: int = 0
+    ignored: int = 0
+    retried: int = 0
+    dead_lettered: int = 0
+    spawned: int = 0
+    sent: int = 0
+    published: int = 0
+    fired: int = 0
+    idle: bool = False
+    """True when the last round found nothing to do (False: stopped by ``max_rounds``)."""
+
+    def as_dict(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in self.__slots__}
+
+
+class LocalRuntime:
+    """Runs executions of ``registry``'s definitions on ``store``, all in this process.
+
+    ``transport`` defaults to an :class:`InMemoryTransport` (pass a durable one, e.g. the SQLite
+    transport, so events sent while nothing runs are not lost). ``clock`` drives timers: pass a
+    :class:`~durastate.runtime.ManualClock` to fire them by advancing it.
+
+    On a store that hands out live objects (``DictStore``) the worker steps a copy of each execution, so
+    a reader in another thread never sees a half-applied step and several workers may share the store.
+    ``copy_on_load=False`` skips the copy — measured ~1.8x more events per second on ``DictStore`` — and
+    is safe when this runtime is the store's only user and nothing reads it while a round runs.
+    """
+
+    def __init__(self, store: ExecutionStore, registry: DefinitionRegistry,
+                 transport: QueueTransport | None = None, clock: Clock = time.time, *,
+                 sink: Sink | None = None, batch_size: int = 32, max_attempts: int = 5,
+                 sweep_limit: int = 500, sweep_interval: float = 1.0, lease_seconds: float = 30.0,
+                 max_conflict_retries: int = 8, copy_on_load: bool | None = None,
+                 on_dead_letter: Callable[[DeadLetter], None] | None = None,
+                 keep_committed: int = 0) -> None:
+        self.store = store
+        self.registry = registry
+        self.clock = clock
+        self.transport: QueueTransport = transport if transport is not None else InMemoryTransport(clock)
+        self.sink = sink
+        self.batch_size = batch_size
+        self.max_attempts = max_attempts
+        self.sweep_limit = sweep_limit
+        self.sweep_interval = sweep_interval
+        self._last_sweep = float("-inf")
+        self.lease_seconds = lease_seconds
+        # keep_committed: see Worker (worth it when this runtime is the only one serving its executions).
+        self.worker = Worker(store, registry, clock, max_conflict_retries, copy_on_load=copy_on_load,
+                             keep_committed=keep_committed)
+        self.relay = Relay(store, registry, self.transport, sink, clock)
+        self.sweeper = Sweeper(store, self.transport, clock)
+        self.dead_letters: list[DeadLetter] = []
+        self._settled = False
+        self.on_dead_letter = on_dead_letter
+        """Called with each dead letter (e.g. to persist it or print it); the list above keeps them too."""
+
+    # -- input ----------------------------------------------------------------------------------------
+    def send(self, target_id: str, event: Event) -> None:
+        """Enqueue ``event`` for execution ``target_id``; it is applied by the next round."""
+        self.transport.send([(target_id, event)])
+
+    def start(self, definition_id: str, context: dict[str, Any] | None = None,
+              execution_id: str | None = None) -> str:
+        """Enqueue the start of a new execution and return its id.
+
+        With an ``execution_id`` the start is idempotent: its event id is derived from the execution id,
+        so starting the same id twice creates one execution. An unknown definition fails here, at once.
+        """
+        self.registry.get(definition_id)
+        eid = execution_id or new_id()
+        self.send(eid, Event(id=f"{eid}:start", name=START,
+                             data={"definition_id": definition_id, "context": dict(context or {})}))
+        return eid
+
+    def get(self, execution_id: str) -> Execution | None:
+        """The stored execution (load it again after running: the store may replace the object)."""
+        return self.store.load(execution_id)
+
+    # -- running --------------------------------------------------------------------------------------
+    def run_until_idle(self, max_rounds: int = 10_000) -> RunStats:
+        """Process messages, relay and sweep until a round has nothing to do *now* (or ``max_rounds``).
+
+        Timers due later are left armed: advance the clock and call again to fire them.
+        """
+        stats = RunStats()
+        for _ in range(max_rounds):
+            if not self._round(stats) or self._settled:
+                stats.idle = True
+                return stats
+        log.warning("run_until_idle stopped after %d rounds with work left", max_rounds)
+        return stats
+
+    def run_once(self) -> RunStats:
+        """Exactly one round (claim a batch, relay, sweep); ``idle`` says whether it found nothing to do."""
+        stats = RunStats()
+        stats.idle = not self._round(stats)
+        return stats
+
+    def serve(self, stop: threading.Event | None = None, poll_interval: float = 0.5) -> RunStats:
+        """Run until ``stop`` is set (or Ctrl-C), waiting ``poll_interval`` seconds when idle.
+
+        A failing relay or sweep (the store or the queue unreachable) is logged and retried after
+        ``poll_interval``; it does not end the server. ``run_until_idle`` lets such errors propagate.
+        """
+        stop = stop or threading.Event()
+        stats = RunStats()
+        try:
+            while not stop.is_set():
+                try:
+                    busy = self._round(stats)
+                except Exception:  # the relay or the sweeper failed (store/queue down): keep serving
+                    log.exception("runtime round failed; retrying in %ss", poll_interval)
+                    busy = False
+                if not busy or self._settled:  # a settled round: the next would find nothing
+                    stop.wait(poll_interval)
+        except KeyboardInterrupt:
+            log.info("interrupted; stopping")
+        stats.idle = True
+        return stats
+
+    def _round(self, stats: RunStats) -> bool:
+        """One round; True if it did anything.
+
+        A round applies up to ``batch_size`` messages (claiming again as targets free up, so a chain of
+        events for one execution does not cost a round each), relays, and sweeps. Sweeping reads every
+        due timer, so it runs once per ``sweep_interval`` of clock time while busy, and always before the
+        runtime may call itself idle.
+        """
+        stats.rounds += 1
+        handled = 0
+        drained = False
+        try:
+            with self._group():
+                while handled < self.batch_size:
+                    claimed = self.transport.claim(self.batch_size - handled, self.lease_seconds)
+                    if not claimed:
+                        drained = True
+                        break
+                    for c in claimed:
+                        self._process(c, stats)
+                    handled += len(claimed)
+        except BaseException:
+            self.worker.forget()  # what it kept may be from commits the group just rolled back
+            raise
+        relayed = self.relay.run_once()
+        stats.spawned += relayed.spawned
+        stats.sent += relayed.sent
+        stats.published += relayed.published
+        busy = handled > 0 or bool(relayed)
+        # Settled: nothing was left to claim, and the relay — which ran after every commit of this
+        # round — had nothing to move. Only a due timer can make work now, so the sweep that precedes
+        # idleness runs here, and ``run_until_idle`` can stop without a whole empty round.
+        settled = drained and not relayed
+        now = self.clock()
+        fired = 0
+        if not busy or settled or now - self._last_sweep >= self.sweep_interval:
+            self._last_sweep = now
+            fired = self.sweeper.run_once(self.sweep_limit)
+            stats.fired += fired
+            busy = busy or fired > 0
+        self._settled = settled and fired == 0
+        return busy
+
+    def _group(self) -> contextlib.AbstractContextManager[object]:
+        """The round's claims, commits and acks as one transaction where the transport can do that
+        with the store (``SqliteTransport`` opened on this ``SqliteStore``: one fsync a round); else
+        each stands alone."""
+        group_with = getattr(self.transport, "group_with", None)
+        return group_with(self.store) if group_with is not None else contextlib.nullcontext()
+
+    def _process(self, c: Claimed, stats: RunStats) -> None:
+        stats.handled += 1
+        try:
+            result = self.worker.handle(c.target_id, c.event)
+        except GroupAborted:
+            raise  # the round's transaction is gone: nothing more can be written in it
+        except PERMANENT_ERRORS as err:
+            self._dead_letter(c, err, stats)
+            self.transport.ack(c)
+            return
+        except Exception as err:  # transient (store unavailable, conflicts past the bound) or a bug
+            if c.attempts >= self.max_attempts:
+                self._dead_letter(c, err, stats)
+                self.transport.ack(c)
+            else:
+                log.warning("event %s (%s) for %s failed on attempt %d, will retry: %s: %s", c.event.id,
+                            c.event.name, c.target_id, c.attempts, type(err).__name__, err)
+                stats.retried += 1
+                self.transport.release(c)
+            return
+        self.transport.ack(c)
+        if result is HandleResult.APPLIED:
+            stats.applied += 1
+        elif result is HandleResult.DUPLICATE:
+            stats.duplicates += 1
+        else:
+            stats.ignored += 1
+
+    def _dead_letter(self, c: Claimed, err: Exception, stats: RunStats) -> None:
+        letter = DeadLetter(c.target_id, c.event, str(err), type(err).__name__, c.attempts, self.clock())
+        self.dead_letters.append(letter)
+        stats.dead_lettered += 1
+        log.error("dead letter: event %s (%s) for %s after %d attempt(s): %s: %s", c.event.id, c.event.name,
+                  c.target_id, c.attempts, letter.error, letter.reason)
+        if self.on_dead_letter is not None:
+            self.on_dead_letter(letter)

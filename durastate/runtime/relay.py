@@ -1,0 +1,163 @@
+"""The relay: moves what committed steps left behind — spawn intents and outbox entries — onward.
+
+A commit writes emitted events and child-spawn intents into the store atomically with the execution;
+the relay delivers them afterwards and acks each one only once it has been delivered. A crash between
+delivery and ack delivers it again on the next pass, which changes nothing: child creation is an
+insert-if-absent, and the worker dedupes redelivered event ids.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from durastate.engine import DefinitionRegistry, step
+from durastate.engine.model import START, Event, Execution
+from durastate.errors import DeliveryFailed, StoreConflict
+from durastate.runtime.clock import Clock
+from durastate.store.base import ExecutionStore, OutboxEntry, SpawnEntry
+from durastate.transport.base import Sink, Transport
+
+__all__ = ["Relay", "RelayStats"]
+
+log = logging.getLogger("durastate.runtime")
+
+UNDELIVERABLE = "durastate.undeliverable"
+"""The notification a relay publishes for an emitted event its transport rejected for good."""
+
+
+@dataclass(frozen=True, slots=True)
+class RelayStats:
+    spawned: int = 0
+    """Spawn intents acked (children created, or found already created)."""
+    sent: int = 0
+    """Targeted outbox entries handed to the transport and acked."""
+    published: int = 0
+    """Untargeted outbox entries published to the sink (or dropped with a log line when there is none)."""
+
+    def __bool__(self) -> bool:
+        return bool(self.spawned or self.sent or self.published)
+
+
+class Relay:
+    """Drains ``store``'s spawn intents and outbox into ``transport`` (and ``sink``)."""
+
+    def __init__(self, store: ExecutionStore, registry: DefinitionRegistry, transport: Transport,
+                 sink: Sink | None = None, clock: Clock = time.time, *, batch_size: int = 10) -> None:
+        self.store = store
+        self.registry = registry
+        self.transport = transport
+        self.sink = sink
+        self.clock = clock
+        self.batch_size = max(1, batch_size)
+        self.undeliverable: list[tuple[OutboxEntry, str]] = []
+        """Outbox entries dropped because the transport can never deliver them, with the reason."""
+
+    def run_once(self, max_items: int | None = None) -> RelayStats:
+        """One pass: spawns first, then the outbox, at most ``max_items`` items in all.
+
+        The outbox is *read* before the spawns, and spawns are *created* before the outbox is sent: an
+        event in this outbox snapshot was committed no later than any spawn of the child it targets, so
+        that child exists before the event leaves — a region never receives an event before it exists.
+        """
+        # Read only the budget (oldest first): a pass costs what it delivers, not the backlog.
+        budget = None if max_items is None else max(0, max_items)
+        outbox = self.store.pending_outbox(budget)
+        spawns = self.store.pending_spawns(budget)
+        if budget is not None:
+            # Spawns spend the budget first; the outbox gets what is left (nothing, if a spawn was deferred,
+            # so no event can overtake the creation of the child it targets).
+            outbox = outbox[: budget - len(spawns)]
+        spawned = self._spawn_all(spawns)
+        sent, published = self._drain(outbox)
+        return RelayStats(spawned, sent, published)
+
+    # -- spawns -------------------------------------------------------------------------------------
+    def _spawn_all(self, spawns: Sequence[SpawnEntry]) -> int:
+        for s in spawns:
+            self.create_child(s)
+            self.store.ack_spawn(s.seq)
+        return len(spawns)
+
+    def create_child(self, s: SpawnEntry) -> None:
+        """Create the region child of one spawn intent, unless it exists already (idempotent)."""
+        if self.store.load(s.child_id) is not None:
+            return
+        parent = self.store.load(s.parent_id)
+        if parent is None:
+            log.error("spawn %s: parent %s no longer exists; child %s not created", s.seq, s.parent_id,
+                      s.child_id)
+            return
+        defn = self.registry.get(parent.definition_id)
+        now = self.clock()
+        child = Execution(id=s.child_id, definition_id=parent.definition_id,
+                          definition_fqn=parent.definition_fqn, parent_id=parent.id, child_id=s.child_id,
+                          root_path=s.root_path, context=dict(s.context), created_at=now)
+        start = Event(id=f"{s.child_id}:start", name=START)
+        res = step(defn, child, start, now)
+        try:
+            self.store.commit(child, res.emits, processed_event_id=start.id, timers=res.timers,
+                              spawns=res.spawns, trace=res.trace)
+        except StoreConflict:
+            log.debug("spawn %s: child %s already exists", s.seq, s.child_id)
+
+    # -- outbox -------------------------------------------------------------------------------------
+    def _drain(self, entries: Sequence[OutboxEntry]) -> tuple[int, int]:
+        sent = published = 0
+        batch: list[OutboxEntry] = []
+        notices: list[OutboxEntry] = []
+        for entry in entries:
+            if entry.target_id is None:
+                notices.append(entry)
+            else:
+                batch.append(entry)
+                if len(batch) >= self.batch_size:
+                    sent += self._send(batch)
+                    batch = []
+        if batch:
+            sent += self._send(batch)
+        if notices:
+            published = self._publish(notices)
+        return sent, published
+
+    def _send(self, batch: list[OutboxEntry]) -> int:
+        try:
+            self.transport.send([(e.target_id, e.event) for e in batch if e.target_id is not None])
+        except DeliveryFailed as err:
+            # Ack what went and what never can (else one poison entry stalls the relay for everyone);
+            # leave the rest for the next pass, which sends it again (deduplicated downstream).
+            failed = {key for key, _, _ in err.failures}
+            for e in batch:
+                if e.event.id in err.permanent:
+                    self._undeliverable(e, err)
+                if e.event.id not in failed or e.event.id in err.permanent:
+                    self.store.ack_outbox(e.seq)
+            if failed - err.permanent:
+                raise
+            return len(batch)
+        for e in batch:
+            self.store.ack_outbox(e.seq)
+        return len(batch)
+
+    def _undeliverable(self, e: OutboxEntry, err: DeliveryFailed) -> None:
+        """An entry the transport rejects for good: logged, and announced on the sink when there is one."""
+        reason = next((f"{code} {msg}".strip() for key, code, msg in err.failures if key == e.event.id), "")
+        log.error("outbox %s: event %s (%s) to %s can never be delivered (%s); dropped", e.seq, e.event.id,
+                  e.event.name, e.target_id, reason)
+        self.undeliverable.append((e, reason))
+        if self.sink is not None:
+            self.sink.publish([Event(id=f"{e.event.id}:undeliverable", name=UNDELIVERABLE,
+                                     data={"target_id": e.target_id, "event": e.event.model_dump(),
+                                           "reason": reason})])
+
+    def _publish(self, notices: list[OutboxEntry]) -> int:
+        if self.sink is not None:
+            self.sink.publish([e.event for e in notices])
+        else:
+            for e in notices:
+                log.info("notification %s (%s) dropped: no sink configured", e.event.name, e.event.id)
+        for e in notices:
+            self.store.ack_outbox(e.seq)
+        return len(notices)

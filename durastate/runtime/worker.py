@@ -1,0 +1,283 @@
+"""The worker: applies one event to one execution, exactly once in effect.
+
+``load_for_event`` → a redelivered event id is a no-op → ``durastate.start`` creates the execution → the
+pure ``step`` → one atomic ``commit`` that also records the event id as processed. The commit's version
+compare-and-swap is the only concurrency control: a loser reloads and steps again on fresh state, so the
+result always equals some serial order of the events.
+
+``keep_committed=N`` (opt-in, on a store whose commit can check an event's dedupe mark itself —
+``EventCheckingStore``: the SQL stores): the worker keeps the last N executions it committed and applies
+the next event for one of them without reading it back. The commit's CAS rejects a copy another writer
+has since moved on, its event check rejects a redelivered event, and on either the worker reloads and
+goes the usual way, so exactly-once holds as before. It pays when this worker is the only one applying
+events to its executions (one embedded process; a deployment partitioned by execution): one round trip
+per event instead of two. With several workers taking turns on the same executions a kept copy is
+usually stale, and the step then runs twice (once on the stale copy, whose commit is refused) — still
+correct, but wasted work and user actions called twice — so it is off by default.
+"""
+
+from __future__ import annotations
+
+import copy as copy_module
+import enum
+import logging
+import random
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, TypeVar, cast
+
+from pydantic import BaseModel
+
+from durastate.engine import Definition, DefinitionRegistry, step
+from durastate.engine.model import FINISHED, START, Event, Execution
+from durastate.errors import (
+    EventAlreadyProcessed,
+    MalformedEvent,
+    StoreConflict,
+    UnknownDefinition,
+    UnknownExecution,
+)
+from durastate.runtime.clock import Clock
+from durastate.store.base import Emit, EventCheckingStore, ExecutionStore, Spawn, TimerOp
+from durastate.store.memory.sync import DictCore
+
+__all__ = ["HandleResult", "Worker", "detached_copy", "returns_live_objects"]
+
+log = logging.getLogger("durastate.runtime")
+
+
+class HandleResult(enum.StrEnum):
+    """What :meth:`Worker.handle` did; compares equal to its plain string value."""
+
+    APPLIED = "applied"
+    """The event was applied (or the execution was created) and committed."""
+    DUPLICATE = "duplicate"
+    """The event id was already processed for this execution; nothing changed."""
+    IGNORED = "ignored"
+    """The event was consumed but changed nothing: unhandled, a stale timeout, or the execution ended."""
+
+
+def returns_live_objects(store: object) -> bool:
+    """Whether ``store.load`` hands out the stored object itself rather than a fresh copy.
+
+    A store may say so with a ``returns_live_objects`` attribute; the in-memory stores do by design
+    (their identity contract).
+    """
+    flag = getattr(store, "returns_live_objects", None)
+    if flag is not None:
+        return bool(flag)
+    return isinstance(store, DictCore)
+
+
+def detached_copy(exe: Execution) -> Execution:
+    """An independent deep copy of ``exe``.
+
+    Stepping a copy keeps a step that fails to commit from leaving half-applied state in a live store,
+    and gives the store's compare-and-swap a *different* object at the loaded version, which is what lets
+    it detect a concurrent writer.
+
+    Why hand-written: an execution is validated JSON data (pydantic models, dicts, lists and scalars), so
+    copying its containers is all a deep copy has to do. Building the copy without re-validation
+    measures ~2.5x faster than a ``model_dump``/``model_validate`` round trip and ~10x faster than
+    ``model_copy(deep=True)``; on ``DictStore`` that is the difference between the copy costing a third of
+    an event and a tenth of one.
+    """
+    fields = dict(exe.__dict__)
+    fields["context"] = _json_copy(exe.context)
+    fields["history"] = dict(exe.history)
+    fields["timers"] = dict(exe.timers)
+    fields["children"] = {cid: _model_copy(ref) for cid, ref in exe.children.items()} if exe.children else {}
+    return _model_copy(exe, fields)
+
+
+_M = TypeVar("_M", bound=BaseModel)
+_new = object.__new__
+_setattr = object.__setattr__
+
+
+def _model_copy(model: _M, fields: dict[str, Any] | None = None) -> _M:
+    """A new instance of ``model``'s class holding ``fields`` (default: a shallow copy of its own)."""
+    copy = _new(type(model))
+    _setattr(copy, "__dict__", dict(model.__dict__) if fields is None else fields)
+    _setattr(copy, "__pydantic_fields_set__", set(model.__pydantic_fields_set__))
+    _setattr(copy, "__pydantic_extra__", None)
+    _setattr(copy, "__pydantic_private__", None)
+    return copy
+
+
+def _json_copy(value: Any) -> Any:
+    """A deep copy of JSON data: containers copied, scalars (immutable) shared."""
+    if type(value) is dict:
+        return {k: _json_copy(v) if type(v) in _CONTAINERS else v for k, v in value.items()}
+    if type(value) is list:
+        return [_json_copy(v) if type(v) in _CONTAINERS else v for v in value]
+    if isinstance(value, dict | list):  # a subclass: keep its type, copy through copy.deepcopy
+        return copy_module.deepcopy(value)
+    return value
+
+
+_CONTAINERS = (dict, list)
+
+
+class Worker:
+    """Applies events to executions in ``store`` using the definitions in ``registry``."""
+
+    def __init__(self, store: ExecutionStore, registry: DefinitionRegistry, clock: Clock = time.time,
+                 max_conflict_retries: int = 8, *, copy_on_load: bool | None = None,
+                 sleep: Callable[[float], None] = time.sleep, trace: bool = True,
+                 keep_committed: int = 0) -> None:
+        self.store = store
+        self.registry = registry
+        self.clock = clock
+        self.max_conflict_retries = max_conflict_retries
+        self.copy_on_load = returns_live_objects(store) if copy_on_load is None else copy_on_load
+        self._sleep = sleep
+        self.trace = trace
+        """Commit a trace step with every event (the default). ``False`` commits none: the trace ring is
+        observability, not part of exactly-once, and on DynamoDB leaving it out turns a state-only commit
+        from a two-item transaction into one conditional ``PutItem`` (half the requests' write units)."""
+        self.conflicts = 0
+        """How many commits lost the compare-and-swap and were retried (a metric)."""
+        checks = isinstance(store, EventCheckingStore) and bool(store.commit_checks_event)
+        if keep_committed < 0:
+            raise ValueError(f"keep_committed must be 0 or more, got {keep_committed}")
+        self.keep_committed = keep_committed if checks else 0
+        """How many executions this worker keeps after committing them to skip the next read (0, the
+        default: read before every event; ignored on a store whose commit cannot check the event). See
+        the module docstring for when to turn it on."""
+        self._kept: OrderedDict[str, Execution] = OrderedDict()
+
+    def handle(self, target_id: str, event: Event) -> HandleResult:
+        """Apply ``event`` to execution ``target_id``.
+
+        Raises :class:`UnknownExecution` (no such execution and the event is not ``durastate.start``),
+        :class:`UnknownDefinition`, :class:`MalformedEvent` (a ``durastate.start`` whose data is unusable) —
+        all permanent — or :class:`StoreConflict` once ``max_conflict_retries`` reloads all lost the race.
+        """
+        attempt = 0
+        kept = self._kept.pop(target_id, None)
+        exe: Execution | None
+        while True:
+            if kept is not None:
+                exe, blind, kept = kept, True, None
+            else:
+                exe, seen = self.store.load_for_event(target_id, event.id)
+                if seen:
+                    return HandleResult.DUPLICATE
+                blind = False
+            try:
+                return self._apply(target_id, event, exe, blind)
+            except StoreConflict as exc:
+                if isinstance(exc, EventAlreadyProcessed):  # a redelivery met by a blind commit
+                    continue  # the read now reports it a duplicate
+                attempt += 1
+                self.conflicts += 1
+                if attempt > self.max_conflict_retries:
+                    raise
+                log.debug("conflict on %s applying %s (attempt %d); reloading", target_id, event.id, attempt)
+                if attempt > 1:  # the first retry is immediate; then a tiny jittered backoff
+                    self._sleep(random.uniform(0, min(0.05, 0.001 * 2**attempt)))
+
+    def _apply(self, target_id: str, event: Event, exe: Execution | None, blind: bool) -> HandleResult:
+        """Step and commit; ``blind``: ``exe`` is a kept copy, so the commit itself checks the event."""
+        now = self.clock()
+        if exe is None:
+            if event.name != START:
+                raise UnknownExecution(target_id)
+            created = self._create(target_id, event, now)
+            if created is None:
+                return HandleResult.APPLIED  # a failed child was recorded and its parent notified
+            exe, defn = created
+        else:
+            if self.copy_on_load and not blind:  # a kept copy is the worker's own already
+                exe = detached_copy(exe)
+            if exe.status != "running":
+                # Ended: consumed and ignored, without needing its definition (it may be gone by now).
+                step_record = {"event": event.name, "event_id": event.id, "from": exe.active_path,
+                               "to": exe.active_path, "status": exe.status, "ignored": True}
+                self._commit(exe, [], event.id, blind, trace=step_record)
+                return HandleResult.IGNORED
+            defn = self.registry.get(exe.definition_id)
+        # A repeated durastate.start is ignored by step itself; so is an unhandled event or a stale timeout.
+        res = step(defn, exe, event, now)
+        self._commit(exe, res.emits, event.id, blind, timers=res.timers, spawns=res.spawns, trace=res.trace)
+        return HandleResult.IGNORED if res.ignored else HandleResult.APPLIED
+
+    def _commit(self, exe: Execution, emits: Sequence[Emit], event_id: str, blind: bool, *,
+                timers: Iterable[TimerOp] = (), spawns: Iterable[Spawn] = (),
+                trace: dict[str, Any] | None = None) -> None:
+        """The one commit of an event; afterwards ``exe`` is what the store holds, so keep it."""
+        if not self.trace:
+            trace = None
+        if blind:  # only when keep_committed is on, i.e. the store is an EventCheckingStore
+            cast(EventCheckingStore, self.store).commit(
+                exe, emits, processed_event_id=event_id, timers=timers, spawns=spawns, trace=trace,
+                check_event=True)
+        else:
+            self.store.commit(exe, emits, processed_event_id=event_id, timers=timers, spawns=spawns,
+                              trace=trace)
+        if self.keep_committed:
+            kept = self._kept
+            kept[exe.id] = exe
+            if len(kept) > self.keep_committed:
+                kept.popitem(last=False)
+
+    def forget(self) -> None:
+        """Drop every kept execution (the caller rolled back commits this worker made)."""
+        self._kept.clear()
+
+    def committed(self, execution_id: str) -> Execution | None:
+        """The execution as this worker last committed it, if it still keeps it (do not modify it)."""
+        return self._kept.get(execution_id)
+
+    def _create(self, target_id: str, event: Event, now: float) -> tuple[Execution, Definition] | None:
+        data = event.data
+        definition_id = data.get("definition_id")
+        if not isinstance(definition_id, str) or not definition_id:
+            raise MalformedEvent(f"durastate.start for {target_id!r} needs data.definition_id (a definition id "
+                                 f"string), got {definition_id!r}")
+        context = data.get("context") or {}
+        if not isinstance(context, dict):
+            raise MalformedEvent(f"durastate.start for {target_id!r}: data.context must be a JSON object, got "
+                                 f"{type(context).__name__}")
+        refs: dict[str, str | None] = {}
+        for key in ("parent_id", "child_id", "root_path"):
+            value = data.get(key)
+            if value is not None and not isinstance(value, str):
+                raise MalformedEvent(f"durastate.start for {target_id!r}: data.{key} must be a string")
+            refs[key] = value
+        try:
+            defn = self.registry.get(definition_id)
+        except UnknownDefinition as err:
+            if refs["parent_id"] is None:
+                raise
+            self._fail_child(target_id, event, definition_id, context, refs, err, now)
+            return None
+        exe = Execution(id=target_id, definition_id=definition_id,
+                        context=defn.initial_context(context),
+                        parent_id=refs["parent_id"], child_id=refs["child_id"], root_path=refs["root_path"],
+                        created_at=now)
+        return exe, defn
+
+    def _fail_child(self, target_id: str, event: Event, definition_id: str, context: dict[str, Any],
+                    refs: dict[str, str | None], err: UnknownDefinition, now: float) -> None:
+        """An invoked child of an unknown definition: record it failed and tell the parent.
+
+        Raising instead would dead-letter the start and leave the parent waiting forever; a failed child
+        lets the parent's ``on_error`` run, which is what a user of the definition can act on.
+        """
+        parent_id = refs["parent_id"]
+        assert parent_id is not None
+        child_id = refs["child_id"] or target_id
+        child = Execution(id=target_id, definition_id=definition_id, status="failed", error=str(err),
+                          context=dict(context), parent_id=parent_id, child_id=child_id,
+                          root_path=refs["root_path"], created_at=now, updated_at=now)
+        notice = Event(id=f"{target_id}:finished", name=FINISHED,
+                       data={"child_id": child_id, "status": "failed", "outcome": None,
+                             "output": dict(context), "error": str(err)})
+        log.warning("child %s of %s failed to start: %s", target_id, parent_id, err)
+        self._commit(child, [(parent_id, notice)], event.id, False,
+                     trace={"event": event.name, "event_id": event.id, "from": None, "to": None,
+                            "status": "failed", "error": str(err)})
+

@@ -1,0 +1,215 @@
+"""``DynamoDBStore``: the serverless store — seven prefixed DynamoDB tables, conditional writes as the CAS.
+
+The boto3 client is injected (duck-typed, so moto or LocalStack clients work as well as real AWS);
+boto3 is imported only by :meth:`DynamoDBStore.create`, never at ``import durastate``. The store's logic —
+the layout, the commit (one conditional write or one ``TransactWriteItems``), the conflict classifier,
+the limit checks — lives in :mod:`durastate.store.dynamodb.core` and is shared verbatim with
+``AsyncDynamoDBStore``; this module only *drives* it with blocking calls. Read that module's docstring
+for the layout and for every choice made beyond the seed design (and why).
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, TypeVar
+
+from durastate.engine.model import Execution
+from durastate.errors import StoreUnavailable
+from durastate.store.base import (
+    DEFAULT_TRACE_MAX,
+    Emit,
+    ExecutionPage,
+    OutboxEntry,
+    Spawn,
+    SpawnEntry,
+    TimerOp,
+)
+from durastate.store.dynamodb.core import (
+    DynamoCore,
+    Ops,
+    Probe,
+    Sleep,
+    client_settings,
+    error_code,
+    retry_config,
+    translate,
+)
+
+T = TypeVar("T")
+
+
+class DynamoDBStore(DynamoCore):
+    """The DynamoDB :class:`~durastate.store.ExecutionStore`.
+
+    ``DynamoDBStore(client, prefix="durastate")`` uses an injected boto3 DynamoDB client (its lifecycle
+    stays the caller's; call :meth:`ensure_tables` to create the tables).
+    ``DynamoDBStore.create(endpoint_url=…)`` builds and owns the client, waits for the endpoint and
+    ensures the tables. ``sleep`` is what backoff waits with (inject a recorder in tests); the other
+    options are :class:`~durastate.store.dynamodb.core.DynamoCore`'s (``trace_max``, ``recent_events``,
+    retries and backoff, TTLs).
+    """
+
+    def __init__(
+        self,
+        client: Any,
+        prefix: str = "durastate",
+        *,
+        trace_max: int | None = DEFAULT_TRACE_MAX,
+        sleep: Callable[[float], None] = time.sleep,
+        **options: Any,
+    ) -> None:
+        super().__init__(prefix, trace_max=trace_max, **options)
+        self._db = client
+        self._sleep = sleep
+        self._owned = False
+        self._where = str(getattr(getattr(client, "meta", None), "endpoint_url", None) or "?")
+
+    # -- the driver: the only place this store differs from the async one -----------------------------
+    def _run(self, ops: Ops[T]) -> T:
+        try:
+            request = next(ops)
+            while True:
+                try:
+                    response: Any = None
+                    if isinstance(request, Sleep):
+                        self._sleep(request.seconds)
+                    elif isinstance(request, Probe):
+                        self._probe(request)
+                    else:
+                        response = getattr(self._db, request.op)(**request.kwargs)
+                except Exception as exc:
+                    request = ops.throw(translate(exc, self._where))
+                else:
+                    request = ops.send(response)
+        except StopIteration as stop:
+            result: T = stop.value
+            return result
+
+    def _probe(self, probe: Probe) -> None:
+        if probe.host is None:  # AWS itself: any answer, even a refusal (no ListTables right), will do
+            try:
+                self._db.list_tables(Limit=1)
+            except Exception as exc:
+                if error_code(exc) is None:
+                    raise
+            return
+        try:
+            socket.create_connection((probe.host, probe.port), timeout=probe.timeout).close()
+        except OSError as exc:
+            raise StoreUnavailable(f"nothing answers at {probe.host}:{probe.port} ({exc})") from exc
+
+    @classmethod
+    def create(
+        cls,
+        prefix: str = "durastate",
+        endpoint_url: str | None = None,
+        region: str | None = None,
+        *,
+        ensure_tables: bool = True,
+        connect_attempts: int = 15,
+        connect_delay: float = 1.0,
+        max_attempts: int = 5,
+        connect_timeout: float = 5.0,
+        read_timeout: float = 10.0,
+        sleep: Callable[[float], None] = time.sleep,
+        session: Any = None,
+        **options: Any,
+    ) -> DynamoDBStore:
+        """Build the boto3 client, wait until the endpoint answers, ensure the tables.
+
+        ``endpoint_url=None`` means real AWS (or the standard ``AWS_ENDPOINT_URL*`` variables). The
+        endpoint is probed up to ``connect_attempts`` times, ``connect_delay`` seconds apart (a
+        LocalStack still starting), then :class:`~durastate.errors.StoreUnavailable` says what to check.
+        ``session``: the ``boto3.session.Session`` to build the client from (a new one by default).
+        """
+        import boto3  # type: ignore[import-untyped]
+        from botocore.config import Config  # type: ignore[import-untyped]
+
+        session = session if session is not None else boto3.session.Session()
+        kwargs, endpoint, where = client_settings(endpoint_url, region, session.get_credentials() is not None)
+        client = session.client(
+            "dynamodb", config=Config(**retry_config(max_attempts, connect_timeout, read_timeout)), **kwargs
+        )
+        store = cls(client, prefix, sleep=sleep, **options)
+        store._owned = True
+        store._where = where
+        try:
+            store._run(store.wait_ready_ops(endpoint, connect_attempts, connect_delay, connect_timeout))
+            if ensure_tables:
+                store.ensure_tables()
+        except BaseException:
+            store.close()
+            raise
+        return store
+
+    def ensure_tables(self) -> None:
+        """Create the seven tables (and their indexes) if absent; wait until they are ACTIVE."""
+        self._run(self.ensure_tables_ops())
+
+    # -- the protocol ----------------------------------------------------------------------------------
+    def load(self, execution_id: str) -> Execution | None:
+        return self._run(self.load_ops(execution_id))
+
+    def save(self, exe: Execution) -> None:
+        self._run(self.commit_ops(exe, [], None, (), (), None))
+
+    def commit(
+        self,
+        exe: Execution,
+        emits: Sequence[Emit],
+        processed_event_id: str | None = None,
+        timers: Iterable[TimerOp] = (),
+        spawns: Iterable[Spawn] = (),
+        trace: dict[str, Any] | None = None,
+    ) -> None:
+        self._run(self.commit_ops(exe, emits, processed_event_id, timers, spawns, trace))
+
+    def is_processed(self, execution_id: str, event_id: str) -> bool:
+        return self._run(self.is_processed_ops(execution_id, event_id))
+
+    def load_for_event(self, execution_id: str, event_id: str) -> tuple[Execution | None, bool]:
+        return self._run(self.load_for_event_ops(execution_id, event_id))
+
+    def pending_outbox(self, limit: int | None = None) -> list[OutboxEntry]:
+        return self._run(self.pending_outbox_ops(limit))
+
+    def ack_outbox(self, seq: int) -> None:
+        self._run(self.ack_ops("outbox", seq))
+
+    def pending_spawns(self, limit: int | None = None) -> list[SpawnEntry]:
+        return self._run(self.pending_spawns_ops(limit))
+
+    def ack_spawn(self, seq: int) -> None:
+        self._run(self.ack_ops("spawns", seq))
+
+    def due_timers(self, now: float) -> list[tuple[str, str, float]]:
+        return self._run(self.due_timers_ops(now))
+
+    def delete_timer(self, execution_id: str, path: str, fire_at: float) -> None:
+        self._run(self.delete_timer_ops(execution_id, path, fire_at))
+
+    def list_executions(
+        self,
+        definition_id: str | None = None,
+        status: str | Sequence[str] | None = None,
+        roots_only: bool = False,
+        limit: int = 100,
+        cursor: str | None = None,
+    ) -> ExecutionPage:
+        return self._run(self.list_ops(definition_id, status, roots_only, limit, cursor))
+
+    def read_trace(self, execution_id: str) -> list[dict[str, Any]]:
+        return self._run(self.read_trace_ops(execution_id))
+
+    def append_trace(self, execution_id: str, entry: dict[str, Any]) -> None:
+        self._run(self.append_trace_ops(execution_id, entry))
+
+    def close(self) -> None:
+        """Release the client if this store built it (``create``); an injected client is the caller's."""
+        if self._owned:
+            self._owned = False
+            close = getattr(self._db, "close", None)
+            if close is not None:
+                close()

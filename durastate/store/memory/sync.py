@@ -1,0 +1,208 @@
+"""``DictStore``: the in-memory store (tests, notebooks, single-process embedded runs).
+
+Its defining property is identity: ``load`` returns the very object handed to ``save``/``commit`` —
+no serialisation, no copy — so a caller holding an execution sees every change the engine makes.
+Nothing survives the process. The logic lives in :class:`DictCore`, shared verbatim by the async twin.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections import deque
+from collections.abc import Iterable, Sequence
+from itertools import islice
+from typing import Any
+
+from durastate.engine.model import Execution
+from durastate.store.base import (
+    DEFAULT_TRACE_MAX,
+    Emit,
+    ExecutionPage,
+    ExecutionSummary,
+    OutboxEntry,
+    Spawn,
+    SpawnEntry,
+    StoreConflict,
+    TimerOp,
+    decode_cursor,
+    encode_cursor,
+    normalize_status,
+    summary_matches,
+)
+
+
+class DictCore:
+    """The data structures and synchronous logic of the in-memory store."""
+
+    def __init__(self, trace_max: int | None = DEFAULT_TRACE_MAX) -> None:
+        self._by_id: dict[str, Execution] = {}
+        self._outbox: dict[int, OutboxEntry] = {}  # by seq; insertion order is seq order
+        self._processed: set[tuple[str, str]] = set()
+        self._timers: dict[tuple[str, str], float] = {}
+        self._spawns: dict[int, SpawnEntry] = {}
+        # One bounded deque per execution: appending to a full ring drops the oldest step in O(1)
+        # (a list trimmed with ``del steps[:1]`` moves the whole ring on every step).
+        self._trace: dict[str, deque[dict[str, Any]]] = {}
+        self._trace_idx: dict[str, int] = {}
+        self.trace_max: int | None = trace_max
+        self._seq = 0
+        self._spawn_seq = 0
+
+    # -- the CAS gate -------------------------------------------------------------------------------
+    def _save(self, exe: Execution) -> None:
+        prev = self._by_id.get(exe.id)
+        # Only a *different* object at a *different* version is a concurrent writer. The same object
+        # (the embedded case), a first write, or a replacement at the expected version all pass.
+        if prev is not None and prev is not exe and prev.version != exe.version:
+            raise StoreConflict(exe.id, expected=exe.version, found=prev.version)
+        exe.__dict__["version"] = exe.version + 1  # a plain field write (no BaseModel.__setattr__ dispatch)
+        exe.__pydantic_fields_set__.add("version")
+        self._by_id[exe.id] = exe
+
+    def _commit(
+        self,
+        exe: Execution,
+        emits: Sequence[Emit],
+        processed_event_id: str | None,
+        timers: Iterable[TimerOp],
+        spawns: Iterable[Spawn],
+        trace: dict[str, Any] | None,
+    ) -> None:
+        self._save(exe)  # CAS first: a loser raises before anything is enqueued
+        for target_id, event in emits:
+            self._seq += 1
+            self._outbox[self._seq] = OutboxEntry(self._seq, target_id, event)
+        if processed_event_id is not None:
+            self._processed.add((exe.id, processed_event_id))
+        for op in timers:
+            if op.action == "schedule":
+                self._timers[(exe.id, op.path)] = op.fire_at
+            else:
+                self._timers.pop((exe.id, op.path), None)
+        for child_id, root_path, context in spawns:
+            self._spawn_seq += 1
+            # dict(context): the intent is a snapshot, independent of later parent mutations.
+            self._spawns[self._spawn_seq] = SpawnEntry(
+                self._spawn_seq, exe.id, child_id, root_path, dict(context)
+            )
+        if trace is not None:
+            self._record_trace(exe.id, trace)
+
+    # -- queues ---------------------------------------------------------------------------------------
+    # Keyed by seq (the seed keeps lists): acking one entry is O(1), so draining a backlog is linear.
+    def _ack_outbox(self, seq: int) -> None:
+        self._outbox.pop(seq, None)
+
+    def _ack_spawn(self, seq: int) -> None:
+        self._spawns.pop(seq, None)
+
+    def _due_timers(self, now: float) -> list[tuple[str, str, float]]:
+        due = [(eid, path, fa) for (eid, path), fa in self._timers.items() if fa <= now]
+        due.sort(key=lambda t: t[2])
+        return due
+
+    def _delete_timer(self, execution_id: str, path: str, fire_at: float) -> None:
+        # Guarded: a timer re-armed to a new time since the sweep read it survives.
+        if self._timers.get((execution_id, path)) == fire_at:
+            del self._timers[(execution_id, path)]
+
+    # -- listing --------------------------------------------------------------------------------------
+    def _list(
+        self,
+        definition_id: str | None,
+        status: str | Sequence[str] | None,
+        roots_only: bool,
+        limit: int,
+        cursor: str | None,
+    ) -> ExecutionPage:
+        statuses = normalize_status(status)
+        ids = sorted(self._by_id)
+        start = bisect.bisect_right(ids, decode_cursor(cursor)) if cursor else 0
+        items: list[ExecutionSummary] = []
+        for pos in range(start, len(ids)):
+            s = ExecutionSummary.of(self._by_id[ids[pos]])
+            if not summary_matches(s, definition_id, statuses, roots_only):
+                continue
+            if len(items) == limit:
+                return ExecutionPage(items, encode_cursor(items[-1].id))
+            items.append(s)
+        return ExecutionPage(items, None)
+
+    # -- trace ring -----------------------------------------------------------------------------------
+    def _record_trace(self, execution_id: str, entry: dict[str, Any]) -> None:
+        idx = self._trace_idx.get(execution_id, 0)
+        self._trace_idx[execution_id] = idx + 1  # climbs regardless of trimming
+        bound = self.trace_max or None
+        steps = self._trace.get(execution_id)
+        if steps is None or steps.maxlen != bound:  # first step, or trace_max was changed since
+            steps = self._trace[execution_id] = deque(steps or (), maxlen=bound)
+        step = dict(entry)
+        step.setdefault("index", idx)
+        steps.append(step)
+
+    def _read_trace(self, execution_id: str) -> list[dict[str, Any]]:
+        return list(self._trace.get(execution_id, []))
+
+
+class DictStore(DictCore):
+    """The in-memory :class:`~durastate.store.ExecutionStore`."""
+
+    def load(self, execution_id: str) -> Execution | None:
+        return self._by_id.get(execution_id)
+
+    def save(self, exe: Execution) -> None:
+        self._commit(exe, [], None, (), (), None)
+
+    def commit(
+        self,
+        exe: Execution,
+        emits: Sequence[Emit],
+        processed_event_id: str | None = None,
+        timers: Iterable[TimerOp] = (),
+        spawns: Iterable[Spawn] = (),
+        trace: dict[str, Any] | None = None,
+    ) -> None:
+        self._commit(exe, emits, processed_event_id, timers, spawns, trace)
+
+    def is_processed(self, execution_id: str, event_id: str) -> bool:
+        return (execution_id, event_id) in self._processed
+
+    def load_for_event(self, execution_id: str, event_id: str) -> tuple[Execution | None, bool]:
+        return self._by_id.get(execution_id), (execution_id, event_id) in self._processed
+
+    def pending_outbox(self, limit: int | None = None) -> list[OutboxEntry]:
+        return list(islice(self._outbox.values(), limit))
+
+    def ack_outbox(self, seq: int) -> None:
+        self._ack_outbox(seq)
+
+    def pending_spawns(self, limit: int | None = None) -> list[SpawnEntry]:
+        return list(islice(self._spawns.values(), limit))
+
+    def ack_spawn(self, seq: int) -> None:
+        self._ack_spawn(seq)
+
+    def due_timers(self, now: float) -> list[tuple[str, str, float]]:
+        return self._due_timers(now)
+
+    def delete_timer(self, execution_id: str, path: str, fire_at: float) -> None:
+        self._delete_timer(execution_id, path, fire_at)
+
+    def list_executions(
+        self,
+        definition_id: str | None = None,
+        status: str | Sequence[str] | None = None,
+        roots_only: bool = False,
+        limit: int = 100,
+        cursor: str | None = None,
+    ) -> ExecutionPage:
+        return self._list(definition_id, status, roots_only, limit, cursor)
+
+    def read_trace(self, execution_id: str) -> list[dict[str, Any]]:
+        return self._read_trace(execution_id)
+
+    def append_trace(self, execution_id: str, entry: dict[str, Any]) -> None:
+        self._record_trace(execution_id, entry)
+
+    def close(self) -> None:
+        """Nothing to release: everything lives in this process."""

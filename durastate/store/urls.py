@@ -1,0 +1,50 @@
+"""``open_store(url)``: one URL picks and configures a backend.
+
+memory://                                   DictStore
+sqlite:///relative/path.db, sqlite:////abs  SqliteStore
+postgresql://user@host:5432/db              PostgresStore (psycopg extra)
+dynamodb://PREFIX?endpoint_url=…&region=…   DynamoDBStore (boto3 extra)
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+from urllib.parse import parse_qs, urlsplit
+
+if TYPE_CHECKING:
+    from durastate.store.base import ExecutionStore
+
+SCHEMES = ("memory", "sqlite", "postgresql", "postgres", "dynamodb")
+
+
+def open_store(url: str) -> ExecutionStore:
+    """Build a store from its URL. Raises ``ValueError`` naming the accepted forms for anything else."""
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    if scheme == "memory":
+        from durastate.store.memory.sync import DictStore
+
+        return DictStore()
+    if scheme == "sqlite":
+        from durastate.store.sqlite.sync import SqliteStore
+
+        path = url[len("sqlite:///") :] if url.startswith("sqlite:///") else ""
+        if not path:
+            raise ValueError(f"bad store URL {url!r}: use sqlite:///relative.db or sqlite:////abs/path.db")
+        return SqliteStore(path)
+    if scheme in ("postgresql", "postgres"):
+        from durastate.store.postgres.sync import PostgresStore
+
+        return PostgresStore.from_dsn(url)
+    if scheme == "dynamodb":
+        from durastate.store.dynamodb.sync import DynamoDBStore
+
+        query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
+        prefix = parts.netloc or "durastate"
+        return DynamoDBStore.create(
+            prefix=prefix, endpoint_url=query.get("endpoint_url"), region=query.get("region")
+        )
+    raise ValueError(
+        f"unknown store URL {url!r}: expected one of memory://, sqlite:///path.db, "
+        "postgresql://…, dynamodb://PREFIX?endpoint_url=…&region=…"
+    )

@@ -1,0 +1,228 @@
+"""``PostgresTransport``: a durable queue in PostgreSQL that many worker processes claim from at once.
+
+The all-Postgres deployment: the store and the transport in one server, workers on as many hosts as you
+like (``durastate serve --store postgresql://…`` on each). Messages are rows of the ``inbox`` table in the
+store's schema, and delivery follows the :class:`~durastate.transport.QueueTransport` discipline — the same
+as an SQS FIFO message group and as the SQLite transport:
+
+- **one in flight per target, in order per target.** Each target has one *head*: its oldest message,
+  flagged ``head``. Only heads can be claimed, and only while no live lease holds them; acking a head
+  deletes it and promotes the target's next message. Claims take rows with ``FOR UPDATE SKIP LOCKED``,
+  so concurrent workers never wait on each other and never claim the same row.
+- **a claim costs what it returns.** It reads a partial index of heads only — the heads in flight plus
+  the ones it leases — not a target's backlog behind them.
+- **leases.** A claim holds its message until ``now + lease_seconds`` (by ``clock``, default the host's
+  ``time.time``: keep hosts NTP-synced). A worker that dies without ``ack``/``release`` does not block its
+  target: after the lease the head is claimable again, ``attempts`` counting every claim.
+- **tokens.** Each claim gets a fresh token; ``ack``/``release`` with the token of a lease that expired
+  and was claimed again is a no-op (the worker dedupes by event id anyway).
+- **dedupe on send.** A message whose ``(target_id, event.id)`` is already waiting is not queued twice.
+- **sends and acks of one target serialise** on a transaction-scoped advisory lock (several targets are
+  locked in sorted order, so two batches cannot deadlock), taken in a statement before the write: a
+  send then sees whether its target already has a head, and an ack sees every message sent before it
+  promotes the next one — no message is ever stranded without a head, and no target gets two.
+
+A claim is one statement (one round trip on the autocommit connection ``from_dsn`` opens); a send and
+an ack are each one pipelined transaction (``BEGIN``, lock, write, ``COMMIT``): one round trip too.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from contextlib import nullcontext
+from typing import Any
+
+from durastate.db.postgres import (
+    DEFAULT_SCHEMA,
+    PgLink,
+    connect_with_retry,
+    is_autocommit,
+    quote_ident,
+    split_schema,
+)
+from durastate.engine.model import Event
+from durastate.transport.base import Claimed
+
+__all__ = ["PostgresTransport"]
+
+
+class PostgresTransport(PgLink):
+    """A durable, multi-host :class:`~durastate.transport.QueueTransport` in a PostgreSQL schema."""
+
+    def __init__(
+        self,
+        conn: Any,
+        *,
+        schema: str = DEFAULT_SCHEMA,
+        clock: Callable[[], float] = time.time,
+        create_schema: bool = True,
+    ) -> None:
+        super().__init__(conn)
+        self.schema = schema
+        self._clock = clock
+        s = quote_ident(schema)
+        self._ddl = (
+            f"CREATE SCHEMA IF NOT EXISTS {s}",
+            f"CREATE TABLE IF NOT EXISTS {s}.inbox (seq BIGSERIAL PRIMARY KEY, target_id TEXT NOT NULL, "
+            "event_id TEXT NOT NULL, event TEXT NOT NULL, head BOOLEAN NOT NULL, "
+            "attempts INTEGER NOT NULL DEFAULT 0, token TEXT, lease_until DOUBLE PRECISION)",
+            f"CREATE UNIQUE INDEX IF NOT EXISTS inbox_target_event ON {s}.inbox (target_id, event_id)",
+            f"CREATE INDEX IF NOT EXISTS inbox_target_seq ON {s}.inbox (target_id, seq)",
+            f"CREATE INDEX IF NOT EXISTS inbox_heads ON {s}.inbox (seq) WHERE head",
+        )
+        self._lock_key = f"durastate:{schema}:inbox"
+        # Sends and acks of one target serialise on this lock, taken in a statement of its own (so the
+        # next statement's snapshot sees whatever the previous holder committed).
+        self._target_lock = "SELECT pg_advisory_xact_lock(hashtext(%s), hashtext(%s))"
+        # A message is its target's head iff its target has nothing queued yet.
+        self._send = (
+            f"INSERT INTO {s}.inbox (target_id, event_id, event, head) "
+            f"SELECT %s, %s, %s, NOT EXISTS (SELECT 1 FROM {s}.inbox WHERE target_id = %s) "
+            "ON CONFLICT (target_id, event_id) DO NOTHING"
+        )
+        # Heads that no live lease holds, oldest first, locked and leased in one statement. The partial
+        # index holds only heads: a claim reads the heads in flight plus what it returns, however deep
+        # each target's backlog is.
+        self._claim = (
+            f"WITH picked AS (SELECT seq FROM {s}.inbox "
+            "WHERE head AND (lease_until IS NULL OR lease_until <= %s) "
+            "ORDER BY seq LIMIT %s FOR UPDATE SKIP LOCKED) "
+            f"UPDATE {s}.inbox q SET attempts = q.attempts + 1, token = q.seq::text || ':' || %s, "
+            "lease_until = %s FROM picked WHERE q.seq = picked.seq "
+            "RETURNING q.seq, q.target_id, q.event, q.attempts, q.token"
+        )
+        # Delete the head (only with this claim's token) and promote the target's next message.
+        self._ack = (
+            f"WITH done AS (DELETE FROM {s}.inbox WHERE seq = %s AND token = %s RETURNING target_id) "
+            f"UPDATE {s}.inbox SET head = true WHERE seq = (SELECT min(i.seq) FROM {s}.inbox i "
+            "JOIN done ON i.target_id = done.target_id WHERE i.seq > %s)"
+        )
+        self._release = f"UPDATE {s}.inbox SET token = NULL, lease_until = NULL WHERE seq = %s AND token = %s"
+        self._pending = f"SELECT count(*) FROM {s}.inbox"
+        self._messages = f"SELECT target_id, event FROM {s}.inbox"
+        if create_schema:
+            self.ensure_schema()
+
+    @classmethod
+    def from_dsn(
+        cls,
+        dsn: str,
+        *,
+        schema: str | None = None,
+        clock: Callable[[], float] = time.time,
+        connect_attempts: int = 15,
+        connect_interval: float = 1.0,
+    ) -> PostgresTransport:
+        """Connect (retrying, then :class:`~durastate.errors.StoreUnavailable`) in autocommit; create the
+        table. ``schema`` may come from the DSN's ``?schema=`` like the store's; use the same one."""
+        dsn, schema = split_schema(dsn, schema)
+
+        def connect() -> Any:
+            return connect_with_retry(
+                dsn, attempts=connect_attempts, interval=connect_interval, autocommit=True
+            )
+
+        transport = cls(connect(), schema=schema, clock=clock, create_schema=False)
+        transport._connect = connect
+        transport.ensure_schema()
+        return transport
+
+    def ensure_schema(self) -> None:
+        """Create the inbox idempotently, under an advisory lock (safe from many processes at once)."""
+        with self._cursor() as cur:
+            if is_autocommit(self._conn):
+                cur.execute("BEGIN")
+            cur.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (self._lock_key,))
+            for stmt in self._ddl:
+                cur.execute(stmt)
+            self._conn.commit()
+
+    def __enter__(self) -> PostgresTransport:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- Transport ------------------------------------------------------------------------------------
+    def send(self, messages: Sequence[tuple[str, Event]]) -> None:
+        """Queue every message in one transaction — one round trip — and return once it committed."""
+        if not messages:
+            return
+        rows = [(t, e.id, e.model_dump_json(), t) for t, e in messages]
+        locks = [(self._lock_key, t) for t in sorted({t for t, _ in messages})]  # sorted: no deadlock
+        self._transaction([(self._target_lock, locks), (self._send, rows)])
+
+    def _transaction(self, batches: list[tuple[str, list[tuple[Any, ...]]]]) -> None:
+        """Run the statements in one transaction, as one pipeline (BEGIN … COMMIT) where possible."""
+        with self._cursor() as cur:
+            conn = self._conn
+            explicit = is_autocommit(conn)
+            with conn.pipeline() if hasattr(conn, "pipeline") else nullcontext():
+                if explicit:
+                    cur.execute("BEGIN")
+                for stmt, rows in batches:
+                    if len(rows) == 1:
+                        cur.execute(stmt, rows[0])
+                    else:
+                        cur.executemany(stmt, rows)
+                if explicit:
+                    cur.execute("COMMIT")
+            if not explicit:
+                conn.commit()
+
+    # -- QueueTransport -------------------------------------------------------------------------------
+    def claim(self, max_messages: int, lease_seconds: float = 30.0) -> list[Claimed]:
+        """Lease up to ``max_messages`` heads of distinct targets, oldest first."""
+        if max_messages < 1:
+            return []
+        now = self._clock()
+        with self._cursor() as cur:
+            cur.execute(self._claim, (now, max_messages, uuid.uuid4().hex, now + lease_seconds))
+            rows = cur.fetchall()
+            self._conn.commit()
+        rows.sort(key=lambda r: r[0])
+        return [Claimed(r[4], r[1], Event.model_validate_json(r[2]), int(r[3])) for r in rows]
+
+    def ack(self, c: Claimed) -> None:
+        """Done: delete the message and make the target's next one its head (one round trip).
+
+        A no-op if this claim's lease expired and the message was claimed again (a stale token)."""
+        seq = _seq(c)
+        self._transaction(
+            [(self._target_lock, [(self._lock_key, c.target_id)]), (self._ack, [(seq, c.token, seq)])]
+        )
+
+    def release(self, c: Claimed) -> None:
+        """Not done: make the message claimable again now (attempts keep counting)."""
+        with self._cursor() as cur:
+            cur.execute(self._release, (_seq(c), c.token))
+            self._conn.commit()
+
+    # -- inspection -----------------------------------------------------------------------------------
+    def pending(self, target_id: str | None = None) -> int:
+        """Messages not yet acked, claimed or not (of one target, if given)."""
+        with self._cursor() as cur:
+            if target_id is None:
+                cur.execute(self._pending)
+            else:
+                cur.execute(self._pending + " WHERE target_id = %s", (target_id,))
+            row = cur.fetchone()
+            self._conn.commit()
+        return int(row[0]) if row else 0
+
+    def messages(self, target_id: str | None = None) -> list[tuple[str, Event]]:
+        """Every unacked message (of one target, or all), per target in delivery order."""
+        with self._cursor() as cur:
+            if target_id is None:
+                cur.execute(self._messages + " ORDER BY target_id, seq")
+            else:
+                cur.execute(self._messages + " WHERE target_id = %s ORDER BY seq", (target_id,))
+            rows = cur.fetchall()
+            self._conn.commit()
+        return [(t, Event.model_validate_json(e)) for t, e in rows]
+
+
+def _seq(c: Claimed) -> int:
+    return int(c.token.split(":", 1)[0])

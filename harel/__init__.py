@@ -1,3 +1,0 @@
-"""harel: durable Harel statecharts for Python, serverless on AWS."""
-
-__version__ = "0.1.0"
