@@ -21,17 +21,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from durastate.engine.ids import cancel_event_id, start_event_id
 from durastate.engine.model import START, Event, Execution, new_id
 from durastate.errors import DurastateError, MalformedEvent
 from durastate.store.base import ExecutionPage, ExecutionStore
 from durastate.transport.base import Transport
 
 __all__ = ["DurastateClient", "start_event", "start_event_id"]
-
-
-def start_event_id(execution_id: str) -> str:
-    """The deterministic id of the ``durastate.start`` event of ``execution_id`` (what makes start idempotent)."""
-    return f"{execution_id}:start"
 
 
 def start_event(execution_id: str, definition_id: str, context: dict[str, Any] | None = None) -> Event:
@@ -105,7 +101,7 @@ class DurastateClient:
 
     def cancel(self, execution_id: str, event_id: str | None = None) -> str:
         """Ask an execution to cancel itself (and its children)."""
-        return self.send(execution_id, "durastate.cancel", event_id=event_id or f"{execution_id}:cancel")
+        return self.send(execution_id, "durastate.cancel", event_id=event_id or cancel_event_id(execution_id))
 
     # -- reading -------------------------------------------------------------------------------------
     def _store(self) -> ExecutionStore:

@@ -17,6 +17,7 @@ from durastate.cli.common import DefinitionsOption, JsonOption, StoreOption, par
 from durastate.cli.delivery import QUEUED_UNKNOWN, deliver, queued_start
 from durastate.cli.introspect import handled_events
 from durastate.cli.session import UsageError
+from durastate.engine.ids import start_event_id
 from durastate.engine.model import CANCEL, RESERVED_PREFIX, START, STATUSES, Event, new_id
 from durastate.errors import UnknownExecution
 
@@ -29,11 +30,6 @@ def register(app: typer.Typer) -> None:
     app.command("show")(show)
     app.command("list")(list_)
     app.command("trace")(trace)
-
-
-def start_event_id(execution_id: str) -> str:
-    """Deterministic: starting the same id twice queues the same event, which applies once."""
-    return f"{execution_id}:start"
 
 
 def start(

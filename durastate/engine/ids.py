@@ -1,19 +1,42 @@
-"""Deterministic ids derived from other ids.
+"""The one home of every reserved event name and every id the runtime derives from other ids.
 
 Every id the engine makes up is a function of ids it already has (the execution id, its version, a
 sequence number, the triggering event id), so re-running a step after a crash or a lost race produces
 the same events and the same child executions, and every consumer can dedupe by id. Ids are capped at
-128 characters (the limit of :class:`~durastate.engine.model.Event` and of the stores' keys); a longer one is
-replaced by its SHA-256, which keeps it deterministic.
+128 characters (the limit of :class:`~durastate.engine.model.Event` and of the stores' keys); a longer one
+is replaced by its SHA-256, which keeps it deterministic. Build ids here and nowhere else, so that the
+cap and the format cannot drift apart between the engine, the relay, the worker, the client and the CLI.
 """
 
 from __future__ import annotations
 
 import hashlib
 
-__all__ = ["MAX_ID_LENGTH", "child_execution_id", "derived_id", "timeout_event_id"]
+__all__ = [
+    "CANCEL",
+    "FINISHED",
+    "MAX_ID_LENGTH",
+    "RESERVED_PREFIX",
+    "START",
+    "TIMEOUT",
+    "cancel_event_id",
+    "child_execution_id",
+    "derived_id",
+    "emit_event_id",
+    "finished_event_id",
+    "forwarded_event_id",
+    "start_event_id",
+    "timeout_event_id",
+]
 
 MAX_ID_LENGTH = 128
+
+# Reserved event names (all start with RESERVED_PREFIX; definitions may not name their own events so).
+RESERVED_PREFIX = "durastate."
+START = "durastate.start"
+TIMEOUT = "durastate.timeout"
+FINISHED = "durastate.finished"
+CANCEL = "durastate.cancel"
 
 
 def _capped(text: str) -> str:
@@ -30,6 +53,31 @@ def derived_id(*parts: object) -> str:
 def child_execution_id(parent_id: str, seq: int) -> str:
     """The id of the ``seq``-th child (region or invoke) of ``parent_id``: ``f"{parent_id}.{seq}"``."""
     return _capped(f"{parent_id}.{seq}")
+
+
+def start_event_id(execution_id: str) -> str:
+    """The ``durastate.start`` event of ``execution_id``: starting the same id twice applies once."""
+    return derived_id(execution_id, "start")
+
+
+def cancel_event_id(execution_id: str) -> str:
+    """The ``durastate.cancel`` event sent to ``execution_id`` (by its parent, the client or the CLI)."""
+    return derived_id(execution_id, "cancel")
+
+
+def finished_event_id(child_id: str) -> str:
+    """The ``durastate.finished`` notice a child sends its parent when it ends (once per child)."""
+    return derived_id(child_id, "finished")
+
+
+def emit_event_id(execution_id: str, version: int, seq: int) -> str:
+    """The ``seq``-th event an execution emits in the step that commits ``version``."""
+    return derived_id(execution_id, version, seq)
+
+
+def forwarded_event_id(event_id: str, child_id: str) -> str:
+    """An event a parallel state forwards to its region ``child_id``."""
+    return derived_id(event_id, child_id)
 
 
 def timeout_event_id(execution_id: str, path: str, fire_at: float) -> str:

@@ -25,7 +25,14 @@ import copy
 from typing import Any
 
 from durastate.engine.definition import Definition
-from durastate.engine.ids import child_execution_id, derived_id
+from durastate.engine.ids import (
+    cancel_event_id,
+    child_execution_id,
+    emit_event_id,
+    finished_event_id,
+    forwarded_event_id,
+    start_event_id,
+)
 from durastate.engine.model import (
     CANCEL,
     FINISHED,
@@ -147,7 +154,7 @@ class Run(StepResult):
         """Queue an event for another execution (``target``) or the notification sink (``None``)."""
         self.emit_seq += 1
         exe = self.exe
-        eid = derived_id(exe.id, exe.version, self.emit_seq)
+        eid = emit_event_id(exe.id, exe.version, self.emit_seq)
         self.res.emits.append((target, _event(eid, name, _snapshot(data))))
 
     def raise_internal(self, name: str, data: dict[str, Any]) -> None:
@@ -237,7 +244,7 @@ class Run(StepResult):
             )
             if owned:
                 if ref.status == "running":
-                    self.res.emits.append((cid, _event(derived_id(cid, "cancel"), CANCEL, {})))
+                    self.res.emits.append((cid, _event(cancel_event_id(cid), CANCEL, {})))
                 del exe.children[cid]
 
     def enter_state(self, s: int) -> None:
@@ -333,7 +340,7 @@ class Run(StepResult):
         exe.timers.clear()
         for cid, ref in exe.children.items():
             if ref.status == "running":
-                self.res.emits.append((cid, _event(derived_id(cid, "cancel"), CANCEL, {})))
+                self.res.emits.append((cid, _event(cancel_event_id(cid), CANCEL, {})))
                 ref.status = "cancelled"
         self.internal = self.invokes = self.forks = None
         data: dict[str, Any] = {
@@ -344,7 +351,7 @@ class Run(StepResult):
         }
         if error is not None:
             data["error"] = error
-        self.res.emits.append((exe.parent_id, _event(derived_id(exe.id, "finished"), FINISHED, data)))
+        self.res.emits.append((exe.parent_id, _event(finished_event_id(exe.id), FINISHED, data)))
 
     # -- the end of a step: fixed point, raised events, children ---------------------------------------
     def settle(self) -> None:
@@ -422,14 +429,14 @@ class Run(StepResult):
                 "parent_id": exe.id,
                 "child_id": cid,
             }
-            self.res.emits.append((cid, _event(derived_id(cid, "start"), START, data)))
+            self.res.emits.append((cid, _event(start_event_id(cid), START, data)))
 
     def forward(self, ev: Event) -> bool:
         """Send an event the parallel state does not handle to each running region, with derived ids."""
         emits = self.res.emits
         for cid, ref in self.exe.children.items():
             if ref.kind == "region" and ref.status == "running":
-                emits.append((cid, _event(derived_id(ev.id, cid), ev.name, ev.data)))
+                emits.append((cid, _event(forwarded_event_id(ev.id, cid), ev.name, ev.data)))
         return bool(emits)
 
     # -- reserved events ------------------------------------------------------------------------------

@@ -13,15 +13,27 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from durastate.engine.ids import CANCEL, FINISHED, RESERVED_PREFIX, START, TIMEOUT
+
 Status = Literal["running", "finished", "failed", "cancelled"]
 STATUSES: tuple[Status, ...] = ("running", "finished", "failed", "cancelled")
 
-# Reserved event names (all start with "durastate.").
-START = "durastate.start"
-TIMEOUT = "durastate.timeout"
-FINISHED = "durastate.finished"
-CANCEL = "durastate.cancel"
-RESERVED_PREFIX = "durastate."
+__all__ = [
+    "CANCEL",
+    "FINISHED",
+    "RESERVED_PREFIX",
+    "START",
+    "STATUSES",
+    "TIMEOUT",
+    "ChildRef",
+    "Emit",
+    "Event",
+    "Execution",
+    "Spawn",
+    "Status",
+    "TimerOp",
+    "new_id",
+]
 
 
 def new_id() -> str:

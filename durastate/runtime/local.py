@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from durastate.engine import DefinitionRegistry
+from durastate.engine.ids import start_event_id
 from durastate.engine.model import START, Event, Execution, new_id
 from durastate.errors import (
     DefinitionError,
@@ -135,7 +136,7 @@ class LocalRuntime:
         """
         self.registry.get(definition_id)
         eid = execution_id or new_id()
-        self.send(eid, Event(id=f"{eid}:start", name=START,
+        self.send(eid, Event(id=start_event_id(eid), name=START,
                              data={"definition_id": definition_id, "context": dict(context or {})}))
         return eid
 

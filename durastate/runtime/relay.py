@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from durastate.engine import DefinitionRegistry, step
+from durastate.engine.ids import start_event_id
 from durastate.engine.model import START, Event, Execution
 from durastate.errors import DeliveryFailed, StoreConflict
 from durastate.runtime.clock import Clock
@@ -95,7 +96,7 @@ class Relay:
         child = Execution(id=s.child_id, definition_id=parent.definition_id,
                           definition_fqn=parent.definition_fqn, parent_id=parent.id, child_id=s.child_id,
                           root_path=s.root_path, context=dict(s.context), created_at=now)
-        start = Event(id=f"{s.child_id}:start", name=START)
+        start = Event(id=start_event_id(s.child_id), name=START)
         res = step(defn, child, start, now)
         try:
             self.store.commit(child, res.emits, processed_event_id=start.id, timers=res.timers,

@@ -30,6 +30,7 @@ from typing import Any, TypeVar, cast
 from pydantic import BaseModel
 
 from durastate.engine import Definition, DefinitionRegistry, step
+from durastate.engine.ids import finished_event_id
 from durastate.engine.model import FINISHED, START, Event, Execution
 from durastate.errors import (
     EventAlreadyProcessed,
@@ -273,7 +274,7 @@ class Worker:
         child = Execution(id=target_id, definition_id=definition_id, status="failed", error=str(err),
                           context=dict(context), parent_id=parent_id, child_id=child_id,
                           root_path=refs["root_path"], created_at=now, updated_at=now)
-        notice = Event(id=f"{target_id}:finished", name=FINISHED,
+        notice = Event(id=finished_event_id(target_id), name=FINISHED,
                        data={"child_id": child_id, "status": "failed", "outcome": None,
                              "output": dict(context), "error": str(err)})
         log.warning("child %s of %s failed to start: %s", target_id, parent_id, err)

@@ -284,7 +284,7 @@ def test_layer_holds_the_engine_built_for_arm64(cloud_assembly: Path, template_j
     layer = next(iter(_resources(template_json, "AWS::Lambda::LayerVersion")))
     folder = _asset_dir(cloud_assembly, template_json, layer) / "python"
     assert (folder / "durastate" / "__init__.py").is_file()
-    assert (folder / "durastate" / "engine" / "store" / "dynamodb.py").is_file()
+    assert (folder / "durastate" / "store" / "dynamodb" / "sync.py").is_file()
     cores = list((folder / "pydantic_core").glob("_pydantic_core.cpython-312-*.so"))
     assert cores and "aarch64" in cores[0].name
     assert not (folder / "boto3").exists(), "boto3 comes with the Lambda runtime"

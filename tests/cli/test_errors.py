@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 import pytest
 
@@ -123,8 +122,6 @@ def test_proc_unreachable_postgres_fails_fast(durastate_proc: Callable[..., Outc
 @pytest.mark.slow
 def test_proc_unreachable_dynamodb_fails_fast(durastate_proc: Callable[..., Outcome]) -> None:
     pytest.importorskip("boto3")
-    if not Path(__file__).resolve().parents[2].joinpath("durastate/store/dynamodb.py").exists():
-        pytest.skip("DynamoDBStore not available yet")
     out = durastate_proc("--store", "dynamodb://durastate?endpoint_url=http://127.0.0.1:9&region=us-east-1", "list",
                      timeout=60)
     assert_one_line_error(out, "DynamoDB", "did not answer")
