@@ -95,9 +95,9 @@ def story(workdir: Path) -> None:
     durastate("serve", "--until-idle")
     durastate("list")
 
-    section("4. The payment provider answers (each payment is a child execution: <order>.1)")
-    durastate("send", "o-1001.1", "authorize", "--data", '{"receipt": "rcpt-1001"}')
-    durastate("send", "o-1002.1", "authorize", "--data", '{"receipt": "rcpt-1002"}')
+    section("4. The payment provider answers (each payment is a child execution: <order>~1)")
+    durastate("send", "o-1001~1", "authorize", "--data", '{"receipt": "rcpt-1001"}')
+    durastate("send", "o-1002~1", "authorize", "--data", '{"receipt": "rcpt-1002"}')
     say("o-1002 is over the 5000 limit, so its payment declines itself; o-1003's provider never answers.")
     durastate("serve", "--until-idle")
     durastate("show", "o-1001")

@@ -118,6 +118,14 @@ class MalformedEvent(DurastateError):
     """A message or event does not match the wire format."""
 
 
+class InvalidValue(MalformedEvent, ValueError):
+    """A value durastate refuses to store: a non-finite number, data nested too deep, an id with control
+    characters or the reserved child-id separator. Nothing was written; fix the value and send it again.
+
+    It is also a :class:`ValueError`, so pydantic validators that raise it report it as a validation error.
+    """
+
+
 class DeliveryFailed(DurastateError):
     """A transport or sink could not deliver some messages after its bounded retries.
 

@@ -14,6 +14,7 @@ import hashlib
 
 __all__ = [
     "CANCEL",
+    "CHILD_SEPARATOR",
     "FINISHED",
     "MAX_ID_LENGTH",
     "RESERVED_PREFIX",
@@ -30,6 +31,11 @@ __all__ = [
 ]
 
 MAX_ID_LENGTH = 128
+
+CHILD_SEPARATOR = "~"
+"""Joins a parent's id and a child's number in child execution ids. Ids given from outside may not
+contain it (:func:`durastate.engine.values.check_execution_id`), so no user id can ever be taken for a
+child id, or a child id for a user's execution."""
 
 # Reserved event names (all start with RESERVED_PREFIX; definitions may not name their own events so).
 RESERVED_PREFIX = "durastate."
@@ -51,8 +57,15 @@ def derived_id(*parts: object) -> str:
 
 
 def child_execution_id(parent_id: str, seq: int) -> str:
-    """The id of the ``seq``-th child (region or invoke) of ``parent_id``: ``f"{parent_id}.{seq}"``."""
-    return _capped(f"{parent_id}.{seq}")
+    """The id of the ``seq``-th child (region or invoke) of ``parent_id``: ``f"{parent_id}~{seq}"``.
+
+    Over 128 characters it is ``~`` and the SHA-256 hex of that text: still deterministic, and still
+    holding the separator no user id may contain.
+    """
+    text = f"{parent_id}{CHILD_SEPARATOR}{seq}"
+    if len(text) <= MAX_ID_LENGTH:
+        return text
+    return CHILD_SEPARATOR + hashlib.sha256(text.encode()).hexdigest()
 
 
 def start_event_id(execution_id: str) -> str:

@@ -11,9 +11,10 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from durastate.engine.ids import CANCEL, FINISHED, RESERVED_PREFIX, START, TIMEOUT
+from durastate.engine.values import check_event_id, check_json
 
 Status = Literal["running", "finished", "failed", "cancelled"]
 STATUSES: tuple[Status, ...] = ("running", "finished", "failed", "cancelled")
@@ -49,6 +50,22 @@ class Event(BaseModel):
     id: str = Field(default_factory=new_id, min_length=1, max_length=128)
     name: str = Field(min_length=1, max_length=256)
     data: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("id")
+    @classmethod
+    def _printable_id(cls, v: str) -> str:
+        return check_event_id(v)
+
+    @field_validator("name")
+    @classmethod
+    def _printable_name(cls, v: str) -> str:
+        return check_event_id(v, "event name")
+
+    @field_validator("data")
+    @classmethod
+    def _storable_data(cls, v: dict[str, Any]) -> dict[str, Any]:
+        check_json(v, "event.data")
+        return v
 
 
 class ChildRef(BaseModel):

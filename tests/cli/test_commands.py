@@ -98,11 +98,11 @@ def test_show_renders_status_context_children_and_timers(cli: Cli) -> None:
     out = ok(cli("show", "o1")).stdout
     assert "processing.payment" in out and "running" in out
     assert '"total": 30' in out
-    assert "o1.1" in out and "invoke" in out  # the payment child
-    child = ok(cli("show", "o1.1")).stdout
+    assert "o1~1" in out and "invoke" in out  # the payment child
+    child = ok(cli("show", "o1~1")).stdout
     assert "armed timer" in child and "pending" in child and "in 15m" in child
     data = show_json(cli, "o1")
-    assert [c["id"] for c in data["child_executions"]] == ["o1.1"]  # type: ignore[index]
+    assert [c["id"] for c in data["child_executions"]] == ["o1~1"]  # type: ignore[index]
 
 
 def test_list_filters_and_json(cli: Cli) -> None:
@@ -181,7 +181,7 @@ def test_viz_prints_mermaid_and_marks_the_active_states(cli: Cli, env: Env) -> N
     ok(cli("send", "v1", "add_item", "--data", '{"price": 5}'))
     ok(cli("send", "v1", "submit"))
     ok(cli("serve", "--until-idle"))
-    ok(cli("send", "v1.1", "authorize", "--data", '{"receipt": "r"}'))
+    ok(cli("send", "v1~1", "authorize", "--data", '{"receipt": "r"}'))
     ok(cli("serve", "--until-idle"))
     marked = ok(cli("viz", "--execution", "v1")).stdout
     assert "classDef active" in marked

@@ -34,7 +34,7 @@ def test_start_send_serve_show_on_dynamodb(cli: Callable[..., Outcome], monkeypa
     assert "started d1 (order)" in started.stdout and "cart" in started.stdout  # applied here and now
     ok("send", "d1", "add_item", "--data", '{"price": 7}')
     ok("send", "d1", "submit")
-    assert json.loads(ok("show", "d1.1", "--json").stdout)["active_path"] == "pending"
+    assert json.loads(ok("show", "d1~1", "--json").stdout)["active_path"] == "pending"
     ok("serve", "--until-idle", "--advance", "1000")  # the payment's 15-minute timeout fires
     exe = json.loads(ok("show", "d1", "--json").stdout)
     assert (exe["status"], exe["outcome"]) == ("finished", "payment_failed")

@@ -59,21 +59,21 @@ def test_parallel_state_forks_one_child_per_region() -> None:
     parent = h.start("par", "p")
     h.send("p", "go")
     assert parent.active_path == "both"
-    assert set(parent.children) == {"p.1", "p.2"}
+    assert set(parent.children) == {"p~1", "p~2"}
     assert {c.path for c in parent.children.values()} == {"both.left", "both.right"}
     assert all(c.kind == "region" and c.status == "running" for c in parent.children.values())
     spawn_res = next(r for e, ev, r in h.results if e == "p" and ev.name == "go")
-    assert [(cid, root) for cid, root, _ in spawn_res.spawns] == [("p.1", "both.left"), ("p.2", "both.right")]
+    assert [(cid, root) for cid, root, _ in spawn_res.spawns] == [("p~1", "both.left"), ("p~2", "both.right")]
     assert spawn_res.spawns[0][2] == {"n": 1}
-    left, right = h["p.1"], h["p.2"]
+    left, right = h["p~1"], h["p~2"]
     assert (left.root_path, left.parent_id, left.child_id, left.active_path) == (
         "both.left",
         "p",
-        "p.1",
+        "p~1",
         "both.left.l1",
     )
     assert right.active_path == "both.right.r1"
-    assert h.logs("p") == ["+both"] and h.logs("p.1") == ["+left"]
+    assert h.logs("p") == ["+both"] and h.logs("p~1") == ["+left"]
 
 
 def test_unhandled_events_are_forwarded_to_regions_and_the_join_takes_on_done() -> None:
@@ -82,12 +82,12 @@ def test_unhandled_events_are_forwarded_to_regions_and_the_join_takes_on_done() 
     h.send("p", "go")
     h.send("p", "step", id="ev-1")
     fwd = next(r for e, ev, r in h.results if e == "p" and ev.id == "ev-1")
-    assert sorted(t for t, _ in fwd.emits) == ["p.1", "p.2"]
+    assert sorted(t for t, _ in fwd.emits) == ["p~1", "p~2"]
     assert len({e.id for _, e in fwd.emits}) == 2 and not fwd.ignored
-    assert h["p.1"].status == "finished" and h["p.2"].active_path == "both.right.r2"
-    assert parent.children["p.1"].status == "finished" and parent.active_path == "both"
+    assert h["p~1"].status == "finished" and h["p~2"].active_path == "both.right.r2"
+    assert parent.children["p~1"].status == "finished" and parent.active_path == "both"
     h.send("p", "step")
-    assert h["p.2"].status == "finished"
+    assert h["p~2"].status == "finished"
     assert parent.status == "finished" and parent.outcome == "ok"
     assert h.logs("p")[-2:] == ["-both", "joined"]
     assert parent.children == {}
@@ -99,7 +99,7 @@ def test_region_sends_to_parent_and_parent_handles_it_without_forwarding() -> No
     h.send("p", "go")
     h.send("p", "tell", {"v": 42})
     assert parent.context["noted"] == 42
-    assert "noted" not in h["p.2"].context
+    assert "noted" not in h["p~2"].context
 
 
 def test_leaving_the_parallel_state_early_cancels_running_regions() -> None:
@@ -110,10 +110,10 @@ def test_leaving_the_parallel_state_early_cancels_running_regions() -> None:
     h.send("p", "abort")
     abort = h.results[next(i for i, (e, ev, _) in enumerate(h.results) if ev.name == "abort")][2]
     assert [(t, e.name, e.id) for t, e in abort.emits if e.name == "durastate.cancel"] == [
-        ("p.2", "durastate.cancel", "p.2:cancel")
+        ("p~2", "durastate.cancel", "p~2:cancel")
     ]
     assert parent.outcome == "aborted" and parent.children == {}
-    assert h["p.2"].status == "cancelled" and h["p.1"].status == "finished"
+    assert h["p~2"].status == "cancelled" and h["p~1"].status == "finished"
 
 
 def test_late_finished_from_a_forgotten_child_is_ignored() -> None:
@@ -122,7 +122,7 @@ def test_late_finished_from_a_forgotten_child_is_ignored() -> None:
     step(defn, exe, Event(name="durastate.start"), 0.0)
     step(defn, exe, Event(name="go"), 0.0)
     step(defn, exe, Event(name="abort"), 0.0)
-    res = step(defn, exe, Event(name="durastate.finished", data={"child_id": "p.1", "status": "finished"}), 0.0)
+    res = step(defn, exe, Event(name="durastate.finished", data={"child_id": "p~1", "status": "finished"}), 0.0)
     assert res.ignored
 
 
@@ -134,11 +134,11 @@ def test_failed_region_without_on_error_fails_the_parent_and_cancels_the_rest() 
     res = step(
         defn,
         exe,
-        Event(name="durastate.finished", data={"child_id": "p.1", "status": "failed", "error": "ValueError: x"}),
+        Event(name="durastate.finished", data={"child_id": "p~1", "status": "failed", "error": "ValueError: x"}),
         0.0,
     )
-    assert exe.status == "failed" and "region both.left (p.1) failed: ValueError: x" in (exe.error or "")
-    assert ("p.2", "durastate.cancel") in [(t, e.name) for t, e in res.emits]
+    assert exe.status == "failed" and "region both.left (p~1) failed: ValueError: x" in (exe.error or "")
+    assert ("p~2", "durastate.cancel") in [(t, e.name) for t, e in res.emits]
 
 
 def test_failed_region_takes_on_error() -> None:
@@ -147,9 +147,9 @@ def test_failed_region_takes_on_error() -> None:
     exe = Execution(id="p", definition_id="par")
     step(defn, exe, Event(name="durastate.start"), 0.0)
     step(defn, exe, Event(name="go"), 0.0)
-    res = step(defn, exe, Event(name="durastate.finished", data={"child_id": "p.2", "status": "failed"}), 0.0)
+    res = step(defn, exe, Event(name="durastate.finished", data={"child_id": "p~2", "status": "failed"}), 0.0)
     assert exe.outcome == "aborted"
-    assert ("p.1", "durastate.cancel") in [(t, e.name) for t, e in res.emits]
+    assert ("p~1", "durastate.cancel") in [(t, e.name) for t, e in res.emits]
 
 
 def test_history_of_a_parallel_state_refork_fresh_regions() -> None:
@@ -170,11 +170,11 @@ def test_history_of_a_parallel_state_refork_fresh_regions() -> None:
     }
     h = Harness(doc)
     exe = h.start("hp", "x")
-    assert set(exe.children) == {"x.1"}
+    assert set(exe.children) == {"x~1"}
     h.send("x", "pause")
-    assert exe.children == {} and h["x.1"].status == "cancelled"
+    assert exe.children == {} and h["x~1"].status == "cancelled"
     h.send("x", "resume")
-    assert exe.active_path == "w.par" and set(exe.children) == {"x.2"}
+    assert exe.active_path == "w.par" and set(exe.children) == {"x~2"}
 
 
 # -- invoke --------------------------------------------------------------------------------------------
@@ -231,27 +231,27 @@ def test_invoke_starts_the_child_with_its_context() -> None:
     h.send("m", "go")
     go = next(r for e, ev, r in h.results if ev.name == "go")
     [(cid, start)] = [(t, e) for t, e in go.emits]
-    assert cid == "m.1" and start.id == "m.1:start" and start.name == "durastate.start"
+    assert cid == "m~1" and start.id == "m~1:start" and start.name == "durastate.start"
     assert start.data == {
         "definition_id": "child",
         "context": {"amount": 12},
         "parent_id": "m",
-        "child_id": "m.1",
+        "child_id": "m~1",
     }
-    assert mom.children["m.1"].kind == "invoke" and mom.children["m.1"].path == "paying"
-    assert h["m.1"].context == {"amount": 12} and h["m.1"].active_path == "work"
+    assert mom.children["m~1"].kind == "invoke" and mom.children["m~1"].path == "paying"
+    assert h["m~1"].context == {"amount": 12} and h["m~1"].active_path == "work"
 
 
 def test_invoke_on_done_sees_the_child_outcome_and_output() -> None:
     h = Harness(CHILD, MOM)
     mom = h.start("mom", "m")
     h.send("m", "go")
-    h.send("m.1", "ok")
+    h.send("m~1", "ok")
     assert mom.active_path == "paid" and mom.context["receipt"] == "r-1"
     h2 = Harness(CHILD, MOM)
     mom2 = h2.start("mom", "m")
     h2.send("m", "go")
-    h2.send("m.1", "bad")
+    h2.send("m~1", "bad")
     assert mom2.active_path == "unpaid"
 
 
@@ -260,12 +260,12 @@ def test_invoke_child_timeout_and_failure() -> None:
     mom = h.start("mom", "m")
     h.send("m", "go")
     h.advance(60)
-    assert h["m.1"].outcome == "expired" and mom.active_path == "unpaid"
+    assert h["m~1"].outcome == "expired" and mom.active_path == "unpaid"
     h2 = Harness(CHILD, MOM)
     mom2 = h2.start("mom", "m")
     h2.send("m", "go")
-    h2.send("m.1", "explode")
-    assert h2["m.1"].status == "failed"
+    h2.send("m~1", "explode")
+    assert h2["m~1"].status == "failed"
     assert mom2.active_path == "errored" and "card reader on fire" in mom2.context["why"]
 
 
@@ -274,7 +274,7 @@ def test_leaving_the_invoking_state_cancels_the_child() -> None:
     mom = h.start("mom", "m")
     h.send("m", "go")
     h.send("m", "stop")
-    assert mom.outcome == "stopped" and h["m.1"].status == "cancelled"
+    assert mom.outcome == "stopped" and h["m~1"].status == "cancelled"
     assert h.timers == {}
 
 
@@ -286,8 +286,8 @@ def test_invoke_without_on_error_fails_the_parent() -> None:
     }
     h = Harness(CHILD, doc)
     solo = h.start("solo", "s")
-    h.send("s.1", "explode")
-    assert solo.status == "failed" and "invoked child s.1 failed" in (solo.error or "")
+    h.send("s~1", "explode")
+    assert solo.status == "failed" and "invoked child s~1 failed" in (solo.error or "")
 
 
 def test_state_entered_and_left_in_one_step_starts_nothing() -> None:
@@ -313,4 +313,4 @@ def test_cancelled_parent_cancels_its_children() -> None:
     mom = h.start("mom", "m")
     h.send("m", "go")
     h.send("m", "durastate.cancel")
-    assert mom.status == "cancelled" and h["m.1"].status == "cancelled"
+    assert mom.status == "cancelled" and h["m~1"].status == "cancelled"

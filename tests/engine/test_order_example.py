@@ -30,8 +30,8 @@ def test_happy_path_pays_then_packs_and_ships_in_parallel() -> None:
     fill_cart(h)
     order = h["o1"]
     assert order.context["total"] == 42 and order.active_path == "processing.payment"
-    assert h["o1.1"].context == {"amount": 42} and h["o1.1"].timers == {"pending": 1900.0}
-    h.send("o1.1", "authorize", {"receipt": "rcpt-7"})
+    assert h["o1~1"].context == {"amount": 42} and h["o1~1"].timers == {"pending": 1900.0}
+    h.send("o1~1", "authorize", {"receipt": "rcpt-7"})
     assert order.active_path == "processing.fulfilment" and order.context["receipt"] == "rcpt-7"
     assert {c.path for c in order.children.values() if c.status == "running"} == {
         "processing.fulfilment.packing",
@@ -48,19 +48,19 @@ def test_happy_path_pays_then_packs_and_ships_in_parallel() -> None:
 def test_declined_payment_ends_the_order() -> None:
     h = harness()
     fill_cart(h)
-    h.send("o1.1", "decline", {"reason": "insufficient funds"})
+    h.send("o1~1", "decline", {"reason": "insufficient funds"})
     assert h["o1"].outcome == "payment_failed"
 
 
 def test_hold_and_resume_restore_the_deep_history() -> None:
     h = harness()
     fill_cart(h)
-    h.send("o1.1", "authorize", {"receipt": "r"})
+    h.send("o1~1", "authorize", {"receipt": "r"})
     h.send("o1", "picked")  # packing done, shipping still running
     h.send("o1", "hold")
     order = h["o1"]
     assert order.active_path == "on_hold" and order.history == {"processing": "processing.fulfilment"}
-    assert all(h[c].status in ("finished", "cancelled") for c in ("o1.2", "o1.3"))
+    assert all(h[c].status in ("finished", "cancelled") for c in ("o1~2", "o1~3"))
     h.send("o1", "resume")
     assert order.active_path == "processing.fulfilment"
     assert {c.status for c in order.children.values()} == {"running"}  # regions start over
@@ -73,11 +73,11 @@ def test_timeouts_expire_the_payment_and_cancel_an_order_on_hold() -> None:
     h = harness()
     fill_cart(h)
     h.advance(900)
-    assert h["o1.1"].outcome == "expired" and h["o1"].outcome == "payment_failed"
+    assert h["o1~1"].outcome == "expired" and h["o1"].outcome == "payment_failed"
     h2 = harness()
     fill_cart(h2)
     h2.send("o1", "hold")
-    assert h2["o1.1"].status == "cancelled"
+    assert h2["o1~1"].status == "cancelled"
     h2.advance(86400)
     assert h2["o1"].outcome == "cancelled"
     assert h2.logs("o1") == ["order submitted", "order on hold"]

@@ -798,8 +798,8 @@ def test_a_region_child_runs_only_its_subtree_and_finishes_with_the_final_outcom
         },
     }
     defn = load_definition(doc)
-    kid = Execution(id="p.1", definition_id="p", parent_id="p", child_id="p.1", root_path="both.r")
-    res = step(defn, kid, Event(id="p.1:start", name="durastate.start"), 0.0)
+    kid = Execution(id="p~1", definition_id="p", parent_id="p", child_id="p~1", root_path="both.r")
+    res = step(defn, kid, Event(id="p~1:start", name="durastate.start"), 0.0)
     assert kid.active_path == "both.r.x" and res.logs == ["+r"]
     res = step(defn, kid, Event(name="up"), 0.0)  # re-entering the region root re-runs its entry
     assert kid.active_path == "both.r.x" and res.logs == ["+r"]
@@ -808,7 +808,7 @@ def test_a_region_child_runs_only_its_subtree_and_finishes_with_the_final_outcom
     )  # the region's own `go` wins; the parallel state's is not seen
     assert (kid.status, kid.outcome, kid.active_path) == ("finished", "r-done", "both.r.y")
     [(target, ev)] = res.emits
-    assert (target, ev.id, ev.data["child_id"], ev.data["outcome"]) == ("p", "p.1:finished", "p.1", "r-done")
+    assert (target, ev.id, ev.data["child_id"], ev.data["outcome"]) == ("p", "p~1:finished", "p~1", "r-done")
 
 
 def test_a_region_child_with_an_unknown_root_fails_clearly() -> None:

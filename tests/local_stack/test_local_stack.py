@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from durastate.devstack.stack import LocalStack, parse_template
+from durastate.devstack import LocalStack, parse_template
 
 from .helpers import FakeClock, count, drain_queue, executions, send, start
 
@@ -73,13 +73,13 @@ def test_orders_run_through_invokes_regions_and_timers_to_their_outcomes(stack: 
     settle(stack)
     exes = executions(ddb)
     assert exes["paid"]["active_path"] == "processing.payment"
-    assert exes["paid.1"]["definition_id"] == "payment"  # the invoked child, created by the worker
+    assert exes["paid~1"]["definition_id"] == "payment"  # the invoked child, created by the worker
 
-    send(sqs, q, "paid.1", "authorize", {"receipt": "R-1"})
+    send(sqs, q, "paid~1", "authorize", {"receipt": "R-1"})
     settle(stack)
     exes = executions(ddb)
     assert exes["paid"]["active_path"] == "processing.fulfilment"
-    assert {exes["paid.2"]["root_path"], exes["paid.3"]["root_path"]} == {
+    assert {exes["paid~2"]["root_path"], exes["paid~3"]["root_path"]} == {
         "processing.fulfilment.packing", "processing.fulfilment.shipping"}  # regions, spawned by the relay
 
     # forwarded from the parent to the regions; the shipping region sends the tracking number back up
@@ -96,8 +96,8 @@ def test_orders_run_through_invokes_regions_and_timers_to_their_outcomes(stack: 
     assert (exes["paid"]["status"], exes["paid"]["outcome"]) == ("finished", "fulfilled")
     assert exes["paid"]["context"]["receipt"] == "R-1"
     assert exes["paid"]["context"]["tracking"] == "T-1"
-    assert all(exes[c]["status"] == "finished" for c in ("paid.1", "paid.2", "paid.3"))
-    assert (exes["expires.1"]["outcome"], exes["expires"]["outcome"]) == ("expired", "payment_failed")
+    assert all(exes[c]["status"] == "finished" for c in ("paid~1", "paid~2", "paid~3"))
+    assert (exes["expires~1"]["outcome"], exes["expires"]["outcome"]) == ("expired", "payment_failed")
     assert (exes["abandoned"]["status"], exes["abandoned"]["outcome"]) == ("finished", "abandoned")
     assert exes["abandoned"]["context"]["items"] == 1
     for table in ("durastate_timers", "durastate_outbox", "durastate_spawns"):

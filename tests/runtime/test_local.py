@@ -124,12 +124,12 @@ def test_a_parallel_state_forks_forwards_and_joins(registry: DefinitionRegistry,
     rt.start("fork", execution_id="p")
     assert rt.run_until_idle().spawned == 2
     parent = rt.get("p")
-    assert parent is not None and parent.active_path == "both" and set(parent.children) == {"p.1", "p.2"}
+    assert parent is not None and parent.active_path == "both" and set(parent.children) == {"p~1", "p~2"}
     rt.send("p", ev("go"))  # not handled by the parent: forwarded to both regions
     rt.run_until_idle()
     parent = rt.get("p")
     assert parent is not None and parent.status == "finished" and parent.outcome == "joined"
-    for cid in ("p.1", "p.2"):
+    for cid in ("p~1", "p~2"):
         child = rt.get(cid)
         assert child is not None and child.status == "finished"
     assert rt.dead_letters == []

@@ -124,7 +124,7 @@ def test_a_budget_defers_spawns_and_the_events_that_target_them(registry: Defini
     assert (second.spawned, second.sent) == (1, 1)
     third = relay.run_once(max_items=10)
     assert (third.spawned, third.sent) == (0, 1)
-    assert sorted(t for t, _e in transport.messages()) == ["p.1", "p.2"]
+    assert sorted(t for t, _e in transport.messages()) == ["p~1", "p~2"]
 
 
 def test_untargeted_emits_go_to_the_sink_or_are_dropped_with_a_log_line(

@@ -107,16 +107,16 @@ def test_a_start_with_unusable_data_is_malformed(dict_store: DictStore, registry
 def test_an_invoked_child_of_an_unknown_definition_fails_and_tells_its_parent(
         dict_store: DictStore, registry: DefinitionRegistry) -> None:
     w = Worker(dict_store, registry)
-    start = Event(id="p.1:start", name=START, data={"definition_id": "nope", "context": {"a": 1},
-                                                   "parent_id": "p", "child_id": "p.1"})
-    assert w.handle("p.1", start) == "applied"
-    child = dict_store.load("p.1")
+    start = Event(id="p~1:start", name=START, data={"definition_id": "nope", "context": {"a": 1},
+                                                   "parent_id": "p", "child_id": "p~1"})
+    assert w.handle("p~1", start) == "applied"
+    child = dict_store.load("p~1")
     assert child is not None and child.status == "failed"
     assert "unknown definition 'nope'" in (child.error or "")
-    assert child.parent_id == "p" and child.child_id == "p.1"
+    assert child.parent_id == "p" and child.child_id == "p~1"
     (entry,) = dict_store.pending_outbox()
-    assert entry.target_id == "p" and entry.event.name == FINISHED and entry.event.id == "p.1:finished"
-    assert entry.event.data["status"] == "failed" and entry.event.data["child_id"] == "p.1"
+    assert entry.target_id == "p" and entry.event.name == FINISHED and entry.event.id == "p~1:finished"
+    assert entry.event.data["status"] == "failed" and entry.event.data["child_id"] == "p~1"
 
 
 def test_events_for_an_ended_execution_are_consumed_and_ignored(
