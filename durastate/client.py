@@ -23,9 +23,11 @@ from typing import Any
 
 from durastate.engine.ids import cancel_event_id, start_event_id
 from durastate.engine.model import START, Event, Execution, new_id
+from durastate.engine.values import check_event_id, check_execution_id
 from durastate.errors import DurastateError, MalformedEvent
 from durastate.store.base import ExecutionPage, ExecutionStore
 from durastate.transport.base import Transport
+from durastate.transport.wire import new_event
 
 __all__ = ["DurastateClient", "start_event", "start_event_id"]
 
@@ -34,8 +36,8 @@ def start_event(execution_id: str, definition_id: str, context: dict[str, Any] |
     """The ``durastate.start`` event that creates ``execution_id`` from ``definition_id``."""
     if not definition_id:
         raise MalformedEvent("a start needs a definition id")
-    return Event(id=start_event_id(execution_id), name=START,
-                 data={"definition_id": definition_id, "context": dict(context or {})})
+    return new_event(START, {"definition_id": definition_id, "context": dict(context or {})},
+                     start_event_id(execution_id))
 
 
 class DurastateClient:
@@ -80,9 +82,7 @@ class DurastateClient:
         """Enqueue the start of an execution and return its id (``execution_id`` or a generated one)."""
         if self.definitions is not None:
             self.definitions.get(definition_id)  # raises UnknownDefinition naming the known ones
-        exe_id = execution_id if execution_id is not None else new_id()
-        if not exe_id or len(exe_id) > 128:
-            raise MalformedEvent(f"execution id must be 1-128 characters, got {len(exe_id)}")
+        exe_id = check_execution_id(execution_id) if execution_id is not None else new_id()
         self.transport.send([(exe_id, start_event(exe_id, definition_id, context))])
         return exe_id
 
@@ -91,7 +91,8 @@ class DurastateClient:
         """Enqueue event ``name`` for ``execution_id``; return its id (pass it again to retry safely)."""
         if name.startswith("durastate.") and name != "durastate.cancel":
             raise MalformedEvent(f"{name!r} is a reserved event name; use start() to start an execution")
-        event = Event(id=event_id or new_id(), name=name, data=dict(data or {}))
+        check_event_id(execution_id, "execution id")
+        event = new_event(name, data, event_id)
         self.transport.send([(execution_id, event)])
         return event.id
 

@@ -8,6 +8,8 @@ from typing import Annotated, Any
 import typer
 
 from durastate.cli.session import Session, Settings, UsageError
+from durastate.engine.values import check_json
+from durastate.errors import InvalidValue
 
 StoreOption = Annotated[str | None, typer.Option(
     "--store", "-s", metavar="URL", help="Store URL (overrides the global --store and DURASTATE_STORE).")]
@@ -31,14 +33,27 @@ def parse_json_object(text: str | None, option: str) -> dict[str, Any]:
     if text is None or not text.strip():
         return {}
     try:
-        value = json.loads(text)
+        value = json.loads(text, parse_constant=_no_constant)
     except json.JSONDecodeError as exc:
         raise UsageError(f"{option} is not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno}): "
                          f"{_clip(text)}") from exc
+    except (InvalidValue, RecursionError) as exc:
+        detail = str(exc) if isinstance(exc, InvalidValue) else "nested too deep"
+        raise UsageError(f"{option} cannot be stored: {detail}") from None
     if not isinstance(value, dict):
         raise UsageError(f"{option} must be a JSON object like '{{\"amount\": 10}}', got "
                          f"{type(value).__name__}: {_clip(text)}")
+    try:
+        check_json(value, option)
+    except InvalidValue as exc:
+        raise UsageError(str(exc)) from None
     return value
+
+
+def _no_constant(name: str) -> Any:
+    """``json.loads`` accepts ``NaN`` and ``Infinity``, which JSON has not; refuse them."""
+    raise InvalidValue(f"{name} is not a JSON number (stores would keep null); send a finite number, a "
+                       "string, or null")
 
 
 def _clip(text: str, limit: int = 60) -> str:

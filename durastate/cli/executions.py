@@ -17,11 +17,10 @@ from durastate.cli.common import DefinitionsOption, JsonOption, StoreOption, par
 from durastate.cli.delivery import QUEUED_UNKNOWN, deliver, queued_start
 from durastate.cli.introspect import handled_events
 from durastate.cli.session import UsageError
-from durastate.engine.ids import start_event_id
+from durastate.engine.ids import MAX_ID_LENGTH, start_event_id
 from durastate.engine.model import CANCEL, RESERVED_PREFIX, START, STATUSES, Event, new_id
-from durastate.errors import UnknownExecution
-
-MAX_ID = 128
+from durastate.engine.values import check_event_id, check_execution_id
+from durastate.errors import InvalidValue, UnknownExecution
 
 
 def register(app: typer.Typer) -> None:
@@ -137,9 +136,13 @@ def _check_event(definition_id: str, known: set[str], name: str) -> None:
 
 
 def _check_id(value: str, what: str = "execution id") -> str:
-    if not value or len(value) > MAX_ID or any(c.isspace() for c in value):
-        raise UsageError(f"{what} {value!r} must be 1 to {MAX_ID} characters without spaces")
-    return value
+    """The entry rules of :mod:`durastate.engine.values`, plus no spaces (ids are typed in shells)."""
+    if any(c.isspace() for c in value):
+        raise UsageError(f"{what} {value!r} must be 1 to {MAX_ID_LENGTH} characters without spaces")
+    try:
+        return check_execution_id(value, what) if what == "execution id" else check_event_id(value, what)
+    except InvalidValue as exc:
+        raise UsageError(str(exc)) from None
 
 
 def show(

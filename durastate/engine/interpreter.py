@@ -443,8 +443,8 @@ class Run(StepResult):
     def on_timeout(self, ev: Event) -> bool:
         t, exe = self.t, self.exe
         path, fire_at = ev.data.get("path"), ev.data.get("fire_at")
-        if not isinstance(path, str) or exe.timers.get(path) != fire_at:
-            return False  # stale: re-armed or cancelled since it was swept
+        if not isinstance(path, str) or path not in exe.timers or exe.timers[path] != fire_at:
+            return False  # stale (re-armed or cancelled since it was swept), or never armed (forged)
         del exe.timers[path]
         self._timer(TimerOp("cancel", path))
         i = t.index.get(path, -1)

@@ -30,8 +30,18 @@ from typing import Any, TypeVar, cast
 from pydantic import BaseModel
 
 from durastate.engine import Definition, DefinitionRegistry, step
-from durastate.engine.ids import finished_event_id
-from durastate.engine.model import FINISHED, START, Event, Execution
+from durastate.engine.ids import (
+    CANCEL,
+    CHILD_SEPARATOR,
+    FINISHED,
+    RESERVED_PREFIX,
+    START,
+    TIMEOUT,
+    child_execution_id,
+    finished_event_id,
+)
+from durastate.engine.model import Event, Execution
+from durastate.engine.values import check_execution_id
 from durastate.errors import (
     EventAlreadyProcessed,
     MalformedEvent,
@@ -183,6 +193,9 @@ class Worker:
     def _apply(self, target_id: str, event: Event, exe: Execution | None, blind: bool) -> HandleResult:
         """Step and commit; ``blind``: ``exe`` is a kept copy, so the commit itself checks the event."""
         now = self.clock()
+        if event.name.startswith(RESERVED_PREFIX) and event.name not in _RESERVED:
+            raise MalformedEvent(f"{event.name!r} is not an event durastate knows; names starting with "
+                                 f"{RESERVED_PREFIX!r} are reserved (known: {', '.join(sorted(_RESERVED))})")
         if exe is None:
             if event.name != START:
                 raise UnknownExecution(target_id)
@@ -197,6 +210,14 @@ class Worker:
                 # Ended: consumed and ignored, without needing its definition (it may be gone by now).
                 step_record = {"event": event.name, "event_id": event.id, "from": exe.active_path,
                                "to": exe.active_path, "status": exe.status, "ignored": True}
+                self._commit(exe, [], event.id, blind, trace=step_record)
+                return HandleResult.IGNORED
+            if event.name == FINISHED and not self._finished_is_true(exe, event):
+                log.warning("ignored %s %s for %s: its child has not ended as it claims", event.name, event.id,
+                            target_id)
+                step_record = {"event": event.name, "event_id": event.id, "from": exe.active_path,
+                               "to": exe.active_path, "status": exe.status, "ignored": True,
+                               "reason": "the notice does not match the child's stored state"}
                 self._commit(exe, [], event.id, blind, trace=step_record)
                 return HandleResult.IGNORED
             defn = self.registry.get(exe.definition_id)
@@ -248,6 +269,10 @@ class Worker:
             if value is not None and not isinstance(value, str):
                 raise MalformedEvent(f"durastate.start for {target_id!r}: data.{key} must be a string")
             refs[key] = value
+        if refs["parent_id"] is None:
+            check_execution_id(target_id)  # a user's start may not take an id in the children's namespace
+        else:
+            self._check_invoked(target_id, refs["parent_id"], refs["child_id"])
         try:
             defn = self.registry.get(definition_id)
         except UnknownDefinition as err:
@@ -260,6 +285,38 @@ class Worker:
                         parent_id=refs["parent_id"], child_id=refs["child_id"], root_path=refs["root_path"],
                         created_at=now)
         return exe, defn
+
+    def _check_invoked(self, target_id: str, parent_id: str, child_id: str | None) -> None:
+        """A start that says it creates an invoked child must be one its parent really asked for.
+
+        Anyone who can enqueue can write ``parent_id`` into a start, and the child's ``finished`` notice
+        would then steer the parent. The parent is the witness: the child's id is derived from the
+        parent's id and an invoke number the parent has already used (it may have left the invoking
+        state since, and then cancels the child, which is why its ``children`` is not consulted).
+        """
+        parent = self.store.load(parent_id)
+        if parent is None:
+            raise MalformedEvent(f"durastate.start for {target_id!r} names parent {parent_id!r}, which does "
+                                 "not exist; invoked children are started by their parent, not from outside")
+        if child_id not in (None, target_id) or not _is_child_of(target_id, parent):
+            raise MalformedEvent(f"durastate.start for {target_id!r} names parent {parent_id!r}, which never "
+                                 "invoked it; invoked children are started by their parent, not from outside")
+
+    def _finished_is_true(self, exe: Execution, event: Event) -> bool:
+        """A ``durastate.finished`` notice must agree with its child's stored state.
+
+        The child commits its end and the notice together, so a true notice always finds the child
+        ended, a child of this execution, with the status it reports. One that does not (forged, or for a
+        child id this execution never had) is ignored rather than allowed to steer the parent.
+        """
+        child_id = event.data.get("child_id")
+        if not isinstance(child_id, str) or child_id not in exe.children:
+            return True  # the step ignores it as a child it does not (or no longer) know
+        child = self.store.load(child_id)
+        if child is None:
+            return False
+        return (child.parent_id == exe.id and child.status != "running"
+                and child.status == event.data.get("status", "finished"))
 
     def _fail_child(self, target_id: str, event: Event, definition_id: str, context: dict[str, Any],
                     refs: dict[str, str | None], err: UnknownDefinition, now: float) -> None:
@@ -282,3 +339,16 @@ class Worker:
                      trace={"event": event.name, "event_id": event.id, "from": None, "to": None,
                             "status": "failed", "error": str(err)})
 
+
+_RESERVED = frozenset((START, TIMEOUT, FINISHED, CANCEL))
+"""The reserved events the runtime knows; any other name with the reserved prefix is refused."""
+
+
+def _is_child_of(child_id: str, parent: Execution) -> bool:
+    """Whether ``child_id`` is one of the ids ``parent`` has derived for its children so far."""
+    prefix = f"{parent.id}{CHILD_SEPARATOR}"
+    if child_id.startswith(prefix) and child_id[len(prefix):].isdigit():
+        return 0 < int(child_id[len(prefix):]) <= parent.invoke_seq
+    if child_id.startswith(CHILD_SEPARATOR):  # a hashed (long) child id: recompute the candidates
+        return any(child_execution_id(parent.id, n) == child_id for n in range(parent.invoke_seq, 0, -1))
+    return False

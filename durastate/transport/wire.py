@@ -13,12 +13,13 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from durastate.engine.model import Event
+from durastate.engine.model import Event, new_id
+from durastate.engine.values import check_event_id
 from durastate.errors import MalformedEvent
 
-__all__ = ["Envelope", "dump_envelope", "parse_envelope"]
+__all__ = ["Envelope", "dump_envelope", "new_event", "parse_envelope"]
 
 _SNIPPET = 120
 
@@ -30,6 +31,11 @@ class Envelope(BaseModel):
 
     target_id: str = Field(min_length=1, max_length=128)
     event: Event
+
+    @field_validator("target_id")
+    @classmethod
+    def _printable_target(cls, v: str) -> str:
+        return check_event_id(v, "target_id")
 
 
 def parse_envelope(body: str | bytes | bytearray | Mapping[str, Any]) -> Envelope:
@@ -63,6 +69,15 @@ def parse_envelope(body: str | bytes | bytearray | Mapping[str, Any]) -> Envelop
     return env
 
 
+def new_event(name: str, data: Mapping[str, Any] | None = None, event_id: str | None = None) -> Event:
+    """An event built from a caller's parts (the client, the CLI), or :class:`MalformedEvent` saying what
+    is wrong with them — the same rules and words as a message arriving on the wire."""
+    try:
+        return Event(id=event_id or new_id(), name=name, data=dict(data or {}))
+    except ValidationError as exc:
+        raise MalformedEvent(f"invalid event: {_describe(exc)}") from None
+
+
 def dump_envelope(target_id: str, event: Event) -> str:
     """The compact JSON body for ``(target_id, event)``; :func:`parse_envelope` reads it back exactly."""
     return Envelope.model_construct(target_id=target_id, event=event).model_dump_json()
@@ -84,6 +99,9 @@ def _describe(exc: ValidationError) -> str:
             msg = "missing (required)"
         elif kind == "extra_forbidden":
             msg = "unexpected field"
+        elif kind == "value_error" and "ctx" in err:  # one of the entry rules: its message names the field
+            parts.append(str(err["ctx"]["error"]))
+            continue
         else:
             msg = err["msg"][0].lower() + err["msg"][1:] if err["msg"] else kind
         parts.append(f"{where or 'message'}: {msg}")

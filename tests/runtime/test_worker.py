@@ -107,6 +107,7 @@ def test_a_start_with_unusable_data_is_malformed(dict_store: DictStore, registry
 def test_an_invoked_child_of_an_unknown_definition_fails_and_tells_its_parent(
         dict_store: DictStore, registry: DefinitionRegistry) -> None:
     w = Worker(dict_store, registry)
+    dict_store.save(Execution(id="p", definition_id="counter", active_path="idle", invoke_seq=1))
     start = Event(id="p~1:start", name=START, data={"definition_id": "nope", "context": {"a": 1},
                                                    "parent_id": "p", "child_id": "p~1"})
     assert w.handle("p~1", start) == "applied"
