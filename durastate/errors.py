@@ -118,6 +118,18 @@ class MalformedEvent(DurastateError):
     """A message or event does not match the wire format."""
 
 
+class InvalidCursor(DurastateError, ValueError):
+    """A listing cursor that no listing of this store returned (mistyped, truncated, or another store's)."""
+
+    def __init__(self, cursor: str) -> None:
+        self.cursor = cursor
+        super().__init__(f"invalid cursor {cursor!r}: pass back a next_cursor this store returned, or leave "
+                         "it out to start from the first page")
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (self.cursor,))
+
+
 class InvalidValue(MalformedEvent, ValueError):
     """A value durastate refuses to store: a non-finite number, data nested too deep, an id with control
     characters or the reserved child-id separator. Nothing was written; fix the value and send it again.

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from durastate.engine.model import Emit, Event, Execution, Spawn, TimerOp
-from durastate.errors import StoreConflict
+from durastate.errors import InvalidCursor, StoreConflict
 
 __all__ = [
     "DEFAULT_TRACE_MAX",
@@ -109,7 +109,7 @@ def decode_cursor(cursor: str) -> Any:
     try:
         return json.loads(base64.urlsafe_b64decode(cursor.encode()).decode())
     except (ValueError, UnicodeDecodeError) as exc:
-        raise ValueError(f"invalid cursor {cursor!r}: pass back a next_cursor this store returned") from exc
+        raise InvalidCursor(cursor) from exc
 
 
 @runtime_checkable

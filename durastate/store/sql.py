@@ -41,6 +41,7 @@ from typing import Any, Literal
 from pydantic_core import to_json
 
 from durastate.engine.model import Execution
+from durastate.errors import InvalidCursor
 from durastate.store.base import ExecutionSummary, decode_cursor, encode_cursor
 
 __all__ = [
@@ -343,7 +344,7 @@ def cursor_after(cursor: str | None) -> str | None:
         return None
     value = decode_cursor(cursor)
     if not isinstance(value, str):
-        raise ValueError(f"invalid cursor {cursor!r}: pass back a next_cursor this store returned")
+        raise InvalidCursor(cursor)
     return value
 
 

@@ -20,6 +20,7 @@ from itertools import islice
 from typing import Any
 
 from durastate.engine.model import Execution
+from durastate.errors import InvalidCursor
 from durastate.store.base import (
     DEFAULT_TRACE_MAX,
     Emit,
@@ -130,7 +131,10 @@ class DictCore:
         with self._lock:
             statuses = normalize_status(status)
             ids = sorted(self._by_id)
-            start = bisect.bisect_right(ids, decode_cursor(cursor)) if cursor else 0
+            after = decode_cursor(cursor) if cursor else None
+            if cursor and not isinstance(after, str):
+                raise InvalidCursor(cursor)
+            start = bisect.bisect_right(ids, after) if after is not None else 0
             items: list[ExecutionSummary] = []
             for pos in range(start, len(ids)):
                 s = ExecutionSummary.of(self._by_id[ids[pos]])
