@@ -104,7 +104,7 @@ class Meter:
 
     @classmethod
     def for_durastate(cls, prefix: str) -> Meter:
-        from durastate.store.dynamodb import core as _dynamo
+        from durastate.store.dynamodb import layout as _dynamo
 
         keys = {t.name: tuple(k for k, _ in t.keys) for t in _dynamo.TABLES}
         idx = {t.name: [IndexDef(i.name, tuple(k for k, _ in i.keys), tuple(i.include)) for i in t.indexes]

@@ -61,7 +61,7 @@ def _dynamo_templates(store: Any, client: Any) -> dict[str, dict[str, Any]]:
 
 
 def _keys(table: str) -> tuple[str, ...]:
-    from durastate.store.dynamodb import core as _dynamo
+    from durastate.store.dynamodb import layout as _dynamo
 
     for t in _dynamo.TABLES:
         if t.name == table:
@@ -92,7 +92,7 @@ def _batch_put(client: Any, table: str, items: list[dict[str, Any]]) -> None:
 def _dynamo_fill(
     store: Any, client: Any, tmpl: dict[str, dict[str, Any]], start: int, end: int, outbox_max: int
 ) -> None:
-    from durastate.store.dynamodb import core as _dynamo
+    from durastate.store.dynamodb import sharding as _dynamo
 
     shard_of = getattr(_dynamo, "shard_of", None)
     queue_key = getattr(_dynamo, "queue_key", None)

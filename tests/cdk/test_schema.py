@@ -8,7 +8,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from durastate.store.dynamodb import core as _dynamo
+from durastate.store.dynamodb import layout as _dynamo
 from infra.schema import TABLES
 
 ROOT = Path(__file__).resolve().parents[2]

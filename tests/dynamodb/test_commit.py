@@ -10,7 +10,7 @@ import pytest
 from durastate.engine.model import Event, Execution
 from durastate.errors import StoreConflict
 from durastate.store.base import TimerOp
-from durastate.store.dynamodb.core import item_size
+from durastate.store.dynamodb.limits import item_size
 from durastate.store.dynamodb.sync import DynamoDBStore
 from tests._aws import boto3_client, shared_moto_server, unique_prefix
 

@@ -15,7 +15,8 @@ from bench._meter import Meter
 from durastate.engine import DefinitionRegistry, Event, load_definition
 from durastate.engine.model import Execution
 from durastate.runtime.worker import Worker
-from durastate.store.dynamodb.core import bloom_may_contain, item_size
+from durastate.store.dynamodb.bloom import bloom_may_contain
+from durastate.store.dynamodb.limits import item_size
 from durastate.store.dynamodb.sync import DynamoDBStore
 from tests._aws import boto3_client, shared_moto_server, unique_prefix
 

@@ -6,7 +6,7 @@ import pytest
 
 from durastate.engine.model import Event, Execution
 from durastate.errors import StoreConflict, StoreThrottled, StoreUnavailable
-from durastate.store.dynamodb.core import classify, classify_reasons
+from durastate.store.dynamodb.errors import classify, classify_reasons
 
 from .conftest import Recorder, Sleeps, client_error, make_store
 

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from durastate.errors import StoreUnavailable
-from durastate.store.dynamodb.core import TABLES, create_table_request
+from durastate.store.dynamodb.layout import TABLES, create_table_request
 from durastate.store.dynamodb.sync import DynamoDBStore
 
 from .conftest import make_store

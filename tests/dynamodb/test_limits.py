@@ -7,7 +7,7 @@ import pytest
 from durastate.engine.model import Event, Execution
 from durastate.errors import ExecutionTooLarge
 from durastate.store.base import TimerOp
-from durastate.store.dynamodb.core import MAX_ITEM_BYTES, MAX_TXN_BYTES, MAX_TXN_ITEMS, S, item_size
+from durastate.store.dynamodb.limits import MAX_ITEM_BYTES, MAX_TXN_BYTES, MAX_TXN_ITEMS, S, item_size
 from durastate.store.dynamodb.sync import DynamoDBStore
 
 from .conftest import Recorder

@@ -8,7 +8,7 @@ import pytest
 
 from durastate.engine.model import Event, Execution
 from durastate.store.base import TimerOp
-from durastate.store.dynamodb.core import QUEUE_SHARDS, execution_shard, queue_shard
+from durastate.store.dynamodb.sharding import QUEUE_SHARDS, execution_shard, queue_shard
 from durastate.store.dynamodb.sync import DynamoDBStore
 
 from .conftest import Recorder

@@ -26,16 +26,9 @@ from durastate.store.base import (
     SpawnEntry,
     TimerOp,
 )
-from durastate.store.dynamodb.core import (
-    DynamoCore,
-    Ops,
-    Probe,
-    Sleep,
-    client_settings,
-    error_code,
-    retry_config,
-    translate,
-)
+from durastate.store.dynamodb.client import client_settings, retry_config
+from durastate.store.dynamodb.core import DynamoCore, Ops, Probe, Sleep
+from durastate.store.dynamodb.errors import error_code, translate
 
 T = TypeVar("T")
 

@@ -7,117 +7,22 @@ its botocore method name), :class:`Sleep` (a backoff pause) or :class:`Probe` (i
 client, ``AsyncDynamoDBStore`` with an aiobotocore client and ``await``; that is the only difference
 between them, so their semantics cannot drift apart. Nothing here does I/O or imports a client library.
 
-Layout (seven tables ``{prefix}_{name}``, on-demand; the seed's key schemas except the outbox's and
-the spawns', plus two indexes):
-
-==========  =====================================  ==============================================
-table       key                                    holds
-==========  =====================================  ==============================================
-executions  id (S)                                 ``data`` (the Execution JSON), ``version``,
-                                                   ``definition_id``, the summary fields broken out
-                                                   (``status``, ``outcome``, ``active_path``,
-                                                   ``parent_id``), ``rids`` (recent event ids) and
-                                                   ``spill`` (B: a filter of the ids spilled from
-                                                   ``rids``)
-outbox      shard (S), seq (N)                     ``target_id``, ``event`` (JSON)
-spawns      shard (S), seq (N)                     ``parent_id``, ``child_id``, ``root_path``,
-                                                   ``context`` (JSON)
-timers      execution_id (S), path (S)             ``fire_at`` (N), ``shard`` (S)
-processed   execution_id (S), event_id (S)         one dedupe mark per applied event
-counters    id (S)                                 ``n``: the outbox / spawn seq allocators
-trace       execution_id (S), idx (N)              ``entry`` (JSON): the trace ring
-==========  =====================================  ==============================================
-
-Beyond the seed, and why (the seed's behaviour stays the contract):
-
-* **State-only commits are one conditional PutItem.** A commit with no emits, spawns, timers or
-  trace writes only the execution item, so it needs no transaction: a single-item conditional write is
-  atomic on its own and costs half the write units of a transactional one. The dedupe mark of such a
-  commit lives *inside* the execution item, in ``rids`` (the last ``recent_events`` applied event
-  ids), so it lands atomically with the state change. When ``rids`` overflows, the ids that fall out
-  are first written to the ``processed`` table (a BatchWriteItem, before the execution write that
-  drops them — they are already committed, so writing their marks early is always true) and only then
-  dropped. Every applied event id is therefore always in ``rids`` or in ``processed``: the
-  ``processed`` table keeps its meaning (one item per handled event), it is only written behind.
-  ``recent_events=0`` restores the seed's layout exactly (the mark is a ``processed`` Put inside the
-  commit's transaction).
-* **The dedupe check is one GetItem** (1 read unit) in the common case, not a read of the execution
-  and its ``processed`` mark (2). The write that drops ids from ``rids`` also adds them to ``spill``,
-  a Bloom filter in the execution item (:data:`BLOOM_BITS` bits, :data:`BLOOM_HASHES` hashes; ``b""``
-  until the first spill), which every later commit carries forward — so every applied id not in
-  ``rids`` is in the filter of every later version. ``load_for_event`` / ``is_processed`` read the
-  item alone: an id in ``rids`` is applied; an id the filter rules out is not; only a filter
-  positive (a spilled id, or a false positive) reads the ``processed`` mark too, for the exact answer.
-  A false positive costs that second read, never correctness; its rate grows with the spilled ids
-  (about 0.5 % at 64, 1.6 % at 100, 9 % at 200, 33 % at 400, 85 % at 1,000: see
-  :data:`BLOOM_HASHES`), and 128 bytes keep the cost benchmark's state-only execution item under
-  1 KB (1 write unit). No item means not applied, with no second read: a mark is only ever written
-  for an id its execution holds (in the commit's transaction, or behind it for ids in ``rids``) and
-  executions are never deleted (no store operation deletes one, and the table has no TTL), so no mark
-  exists without its execution item. The seed layout (every mark in ``processed``) writes no filter
-  and drops one it finds (its marks are not in it); an item without a filter (written by the seed
-  layout, or by a durastate before the filter) never gets one back, and its dedupe check always reads
-  the mark. There, and for an execution remembered with a saturated filter (false-positive rate ≥
-  1/2), the check reads the execution and the mark in one BatchGetItem instead (1 request, 2 units).
-* **The relay reads the oldest entries by Query, not by Scan.** The seed keys the outbox and spawns
-  by ``seq`` alone, so the oldest entries can only be found by scanning every pending one (a Scan is
-  unordered) — a pass over a backlog of N read N. Here they are keyed by ``shard`` (``seq %``
-  :data:`QUEUE_SHARDS`, so a seq still names exactly one item and an ack deletes by it) and ``seq``:
-  a pass Queries each shard from its oldest entry (strongly consistent) and merges by seq, reading
-  about its budget whatever the backlog (:meth:`DynamoCore._oldest`). Why sharded, and why
-  :data:`QUEUE_SHARDS` = 4: see that constant (one partition's write limit, and the seq allocator's
-  ceiling). Its price is a floor per pass: one Query per shard and table (1 read unit each, even
-  empty) where the seed made one Scan per table. The Queries of one pass run one after the other,
-  so a commit may land between them; but every entry of one execution is written to one shard (its
-  seqs are drawn from that shard's residue class, :meth:`DynamoCore._next_seqs`), where a Query
-  returns it in seq order, so a pass never delivers a later entry of an execution — of the same
-  commit or a later one — ahead of an earlier one. Changing a table's key means a new table:
-  :meth:`DynamoCore.ensure_tables_ops` refuses one with the seed's key (drain it with the previous
-  version's relay, delete it, create it again; it holds only undelivered work).
-* **Due timers come from a sparse index**, ``due`` on the timers table (hash ``shard``, range
-  ``fire_at``, keys only), so a sweep reads the timers that are due, not every armed timer.
-  ``shard`` spreads the index over :data:`TIMER_SHARDS` partition keys so timer arms never
-  concentrate on one hot index partition (a time-ordered range key defeats DynamoDB's
-  split-for-heat); the sweep queries each shard.
-* **Listing reads the ``by_status`` index** (hash ``status``, range ``id``, with ``definition_id``
-  and ``parent_id`` projected), so a page of executions by status costs the page, not the table;
-  summaries come from a BatchGetItem of the page's ids. Pages come back in id order, full (``limit``
-  items while more match), with an opaque ``after`` cursor. The index carries no attribute that
-  changes on every commit (not ``version``), so ordinary commits never write to it.
-* **Consistent reads** where a stale answer would be wrong: ``load``, ``load_for_event``,
-  ``is_processed`` (a stale read could apply an event twice or lose a CAS race it should see), the
-  relay's Queries (an acked entry must not reappear, a committed one must be seen) and the trace
-  index. Index queries cannot be consistent: a timer armed a moment
-  ago may be swept on the next pass (the sweeper's ``fire_at`` guard and the engine's stale-timeout
-  check make an early or late sweep harmless), and a listing may lag a commit by a moment.
-* **Safe at the limits.** Items over 400 KB and commits over 100 items or 4 MB are refused *before
-  any request* with :class:`~durastate.errors.ExecutionTooLarge`. A cancelled transaction is classified by
-  its ``CancellationReasons``: only a failed condition on the execution item (index 0) is a
-  :class:`~durastate.errors.StoreConflict`; throttling and transaction conflicts are retried with bounded,
-  jittered exponential backoff and then raise :class:`~durastate.errors.StoreThrottled`; anything else
-  re-raises. A conditional write that botocore retried after it had already landed (the response
-  says it retried, and the stored item — returned by ``ReturnValuesOnConditionCheckFailure`` — is
-  byte-for-byte ours) counts as success, not a conflict. The limits are read conservatively
-  (400,000 bytes, 4,000,000 bytes), with item sizes computed by DynamoDB's documented rules.
-* **Fewer reads per commit.** The stored version, ``rids`` and ``spill`` of an execution loaded
-  through this store, and the next trace index after a traced commit, are remembered (keyed by version: an
-  ``(id, version)`` pair names exactly one stored item), so a commit normally makes no read of its own.
-* **Optional TTL** (``expires_at``) on dedupe marks and trace steps, for the stack's TTL setting.
+The tables and every choice made beyond the seed design (and why) are documented in
+:mod:`durastate.store.dynamodb.layout`; DynamoDB's limits and item sizes are in
+:mod:`~durastate.store.dynamodb.limits`, error classification in :mod:`~durastate.store.dynamodb.errors`,
+shard keys in :mod:`~durastate.store.dynamodb.sharding` and the filter of spilled event ids in
+:mod:`~durastate.store.dynamodb.bloom`. What remains here is what a store operation *does*.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
 import random
 import threading
 import time
-import zlib
 from collections import OrderedDict
 from collections.abc import Callable, Generator, Iterable, Sequence
 from dataclasses import dataclass
-from decimal import Decimal
 from typing import Any, Literal, TypeVar
 
 from durastate.engine.model import STATUSES, Event, Execution
@@ -136,45 +41,24 @@ from durastate.store.base import (
     normalize_status,
     summary_matches,
 )
+from durastate.store.dynamodb.bloom import bloom_add, bloom_false_positive_rate, bloom_may_contain
+from durastate.store.dynamodb.client import endpoint_address
+from durastate.store.dynamodb.errors import DENIED_CODES, cancellation_reasons, classify, error_code
+from durastate.store.dynamodb.layout import TABLES, TTL_ATTRIBUTE, check_prefix, create_table_request, key_schema
+from durastate.store.dynamodb.limits import (
+    BATCH_GET_MAX,
+    BATCH_WRITE_MAX,
+    MAX_ITEM_BYTES,
+    MAX_TXN_BYTES,
+    MAX_TXN_ITEMS,
+    Item,
+    N,
+    S,
+    item_size,
+)
+from durastate.store.dynamodb.sharding import QUEUE_SHARDS, TIMER_SHARDS, execution_shard, queue_key, shard_of
 
 T = TypeVar("T")
-
-# -- DynamoDB's hard limits -------------------------------------------------------------------------
-MAX_ITEM_BYTES = 400_000
-"""DynamoDB's "400 KB" item limit, read conservatively as decimal kilobytes: AWS accepts slightly
-more, moto rejects above 405,000 bytes; refusing here is a clear error instead of a ValidationException."""
-MAX_TXN_ITEMS = 100
-MAX_TXN_BYTES = 4_000_000
-"""The 4 MB aggregate size of one TransactWriteItems, read conservatively (decimal)."""
-BATCH_GET_MAX = 100
-BATCH_WRITE_MAX = 25
-
-TIMER_SHARDS = 4
-"""Partition keys of the ``due`` index. Fixed: every process must agree on it, or timers go unswept."""
-
-QUEUE_SHARDS = 4
-"""Partition keys (``shard`` = ``seq % QUEUE_SHARDS``) of the outbox and spawns tables, whose sort key is
-``seq``. Fixed: every process must agree on it, or entries go undelivered.
-
-Why 4: a partition takes at most 1,000 write units a second, and a monotonically increasing sort key
-defeats DynamoDB's split-for-heat (every new entry lands at the tail of its shard), so each shard is one
-hot partition. An entry costs 3 write units there (its transactional Put, 2; its ack's Delete, 1). An
-execution's entries all go to one shard (by a hash of its id, for ordering: see ``_next_seqs``), so
-executions spread the load over the shards. The seq allocator is one item of the counters table, so at
-most ~1,000 commits a second can emit or spawn at all: at that ceiling, one entry each, 4 shards carry
-~750 write units a second each, under the limit. More shards would add nothing the allocator lets
-through, and every relay pass queries every shard (one request and one read unit each, even when
-empty), so the count is kept at that ceiling."""
-
-BLOOM_BITS = 1024
-"""Bits of the execution item's filter of spilled event ids (``spill``, 128 bytes once anything spilled)."""
-BLOOM_HASHES = 3
-"""Bit positions per id. With 1,024 bits the false-positive rate after n spilled ids is about
-``(1 - e^(-3n/1024))^3``: 0.07 % at 32, 0.5 % at 64, 1.6 % at 100, 8.7 % at 200, 33 % at 400, 85 % at
-1,000 — a false positive only costs the second read."""
-
-TTL_ATTRIBUTE = "expires_at"
-"""Epoch seconds after which DynamoDB's TTL deletes an item (dedupe marks and trace steps, if configured)."""
 
 DEFAULT_RECENT_EVENTS = 8
 """Event ids kept in the execution item. 8 uuid-sized ids keep a small execution under 1 KB (1 WRU)."""
@@ -206,339 +90,8 @@ class Probe:
     timeout: float
 
 
-def endpoint_address(url: str | None) -> tuple[str | None, int]:
-    """(host, port) of an endpoint URL to probe; (None, 0) for AWS's own endpoints."""
-    if not url:
-        return None, 0
-    from urllib.parse import urlsplit
-
-    parts = urlsplit(url if "://" in url else f"http://{url}")
-    return parts.hostname, parts.port or (443 if parts.scheme == "https" else 80)
-
-
 Request = Call | Sleep | Probe
 Ops = Generator[Request, Any, T]
-Item = dict[str, Any]
-
-
-# -- tables ------------------------------------------------------------------------------------------
-@dataclass(frozen=True, slots=True)
-class IndexSpec:
-    name: str
-    keys: tuple[tuple[str, str], ...]
-    """(attribute, type) pairs in HASH, RANGE order."""
-    include: tuple[str, ...] = ()
-    """Non-key attributes projected into the index; empty means KEYS_ONLY."""
-
-
-@dataclass(frozen=True, slots=True)
-class TableSpec:
-    name: str
-    keys: tuple[tuple[str, str], ...]
-    indexes: tuple[IndexSpec, ...] = ()
-
-
-TABLES: tuple[TableSpec, ...] = (
-    TableSpec(
-        "executions",
-        (("id", "S"),),
-        (IndexSpec("by_status", (("status", "S"), ("id", "S")), ("definition_id", "parent_id")),),
-    ),
-    TableSpec("outbox", (("shard", "S"), ("seq", "N"))),
-    TableSpec("spawns", (("shard", "S"), ("seq", "N"))),
-    TableSpec(
-        "timers",
-        (("execution_id", "S"), ("path", "S")),
-        (IndexSpec("due", (("shard", "S"), ("fire_at", "N"))),),
-    ),
-    TableSpec("processed", (("execution_id", "S"), ("event_id", "S"))),
-    TableSpec("counters", (("id", "S"),)),
-    TableSpec("trace", (("execution_id", "S"), ("idx", "N"))),
-)
-ROLES = ("HASH", "RANGE")
-
-
-def _key_schema(keys: Sequence[tuple[str, str]]) -> list[dict[str, str]]:
-    return [{"AttributeName": a, "KeyType": role} for (a, _), role in zip(keys, ROLES, strict=False)]
-
-
-def create_table_request(prefix: str, spec: TableSpec) -> dict[str, Any]:
-    """The ``CreateTable`` arguments of one table (PAY_PER_REQUEST, with its indexes)."""
-    attrs = dict(spec.keys)
-    for index in spec.indexes:
-        attrs.update(index.keys)
-    req: dict[str, Any] = {
-        "TableName": f"{prefix}_{spec.name}",
-        "KeySchema": _key_schema(spec.keys),
-        "AttributeDefinitions": [{"AttributeName": a, "AttributeType": t} for a, t in attrs.items()],
-        "BillingMode": "PAY_PER_REQUEST",
-    }
-    if spec.indexes:
-        req["GlobalSecondaryIndexes"] = [
-            {
-                "IndexName": index.name,
-                "KeySchema": _key_schema(index.keys),
-                "Projection": (
-                    {"ProjectionType": "INCLUDE", "NonKeyAttributes": list(index.include)}
-                    if index.include
-                    else {"ProjectionType": "KEYS_ONLY"}
-                ),
-            }
-            for index in spec.indexes
-        ]
-    return req
-
-
-# -- typed attribute values ---------------------------------------------------------------------------
-def S(value: str) -> dict[str, str]:
-    return {"S": value}
-
-
-def N(value: int | float) -> dict[str, str]:
-    return {"N": num(value)}
-
-
-def num(value: int | float) -> str:
-    """A number in DynamoDB's plain decimal form; floats round-trip exactly (shortest repr)."""
-    if isinstance(value, bool):
-        raise TypeError("a boolean is not a number here")
-    if isinstance(value, int):
-        return str(value)
-    d = Decimal(repr(float(value)))
-    if not d.is_finite():
-        raise ValueError(f"{value!r} cannot be stored in DynamoDB")
-    text = format(d, "f")
-    return text[:-2] if text.endswith(".0") else text
-
-
-def value_size(value: dict[str, Any]) -> int:
-    """DynamoDB's billed size of one attribute value (documented rules, rounded up where approximate)."""
-    ((kind, v),) = value.items()
-    if kind == "S":
-        return len(v.encode("utf-8"))
-    if kind == "N":
-        digits = v.lstrip("-").replace(".", "").strip("0") or "0"
-        return (len(digits) + 1) // 2 + 1
-    if kind == "B":
-        return len(v)
-    if kind in ("BOOL", "NULL"):
-        return 1
-    if kind == "L":
-        return 3 + sum(value_size(e) + 1 for e in v)
-    if kind == "M":
-        return 3 + sum(len(k.encode("utf-8")) + value_size(e) + 1 for k, e in v.items())
-    if kind == "SS":
-        return sum(len(e.encode("utf-8")) for e in v)
-    if kind == "NS":
-        return sum(value_size({"N": e}) for e in v)
-    raise ValueError(f"unknown attribute type {kind!r}")
-
-
-def item_size(item: Item) -> int:
-    """An item's size as DynamoDB counts it against the 400 KB / 4 MB limits and capacity units."""
-    return sum(len(k.encode("utf-8")) + value_size(v) for k, v in item.items())
-
-
-# -- error classification -----------------------------------------------------------------------------
-Verdict = Literal["conflict", "retry", "fatal"]
-
-RETRYABLE_REASONS = frozenset(
-    {
-        "TransactionConflict",
-        "ProvisionedThroughputExceeded",
-        "ThrottlingError",
-        "RequestLimitExceeded",
-    }
-)
-"""``CancellationReasons`` codes that go away by themselves: retry with backoff."""
-
-RETRYABLE_CODES = frozenset(
-    {
-        "TransactionConflictException",
-        "ProvisionedThroughputExceededException",
-        "ThrottlingException",
-        "RequestLimitExceeded",
-        "TransactionInProgressException",
-    }
-)
-"""Error codes that mean "not applied, try again later" (botocore retried them already; we add bounded
-patience). Server errors (500/503) are not here: botocore retries those itself with the request's
-idempotency token, while a retry of ours would carry a new token and could not tell a write that
-landed from one that did not — they re-raise, and the queue redelivers the event (deduplicated)."""
-
-
-DENIED_CODES = frozenset({"AccessDeniedException", "UnauthorizedOperation"})
-
-
-def error_code(exc: BaseException) -> str | None:
-    """The DynamoDB error code of a botocore ``ClientError`` (duck-typed; None for anything else)."""
-    response = getattr(exc, "response", None)
-    if not isinstance(response, dict):
-        return None
-    error = response.get("Error")
-    code = error.get("Code") if isinstance(error, dict) else None
-    return str(code) if code else None
-
-
-def cancellation_reasons(exc: BaseException) -> list[dict[str, Any]]:
-    response = getattr(exc, "response", None)
-    reasons = response.get("CancellationReasons") if isinstance(response, dict) else None
-    return [r if isinstance(r, dict) else {} for r in reasons or []]
-
-
-def classify_reasons(codes: Sequence[str | None]) -> Verdict:
-    """What a cancelled commit transaction means, from its per-item reason codes.
-
-    Item 0 is always the execution Put with the CAS condition, and it is the only conditioned item, so:
-    a failed condition there is a lost race (``conflict``); any reason that cannot heal by itself
-    (validation, collection size, a failed condition elsewhere) is ``fatal``, even if mixed with
-    retryable ones; otherwise throttling / conflicting transactions are worth a retry (``retry``).
-    Without reasons (old emulators) the seed's reading applies: a cancelled transaction is a conflict.
-    """
-    norm = [c or "None" for c in codes]
-    if not norm or norm[0] == "ConditionalCheckFailed":
-        return "conflict"
-    real = [c for c in norm if c != "None"]
-    if not real or any(c not in RETRYABLE_REASONS for c in real):
-        return "fatal"
-    return "retry"
-
-
-def classify(exc: BaseException) -> Verdict:
-    code = error_code(exc)
-    if code == "TransactionCanceledException":
-        return classify_reasons([r.get("Code") for r in cancellation_reasons(exc)])
-    if code == "ConditionalCheckFailedException":  # a single conditional write; older moto in a txn
-        return "conflict"
-    if code in RETRYABLE_CODES:
-        return "retry"
-    return "fatal"
-
-
-def translate(exc: BaseException, where: str) -> BaseException:
-    """Turn botocore's can't-reach-it errors into :class:`StoreUnavailable` saying what to check."""
-    try:
-        from botocore import exceptions as bx  # type: ignore[import-untyped]
-    except ImportError:  # pragma: no cover - a client exists, so botocore does
-        return exc
-    new: BaseException | None = None
-    if isinstance(exc, bx.NoCredentialsError):
-        new = StoreUnavailable(
-            f"no AWS credentials for DynamoDB at {where}: set AWS_PROFILE or AWS_ACCESS_KEY_ID/"
-            "AWS_SECRET_ACCESS_KEY (any dummy values work for LocalStack and moto)"
-        )
-    elif isinstance(exc, bx.NoRegionError):
-        new = StoreUnavailable("no AWS region for DynamoDB: pass region=… or set AWS_REGION")
-    elif isinstance(exc, (bx.ConnectionError, bx.HTTPClientError)):
-        new = StoreUnavailable(
-            f"DynamoDB at {where} did not answer ({exc}); check that the endpoint is running and "
-            "reachable (LocalStack or moto_server for a local endpoint), the endpoint URL, the region "
-            "and the network"
-        )
-    if new is None:
-        return exc
-    new.__cause__ = exc
-    return new
-
-
-# -- building a client -------------------------------------------------------------------------------
-DUMMY_CREDENTIALS = {"aws_access_key_id": "test", "aws_secret_access_key": "test"}
-"""What a local endpoint (LocalStack, moto) gets when no real credentials are configured."""
-
-
-def client_settings(
-    endpoint_url: str | None, region: str | None, have_credentials: bool
-) -> tuple[dict[str, Any], str | None, str]:
-    """The client kwargs both stores' ``create`` use, the endpoint (None: AWS) and a description.
-
-    A local endpoint gets dummy credentials when none exist (LocalStack and moto accept anything) and
-    ``us-east-1`` when no region is configured; real AWS must find both in the usual places.
-    """
-    env = os.environ
-    endpoint = endpoint_url or env.get("AWS_ENDPOINT_URL_DYNAMODB") or env.get("AWS_ENDPOINT_URL")
-    region = region or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
-    kwargs: dict[str, Any] = {}
-    if endpoint_url:
-        kwargs["endpoint_url"] = endpoint_url
-    if endpoint and not region:
-        region = "us-east-1"
-    if region:
-        kwargs["region_name"] = region
-    if endpoint and not have_credentials:
-        kwargs.update(DUMMY_CREDENTIALS)
-    if not region:
-        raise StoreUnavailable(
-            "no AWS region for DynamoDB: pass region=… (or ?region= in the store URL) or set AWS_REGION"
-        )
-    return kwargs, endpoint, endpoint or f"AWS {region}"
-
-
-def retry_config(max_attempts: int, connect_timeout: float, read_timeout: float) -> dict[str, Any]:
-    """botocore ``Config`` arguments: standard retry mode (throttling and 5xx retried with backoff by
-    botocore itself, at most ``max_attempts`` tries in all) and explicit timeouts, so a dead endpoint fails in
-    seconds instead of botocore's 60 s default."""
-    return {
-        "retries": {"mode": "standard", "total_max_attempts": max_attempts},
-        "connect_timeout": connect_timeout,
-        "read_timeout": read_timeout,
-    }
-
-
-# -- the shared core ----------------------------------------------------------------------------------
-_TABLE_NAME_OK = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
-
-
-def shard_of(execution_id: str) -> str:
-    return str(zlib.crc32(execution_id.encode("utf-8")) % TIMER_SHARDS)
-
-
-def queue_shard(seq: int) -> str:
-    """The partition key of an outbox / spawns entry: derived from its seq, so a seq names its item."""
-    return str(seq % QUEUE_SHARDS)
-
-
-def execution_shard(execution_id: str) -> int:
-    """The shard every outbox / spawns entry of ``execution_id`` is written to (stable across processes)."""
-    return zlib.crc32(execution_id.encode("utf-8")) % QUEUE_SHARDS
-
-
-def queue_key(seq: int) -> Item:
-    """The full primary key of the outbox / spawns entry ``seq``."""
-    return {"shard": S(queue_shard(seq)), "seq": N(seq)}
-
-
-# -- the filter of spilled event ids ------------------------------------------------------------------
-def _bloom_positions(event_id: str) -> list[int]:
-    digest = hashlib.blake2b(event_id.encode("utf-8"), digest_size=16).digest()
-    h1, h2 = int.from_bytes(digest[:8], "little"), int.from_bytes(digest[8:], "little") | 1
-    return [(h1 + i * h2) % BLOOM_BITS for i in range(BLOOM_HASHES)]
-
-
-def bloom_add(bloom: bytes, event_ids: Iterable[str]) -> bytes:
-    """``bloom`` with ``event_ids`` added (``b""`` is the empty filter; a non-empty one is 128 bytes)."""
-    ids = list(event_ids)
-    if not ids:
-        return bloom
-    bits = bytearray(bloom or bytes(BLOOM_BITS // 8))
-    for event_id in ids:
-        for pos in _bloom_positions(event_id):
-            bits[pos >> 3] |= 1 << (pos & 7)
-    return bytes(bits)
-
-
-def bloom_may_contain(bloom: bytes, event_id: str) -> bool:
-    """False proves ``event_id`` was never added; True means it may have been."""
-    if not bloom:
-        return False
-    return all(bloom[pos >> 3] & (1 << (pos & 7)) for pos in _bloom_positions(event_id))
-
-
-def bloom_false_positive_rate(bloom: bytes) -> float:
-    """The chance that an id never added still tests positive, from the filter's fill."""
-    if not bloom:
-        return 0.0
-    ones = sum(bin(b).count("1") for b in bloom)
-    return float((ones / BLOOM_BITS) ** BLOOM_HASHES)
 
 
 def _coalesce_timers(timers: Iterable[TimerOp]) -> list[TimerOp]:
@@ -608,8 +161,7 @@ class DynamoCore:
         clock: Callable[[], float] = time.time,
         record_trace: bool = True,
     ) -> None:
-        if not prefix or not set(prefix) <= _TABLE_NAME_OK or len(prefix) > 200:
-            raise ValueError(f"bad table prefix {prefix!r}: use letters, digits, '_', '-' or '.'")
+        check_prefix(prefix)
         if not 0 <= recent_events <= BATCH_WRITE_MAX - 1:
             raise ValueError(f"recent_events must be between 0 and {BATCH_WRITE_MAX - 1}")
         self.prefix = prefix
@@ -821,7 +373,7 @@ class DynamoCore:
                             return
                         raise
                 keys = [(k["AttributeName"], k["KeyType"]) for k in desc.get("KeySchema", [])]
-                want = [(k["AttributeName"], k["KeyType"]) for k in _key_schema(spec.keys)]
+                want = [(k["AttributeName"], k["KeyType"]) for k in key_schema(spec.keys)]
                 if keys and keys != want:
                     raise StoreUnavailable(
                         f"table {name} exists keyed by {keys}, but this version of durastate keys it by "

@@ -2,10 +2,12 @@
 
 The boto3 client is injected (duck-typed, so moto or LocalStack clients work as well as real AWS);
 boto3 is imported only by :meth:`DynamoDBStore.create`, never at ``import durastate``. The store's logic —
-the layout, the commit (one conditional write or one ``TransactWriteItems``), the conflict classifier,
-the limit checks — lives in :mod:`durastate.store.dynamodb.core` and is shared verbatim with
-``AsyncDynamoDBStore``; this module only *drives* it with blocking calls. Read that module's docstring
-for the layout and for every choice made beyond the seed design (and why).
+the commit (one conditional write or one ``TransactWriteItems``), the reads, the relay and the sweeper
+— lives in :mod:`durastate.store.dynamodb.core` (with the conflict classifier in
+:mod:`~durastate.store.dynamodb.errors` and DynamoDB's limits and item sizes in :mod:`~durastate.store.dynamodb.limits`)
+and is shared verbatim with ``AsyncDynamoDBStore``; this module only *drives* it with blocking calls.
+Read :mod:`durastate.store.dynamodb.layout` for the layout and for every choice made beyond the seed
+design (and why).
 """
 
 from __future__ import annotations
@@ -26,16 +28,9 @@ from durastate.store.base import (
     SpawnEntry,
     TimerOp,
 )
-from durastate.store.dynamodb.core import (
-    DynamoCore,
-    Ops,
-    Probe,
-    Sleep,
-    client_settings,
-    error_code,
-    retry_config,
-    translate,
-)
+from durastate.store.dynamodb.client import client_settings, retry_config
+from durastate.store.dynamodb.core import DynamoCore, Ops, Probe, Sleep
+from durastate.store.dynamodb.errors import error_code, translate
 
 T = TypeVar("T")
 

@@ -1,0 +1,191 @@
+"""The DynamoDB store's table layout: the seven tables, their keys and indexes, as data.
+
+Why a module of its own: the layout is the store's contract with what is stored — every process, every
+version and the CDK stack (``infra/schema.py`` keeps a copy, checked against this one by
+``tests/cdk/test_schema.py``) must agree on it — so it lives apart from the logic that reads and writes it
+(:mod:`durastate.store.dynamodb.core`), and this docstring is where the layout and every choice made
+beyond the seed design are written down. Names such as :data:`sharding.QUEUE_SHARDS` below are of this
+package's other modules (:mod:`durastate.store.dynamodb`).
+
+Layout (seven tables ``{prefix}_{name}``, on-demand; the seed's key schemas except the outbox's and
+the spawns', plus two indexes):
+
+==========  =====================================  ==============================================
+table       key                                    holds
+==========  =====================================  ==============================================
+executions  id (S)                                 ``data`` (the Execution JSON), ``version``,
+                                                   ``definition_id``, the summary fields broken out
+                                                   (``status``, ``outcome``, ``active_path``,
+                                                   ``parent_id``), ``rids`` (recent event ids) and
+                                                   ``spill`` (B: a filter of the ids spilled from
+                                                   ``rids``)
+outbox      shard (S), seq (N)                     ``target_id``, ``event`` (JSON)
+spawns      shard (S), seq (N)                     ``parent_id``, ``child_id``, ``root_path``,
+                                                   ``context`` (JSON)
+timers      execution_id (S), path (S)             ``fire_at`` (N), ``shard`` (S)
+processed   execution_id (S), event_id (S)         one dedupe mark per applied event
+counters    id (S)                                 ``n``: the outbox / spawn seq allocators
+trace       execution_id (S), idx (N)              ``entry`` (JSON): the trace ring
+==========  =====================================  ==============================================
+
+Beyond the seed, and why (the seed's behaviour stays the contract):
+
+* **State-only commits are one conditional PutItem.** A commit with no emits, spawns, timers or
+  trace writes only the execution item, so it needs no transaction: a single-item conditional write is
+  atomic on its own and costs half the write units of a transactional one. The dedupe mark of such a
+  commit lives *inside* the execution item, in ``rids`` (the last ``recent_events`` applied event
+  ids), so it lands atomically with the state change. When ``rids`` overflows, the ids that fall out
+  are first written to the ``processed`` table (a BatchWriteItem, before the execution write that
+  drops them — they are already committed, so writing their marks early is always true) and only then
+  dropped. Every applied event id is therefore always in ``rids`` or in ``processed``: the
+  ``processed`` table keeps its meaning (one item per handled event), it is only written behind.
+  ``recent_events=0`` restores the seed's layout exactly (the mark is a ``processed`` Put inside the
+  commit's transaction).
+* **The dedupe check is one GetItem** (1 read unit) in the common case, not a read of the execution
+  and its ``processed`` mark (2). The write that drops ids from ``rids`` also adds them to ``spill``,
+  a Bloom filter in the execution item (:data:`bloom.BLOOM_BITS` bits, :data:`bloom.BLOOM_HASHES`
+  hashes; ``b""`` until the first spill), which every later commit carries forward — so every applied id not in
+  ``rids`` is in the filter of every later version. ``load_for_event`` / ``is_processed`` read the
+  item alone: an id in ``rids`` is applied; an id the filter rules out is not; only a filter
+  positive (a spilled id, or a false positive) reads the ``processed`` mark too, for the exact answer.
+  A false positive costs that second read, never correctness; its rate grows with the spilled ids
+  (about 0.5 % at 64, 1.6 % at 100, 9 % at 200, 33 % at 400, 85 % at 1,000: see
+  :data:`bloom.BLOOM_HASHES`), and 128 bytes keep the cost benchmark's state-only execution item under
+  1 KB (1 write unit). No item means not applied, with no second read: a mark is only ever written
+  for an id its execution holds (in the commit's transaction, or behind it for ids in ``rids``) and
+  executions are never deleted (no store operation deletes one, and the table has no TTL), so no mark
+  exists without its execution item. The seed layout (every mark in ``processed``) writes no filter
+  and drops one it finds (its marks are not in it); an item without a filter (written by the seed
+  layout, or by a durastate before the filter) never gets one back, and its dedupe check always reads
+  the mark. There, and for an execution remembered with a saturated filter (false-positive rate ≥
+  1/2), the check reads the execution and the mark in one BatchGetItem instead (1 request, 2 units).
+* **The relay reads the oldest entries by Query, not by Scan.** The seed keys the outbox and spawns
+  by ``seq`` alone, so the oldest entries can only be found by scanning every pending one (a Scan is
+  unordered) — a pass over a backlog of N read N. Here they are keyed by ``shard`` (``seq %``
+  :data:`sharding.QUEUE_SHARDS`, so a seq still names exactly one item and an ack deletes by it) and
+  ``seq``: a pass Queries each shard from its oldest entry (strongly consistent) and merges by seq,
+  reading about its budget whatever the backlog (:meth:`core.DynamoCore._oldest`). Why sharded, and
+  why :data:`sharding.QUEUE_SHARDS` = 4: see that constant (one partition's write limit, and the seq
+  allocator's ceiling). Its price is a floor per pass: one Query per shard and table (1 read unit each, even
+  empty) where the seed made one Scan per table. The Queries of one pass run one after the other,
+  so a commit may land between them; but every entry of one execution is written to one shard (its
+  seqs are drawn from that shard's residue class, :meth:`core.DynamoCore._next_seqs`), where a Query
+  returns it in seq order, so a pass never delivers a later entry of an execution — of the same
+  commit or a later one — ahead of an earlier one. Changing a table's key means a new table:
+  :meth:`core.DynamoCore.ensure_tables_ops` refuses one with the seed's key (drain it with the
+  previous version's relay, delete it, create it again; it holds only undelivered work).
+* **Due timers come from a sparse index**, ``due`` on the timers table (hash ``shard``, range
+  ``fire_at``, keys only), so a sweep reads the timers that are due, not every armed timer.
+  ``shard`` (:func:`sharding.shard_of`) spreads the index over :data:`sharding.TIMER_SHARDS`
+  partition keys so timer arms never concentrate on one hot index partition (a time-ordered range key
+  defeats DynamoDB's split-for-heat); the sweep queries each shard.
+* **Listing reads the ``by_status`` index** (hash ``status``, range ``id``, with ``definition_id``
+  and ``parent_id`` projected), so a page of executions by status costs the page, not the table;
+  summaries come from a BatchGetItem of the page's ids. Pages come back in id order, full (``limit``
+  items while more match), with an opaque ``after`` cursor. The index carries no attribute that
+  changes on every commit (not ``version``), so ordinary commits never write to it.
+* **Consistent reads** where a stale answer would be wrong: ``load``, ``load_for_event``,
+  ``is_processed`` (a stale read could apply an event twice or lose a CAS race it should see), the
+  relay's Queries (an acked entry must not reappear, a committed one must be seen) and the trace
+  index. Index queries cannot be consistent: a timer armed a moment
+  ago may be swept on the next pass (the sweeper's ``fire_at`` guard and the engine's stale-timeout
+  check make an early or late sweep harmless), and a listing may lag a commit by a moment.
+* **Safe at the limits.** Items over 400 KB and commits over 100 items or 4 MB are refused *before
+  any request* with :class:`~durastate.errors.ExecutionTooLarge`. A cancelled transaction is classified by
+  its ``CancellationReasons``: only a failed condition on the execution item (index 0) is a
+  :class:`~durastate.errors.StoreConflict`; throttling and transaction conflicts are retried with bounded,
+  jittered exponential backoff and then raise :class:`~durastate.errors.StoreThrottled`; anything else
+  re-raises. A conditional write that botocore retried after it had already landed (the response
+  says it retried, and the stored item — returned by ``ReturnValuesOnConditionCheckFailure`` — is
+  byte-for-byte ours) counts as success, not a conflict. The limits are read conservatively
+  (400,000 bytes, 4,000,000 bytes), with item sizes computed by DynamoDB's documented rules
+  (:mod:`limits`; the classification is :mod:`errors`).
+* **Fewer reads per commit.** The stored version, ``rids`` and ``spill`` of an execution loaded
+  through this store, and the next trace index after a traced commit, are remembered (keyed by version: an
+  ``(id, version)`` pair names exactly one stored item), so a commit normally makes no read of its own.
+* **Optional TTL** (``expires_at``, :data:`TTL_ATTRIBUTE`) on dedupe marks and trace steps, for the stack's TTL setting.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+TTL_ATTRIBUTE = "expires_at"
+"""Epoch seconds after which DynamoDB's TTL deletes an item (dedupe marks and trace steps, if configured)."""
+
+_TABLE_NAME_OK = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
+
+
+def check_prefix(prefix: str) -> None:
+    """Refuse a table prefix DynamoDB would refuse in a table name (``{prefix}_{name}``)."""
+    if not prefix or not set(prefix) <= _TABLE_NAME_OK or len(prefix) > 200:
+        raise ValueError(f"bad table prefix {prefix!r}: use letters, digits, '_', '-' or '.'")
+
+
+@dataclass(frozen=True, slots=True)
+class IndexSpec:
+    name: str
+    keys: tuple[tuple[str, str], ...]
+    """(attribute, type) pairs in HASH, RANGE order."""
+    include: tuple[str, ...] = ()
+    """Non-key attributes projected into the index; empty means KEYS_ONLY."""
+
+
+@dataclass(frozen=True, slots=True)
+class TableSpec:
+    name: str
+    keys: tuple[tuple[str, str], ...]
+    indexes: tuple[IndexSpec, ...] = ()
+
+
+TABLES: tuple[TableSpec, ...] = (
+    TableSpec(
+        "executions",
+        (("id", "S"),),
+        (IndexSpec("by_status", (("status", "S"), ("id", "S")), ("definition_id", "parent_id")),),
+    ),
+    TableSpec("outbox", (("shard", "S"), ("seq", "N"))),
+    TableSpec("spawns", (("shard", "S"), ("seq", "N"))),
+    TableSpec(
+        "timers",
+        (("execution_id", "S"), ("path", "S")),
+        (IndexSpec("due", (("shard", "S"), ("fire_at", "N"))),),
+    ),
+    TableSpec("processed", (("execution_id", "S"), ("event_id", "S"))),
+    TableSpec("counters", (("id", "S"),)),
+    TableSpec("trace", (("execution_id", "S"), ("idx", "N"))),
+)
+ROLES = ("HASH", "RANGE")
+
+
+def key_schema(keys: Sequence[tuple[str, str]]) -> list[dict[str, str]]:
+    return [{"AttributeName": a, "KeyType": role} for (a, _), role in zip(keys, ROLES, strict=False)]
+
+
+def create_table_request(prefix: str, spec: TableSpec) -> dict[str, Any]:
+    """The ``CreateTable`` arguments of one table (PAY_PER_REQUEST, with its indexes)."""
+    attrs = dict(spec.keys)
+    for index in spec.indexes:
+        attrs.update(index.keys)
+    req: dict[str, Any] = {
+        "TableName": f"{prefix}_{spec.name}",
+        "KeySchema": key_schema(spec.keys),
+        "AttributeDefinitions": [{"AttributeName": a, "AttributeType": t} for a, t in attrs.items()],
+        "BillingMode": "PAY_PER_REQUEST",
+    }
+    if spec.indexes:
+        req["GlobalSecondaryIndexes"] = [
+            {
+                "IndexName": index.name,
+                "KeySchema": key_schema(index.keys),
+                "Projection": (
+                    {"ProjectionType": "INCLUDE", "NonKeyAttributes": list(index.include)}
+                    if index.include
+                    else {"ProjectionType": "KEYS_ONLY"}
+                ),
+            }
+            for index in spec.indexes
+        ]
+    return req
