@@ -16,16 +16,25 @@ __all__ = [
     "CANCEL",
     "CHILD_SEPARATOR",
     "FINISHED",
+    "FROM_OUTSIDE",
     "MAX_ID_LENGTH",
+    "RESERVED",
     "RESERVED_PREFIX",
+    "RESUME",
+    "RETRY_PATH",
     "START",
+    "SUSPEND",
+    "TERMINATE",
     "TIMEOUT",
     "cancel_event_id",
     "child_execution_id",
+    "control_event_id",
     "derived_id",
     "emit_event_id",
     "finished_event_id",
     "forwarded_event_id",
+    "redrive_event_id",
+    "retry_event_id",
     "start_event_id",
     "timeout_event_id",
 ]
@@ -43,6 +52,17 @@ START = "durastate.start"
 TIMEOUT = "durastate.timeout"
 FINISHED = "durastate.finished"
 CANCEL = "durastate.cancel"
+SUSPEND = "durastate.suspend"
+RESUME = "durastate.resume"
+TERMINATE = "durastate.terminate"
+
+FROM_OUTSIDE = frozenset((START, CANCEL, SUSPEND, RESUME, TERMINATE))
+"""The reserved events a client, the CLI or a producer may send. The others (``timeout``, ``finished``)
+come from the runtime alone, and the worker checks each against the stored state before it acts on it."""
+RESERVED = frozenset((*FROM_OUTSIDE, TIMEOUT, FINISHED))
+
+RETRY_PATH = "~retry"
+"""The timer path of a pending retry (``~`` cannot occur in a state path, so no state's timer collides)."""
 
 
 def _capped(text: str) -> str:
@@ -81,6 +101,21 @@ def cancel_event_id(execution_id: str) -> str:
 def finished_event_id(child_id: str) -> str:
     """The ``durastate.finished`` notice a child sends its parent when it ends (once per child)."""
     return derived_id(child_id, "finished")
+
+
+def control_event_id(execution_id: str, action: str, seq: int) -> str:
+    """A control event (``suspend``, ``resume``, ``terminate``) an execution passes on to a child."""
+    return derived_id(execution_id, action, seq)
+
+
+def redrive_event_id(event_id: str, n: int) -> str:
+    """The failed event applied again by the ``n``-th redrive (a new id: the original is marked done)."""
+    return derived_id(event_id, "redrive", n)
+
+
+def retry_event_id(execution_id: str, fire_at: float) -> str:
+    """The timeout that fires a pending retry (deterministic, like every timer's)."""
+    return timeout_event_id(execution_id, RETRY_PATH, fire_at)
 
 
 def emit_event_id(execution_id: str, version: int, seq: int) -> str:

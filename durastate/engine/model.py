@@ -16,11 +16,14 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from durastate.engine.ids import CANCEL, FINISHED, RESERVED_PREFIX, START, TIMEOUT
 from durastate.engine.values import check_event_id, check_json
 
-Status = Literal["running", "finished", "failed", "cancelled"]
-STATUSES: tuple[Status, ...] = ("running", "finished", "failed", "cancelled")
+Status = Literal["running", "suspended", "finished", "failed", "cancelled", "terminated"]
+STATUSES: tuple[Status, ...] = ("running", "suspended", "finished", "failed", "cancelled", "terminated")
+ENDED: frozenset[str] = frozenset(("finished", "failed", "cancelled", "terminated"))
+"""The statuses an execution never leaves (but ``failed``, by a redrive)."""
 
 __all__ = [
     "CANCEL",
+    "ENDED",
     "FINISHED",
     "RESERVED_PREFIX",
     "START",
@@ -30,6 +33,8 @@ __all__ = [
     "Emit",
     "Event",
     "Execution",
+    "Failure",
+    "PendingRetry",
     "Spawn",
     "Status",
     "TimerOp",
@@ -80,6 +85,35 @@ class ChildRef(BaseModel):
     outcome: str | None = None
 
 
+def _empty(value: object) -> bool:
+    return not value
+
+
+class Failure(BaseModel):
+    """What a failed execution keeps so that it can be redriven: the event whose step failed and the
+    execution as it stood before that step (as committed: the stored version the step started from)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    event: Event
+    before: dict[str, Any]
+    """The fields a redrive restores: active_path, history, context, timers, children, invoke_seq."""
+    redrives: int = 0
+    """How many times this execution was redriven so far (names the re-applied event's id)."""
+
+
+class PendingRetry(BaseModel):
+    """A step that failed with a retry policy left: the event to apply again when the retry timer fires."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    event: Event
+    attempt: int
+    """The attempt that failed (1 = the first try)."""
+    error: str
+    fire_at: float
+
+
 class Execution(BaseModel):
     """One running (or ended) instance of a definition; the unit a store commits atomically."""
 
@@ -112,6 +146,17 @@ class Execution(BaseModel):
     """Armed timers: state path -> fire_at (epoch seconds). A timeout whose fire_at differs is stale."""
     created_at: float | None = None
     updated_at: float | None = None
+    # Recovery and control. Empty on the happy path and then left out of the stored JSON entirely, so
+    # an execution that never failed, paused or retried pays nothing for them.
+    reason: str | None = Field(default=None, exclude_if=_empty)
+    """Why the execution was cancelled, terminated or suspended, as the caller said (``--reason``)."""
+    held: list[Event] = Field(default_factory=list, exclude_if=_empty)
+    """Events that arrived while the execution was suspended or waiting for a retry, in arrival order;
+    they are applied, in order, when it resumes or the retry succeeds."""
+    failure: Failure | None = Field(default=None, exclude_if=_empty)
+    """What a redrive needs, recorded with the failure (``status == "failed"``)."""
+    retry: PendingRetry | None = Field(default=None, exclude_if=_empty)
+    """A retry armed by a retry policy and not fired yet."""
 
 
 # -- what a step asks to commit with the execution ------------------------------------------------------

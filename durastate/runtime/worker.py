@@ -29,18 +29,23 @@ from typing import Any, TypeVar, cast
 
 from pydantic import BaseModel
 
-from durastate.engine import Definition, DefinitionRegistry, step
+from durastate.engine import Definition, DefinitionRegistry, control, step
 from durastate.engine.ids import (
     CANCEL,
     CHILD_SEPARATOR,
     FINISHED,
+    RESERVED,
     RESERVED_PREFIX,
+    RESUME,
+    RETRY_PATH,
     START,
+    SUSPEND,
+    TERMINATE,
     TIMEOUT,
     child_execution_id,
     finished_event_id,
 )
-from durastate.engine.model import Event, Execution
+from durastate.engine.model import ENDED, Event, Execution
 from durastate.engine.values import check_execution_id
 from durastate.errors import (
     EventAlreadyProcessed,
@@ -67,6 +72,8 @@ class HandleResult(enum.StrEnum):
     """The event id was already processed for this execution; nothing changed."""
     IGNORED = "ignored"
     """The event was consumed but changed nothing: unhandled, a stale timeout, or the execution ended."""
+    HELD = "held"
+    """The execution is suspended or waits for a retry: the event is kept in it and applied later."""
 
 
 def returns_live_objects(store: object) -> bool:
@@ -99,6 +106,8 @@ def detached_copy(exe: Execution) -> Execution:
     fields["history"] = dict(exe.history)
     fields["timers"] = dict(exe.timers)
     fields["children"] = {cid: _model_copy(ref) for cid, ref in exe.children.items()} if exe.children else {}
+    if exe.held:
+        fields["held"] = list(exe.held)
     return _model_copy(exe, fields)
 
 
@@ -193,9 +202,10 @@ class Worker:
     def _apply(self, target_id: str, event: Event, exe: Execution | None, blind: bool) -> HandleResult:
         """Step and commit; ``blind``: ``exe`` is a kept copy, so the commit itself checks the event."""
         now = self.clock()
-        if event.name.startswith(RESERVED_PREFIX) and event.name not in _RESERVED:
+        if event.name.startswith(RESERVED_PREFIX) and event.name not in RESERVED:
             raise MalformedEvent(f"{event.name!r} is not an event durastate knows; names starting with "
-                                 f"{RESERVED_PREFIX!r} are reserved (known: {', '.join(sorted(_RESERVED))})")
+                                 f"{RESERVED_PREFIX!r} are reserved (known: {', '.join(sorted(RESERVED))})")
+        before: Execution | None = None  # the execution as committed, when the worker has it at hand
         if exe is None:
             if event.name != START:
                 raise UnknownExecution(target_id)
@@ -205,26 +215,102 @@ class Worker:
             exe, defn = created
         else:
             if self.copy_on_load and not blind:  # a kept copy is the worker's own already
-                exe = detached_copy(exe)
-            if exe.status != "running":
-                # Ended: consumed and ignored, without needing its definition (it may be gone by now).
-                step_record = {"event": event.name, "event_id": event.id, "from": exe.active_path,
-                               "to": exe.active_path, "status": exe.status, "ignored": True}
-                self._commit(exe, [], event.id, blind, trace=step_record)
-                return HandleResult.IGNORED
+                before, exe = exe, detached_copy(exe)
+            controlled = self._control(exe, event, now, blind)
+            if controlled is not None:
+                return controlled
             if event.name == FINISHED and not self._finished_is_true(exe, event):
                 log.warning("ignored %s %s for %s: its child has not ended as it claims", event.name, event.id,
                             target_id)
-                step_record = {"event": event.name, "event_id": event.id, "from": exe.active_path,
-                               "to": exe.active_path, "status": exe.status, "ignored": True,
-                               "reason": "the notice does not match the child's stored state"}
-                self._commit(exe, [], event.id, blind, trace=step_record)
+                self._ignore(exe, event, blind, "the notice does not match the child's stored state")
                 return HandleResult.IGNORED
             defn = self.registry.get(exe.definition_id)
-        # A repeated durastate.start is ignored by step itself; so is an unhandled event or a stale timeout.
-        res = step(defn, exe, event, now)
-        self._commit(exe, res.emits, event.id, blind, timers=res.timers, spawns=res.spawns, trace=res.trace)
-        return HandleResult.IGNORED if res.ignored else HandleResult.APPLIED
+        batch = _Batch()
+        status = batch.step(self, defn, exe, event, now, before, fresh=before is None and exe.version == 0)
+        self._commit(exe, batch.emits, event.id, blind, timers=batch.timers, spawns=batch.spawns,
+                     trace=batch.trace())
+        return status
+
+    def _control(self, exe: Execution, event: Event, now: float, blind: bool) -> HandleResult | None:
+        """Control events, and events for an execution that is not simply running; ``None``: step it."""
+        name, status = event.name, exe.status
+        if name == TERMINATE:
+            if status in ENDED:
+                self._ignore(exe, event, blind, f"already {status}")
+                return HandleResult.IGNORED
+            effects = control.terminate(exe, _reason(event), now)
+            self._commit(exe, effects.emits, event.id, blind, timers=effects.timers,
+                         trace=_control_record(exe, event, effects))
+            return HandleResult.APPLIED
+        if status in ENDED:
+            # Ended: consumed and ignored, without needing its definition (it may be gone by now).
+            self._ignore(exe, event, blind, None)
+            return HandleResult.IGNORED
+        if status == "suspended":
+            if name == RESUME:
+                effects, held = control.resume(exe, now)
+                return self._release(exe, event, held, effects, now, blind)
+            if name == SUSPEND:
+                self._ignore(exe, event, blind, "already suspended")
+                return HandleResult.IGNORED
+            if name != CANCEL:
+                return self._hold(exe, event, blind)
+            dropped = len(exe.held)  # a cancel ends it: what it held is dropped, and the trace says so
+            exe.held, exe.retry, exe.status = [], None, "running"
+            if dropped:
+                log.warning("cancelling suspended %s drops %d held event(s)", exe.id, dropped)
+            return None
+        # running
+        if name == SUSPEND:
+            effects = control.suspend(exe, _reason(event), now)
+            self._commit(exe, effects.emits, event.id, blind, timers=effects.timers,
+                         trace=_control_record(exe, event, effects))
+            return HandleResult.APPLIED
+        if name == RESUME:
+            self._ignore(exe, event, blind, "not suspended")
+            return HandleResult.IGNORED
+        if exe.retry is not None and name != CANCEL and not _fires_retry(exe, event):
+            return self._hold(exe, event, blind)
+        return None
+
+    def _hold(self, exe: Execution, event: Event, blind: bool) -> HandleResult:
+        try:
+            control.hold(exe, event)
+        except control.ControlError as err:
+            raise MalformedEvent(str(err)) from None  # refused for good: the runtime dead-letters it
+        self._commit(exe, [], event.id, blind, trace={
+            "event": event.name, "event_id": event.id, "from": exe.active_path, "to": exe.active_path,
+            "status": exe.status, "held": len(exe.held)})
+        return HandleResult.HELD
+
+    def _release(self, exe: Execution, event: Event, held: list[Event], effects: control.Effects, now: float,
+                 blind: bool) -> HandleResult:
+        """Commit a resume together with the held events it releases, applied in order."""
+        batch = _Batch(emits=list(effects.emits), timers=list(effects.timers))
+        batch.records.append(_control_record(exe, event, effects))
+        if held:
+            self._apply_held(batch, exe, held, now)
+        self._commit(exe, batch.emits, event.id, blind, timers=batch.timers, spawns=batch.spawns,
+                     trace=batch.trace())
+        return HandleResult.APPLIED
+
+    def _apply_held(self, batch: _Batch, exe: Execution, held: list[Event], now: float) -> None:
+        defn = self.registry.get(exe.definition_id)
+        for i, ev in enumerate(held):
+            if exe.status != "running" or exe.retry is not None:
+                if exe.status == "running":
+                    exe.held.extend(held[i:])  # a retry is pending again: the rest waits for it
+                break
+            if ev.name == FINISHED and not self._finished_is_true(exe, ev):
+                continue
+            batch.step(self, defn, exe, ev, now, detached_copy(exe), fresh=False)
+
+    def _ignore(self, exe: Execution, event: Event, blind: bool, reason: str | None) -> None:
+        record: dict[str, Any] = {"event": event.name, "event_id": event.id, "from": exe.active_path,
+                                  "to": exe.active_path, "status": exe.status, "ignored": True}
+        if reason:
+            record["reason"] = reason
+        self._commit(exe, [], event.id, blind, trace=record)
 
     def _commit(self, exe: Execution, emits: Sequence[Emit], event_id: str, blind: bool, *,
                 timers: Iterable[TimerOp] = (), spawns: Iterable[Spawn] = (),
@@ -340,8 +426,6 @@ class Worker:
                             "status": "failed", "error": str(err)})
 
 
-_RESERVED = frozenset((START, TIMEOUT, FINISHED, CANCEL))
-"""The reserved events the runtime knows; any other name with the reserved prefix is refused."""
 
 
 def _is_child_of(child_id: str, parent: Execution) -> bool:
@@ -352,3 +436,56 @@ def _is_child_of(child_id: str, parent: Execution) -> bool:
     if child_id.startswith(CHILD_SEPARATOR):  # a hashed (long) child id: recompute the candidates
         return any(child_execution_id(parent.id, n) == child_id for n in range(parent.invoke_seq, 0, -1))
     return False
+
+
+def _reason(event: Event) -> str | None:
+    reason = event.data.get("reason")
+    return str(reason) if reason is not None else None
+
+
+def _control_record(exe: Execution, event: Event, effects: control.Effects) -> dict[str, Any]:
+    return {"event": event.name, "event_id": event.id, "from": exe.active_path, "to": exe.active_path,
+            "status": exe.status, **effects.trace}
+
+
+def _fires_retry(exe: Execution, event: Event) -> bool:
+    """Whether ``event`` is the timeout of the execution's pending retry (the one event it waits for)."""
+    return event.name == TIMEOUT and event.data.get("path") == RETRY_PATH
+
+
+class _Batch:
+    """The steps of one commit, usually one: a resume (or a retry that succeeds) also applies the events
+    held meanwhile, in order, and commits them all at once."""
+
+    def __init__(self, emits: list[Emit] | None = None, timers: list[TimerOp] | None = None) -> None:
+        self.emits: list[Emit] = emits or []
+        self.timers: list[TimerOp] = timers or []
+        self.spawns: list[Spawn] = []
+        self.records: list[dict[str, Any]] = []
+
+    def step(self, worker: Worker, defn: Definition, exe: Execution, event: Event, now: float,
+             before: Execution | None, *, fresh: bool) -> HandleResult:
+        """Step ``event``; ``before``: the execution before it (``None``: read it back if it fails)."""
+        was_running = exe.status == "running" and exe.active_path is not None
+        res = step(defn, exe, event, now)
+        if exe.status == "failed" and (was_running or fresh):
+            if before is None and not fresh:
+                before = worker.store.load(exe.id)  # the committed state the step started from
+            control.record_failure(exe, before if was_running else None, event)
+        if exe.status == "cancelled" and event.name == CANCEL:
+            exe.reason = _reason(event)
+        self.emits.extend(res.emits)
+        self.timers.extend(res.timers)
+        self.spawns.extend(res.spawns)
+        if res.trace is not None:
+            self.records.append(res.trace)
+        return HandleResult.IGNORED if res.ignored else HandleResult.APPLIED
+
+    def trace(self) -> dict[str, Any] | None:
+        if not self.records:
+            return None
+        if len(self.records) == 1:
+            return self.records[0]
+        first = self.records[0]
+        return {**first, "to": self.records[-1].get("to", first.get("to")),
+                "status": self.records[-1].get("status", first.get("status")), "steps": self.records[1:]}

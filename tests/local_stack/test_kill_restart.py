@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from durastate.devstack.stack import LocalStack
+from durastate.devstack import LocalStack
 
 from .helpers import count, drain_queue, executions, send, start
 
@@ -103,7 +103,7 @@ def test_killed_and_restarted_loop_loses_and_duplicates_nothing(server: LocalSta
         assert all(exes[oid]["active_path"] == "processing.payment" for oid in ORDERS)
 
         for oid in ORDERS:  # pay every order; kill the loop again while the joins are under way
-            send(sqs, q, f"{oid}.1", "authorize", {"receipt": f"R-{oid}"})
+            send(sqs, q, f"{oid}~1", "authorize", {"receipt": f"R-{oid}"})
         loops[-1].wait_for(r"^step (worker [1-9]|.*stream [1-9])")
         loops[-1].kill()
         loops.append(Loop(server.endpoint_url, template))
@@ -124,7 +124,7 @@ def test_killed_and_restarted_loop_loses_and_duplicates_nothing(server: LocalSta
         # applied exactly once: a duplicate add_item would count the item twice
         assert exe["context"]["items"] == 1 and exe["context"]["total"] == prices[oid], exe["context"]
         assert exe["context"]["receipt"] == f"R-{oid}" and exe["context"]["tracking"] == f"T-{oid}"
-        children = [f"{oid}.{n}" for n in (1, 2, 3)]  # the payment, then the two regions
+        children = [f"{oid}~{n}" for n in (1, 2, 3)]  # the payment, then the two regions
         assert all(exes[c]["status"] == "finished" and exes[c]["parent_id"] == oid for c in children)
     assert len(exes) == 4 * len(ORDERS), sorted(exes)  # no stray execution
     for table in ("durastate_outbox", "durastate_spawns"):

@@ -1,0 +1,127 @@
+"""Control operations a user runs against a store: terminate, redrive, and the control events.
+
+``cancel``, ``suspend`` and ``resume`` travel as events through the execution's own queue, so they keep
+their order with its other events (on SQS FIFO: the same message group). ``terminate`` and ``redrive``
+are commits straight to the store, each one compare-and-swap: ``terminate`` must work even when the
+execution's queue is blocked by a message that keeps failing (that message then meets a terminated
+execution and is consumed), and ``redrive`` restores a failed execution and queues its failed event
+again through the outbox, which the relay delivers like any other.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from durastate.engine import control
+from durastate.engine.ids import CANCEL, RESUME, SUSPEND, derived_id
+from durastate.engine.model import Event, Execution
+from durastate.errors import DurastateError, StoreConflict, UnknownExecution
+from durastate.store.base import ExecutionStore
+
+__all__ = [
+    "ControlRefused",
+    "Redriven",
+    "cancel_event",
+    "redrive",
+    "redrive_many",
+    "resume_event",
+    "suspend_event",
+    "terminate",
+]
+
+
+class ControlRefused(DurastateError):
+    """A control operation that does not apply to the execution as it is; nothing was changed."""
+
+
+@dataclass(frozen=True)
+class Redriven:
+    """One execution a redrive restored: the event it applies again, under a new id."""
+
+    execution_id: str
+    event: Event
+
+
+def _control(name: str, execution_id: str, reason: str | None, event_id: str | None) -> Event:
+    data: dict[str, Any] = {} if reason is None else {"reason": reason}
+    return Event(id=event_id or derived_id(execution_id, name.rsplit(".", 1)[1], time.time_ns()),
+                 name=name, data=data)
+
+
+def cancel_event(execution_id: str, reason: str | None = None, event_id: str | None = None) -> Event:
+    """The ``durastate.cancel`` event (exit actions run, children are cancelled, the parent is told)."""
+    return _control(CANCEL, execution_id, reason, event_id)
+
+
+def suspend_event(execution_id: str, reason: str | None = None, event_id: str | None = None) -> Event:
+    """The ``durastate.suspend`` event: later events are held until a resume."""
+    return _control(SUSPEND, execution_id, reason, event_id)
+
+
+def resume_event(execution_id: str, event_id: str | None = None) -> Event:
+    """The ``durastate.resume`` event: the held events apply, in order."""
+    return _control(RESUME, execution_id, None, event_id)
+
+
+def _commit_control(store: ExecutionStore, execution_id: str,
+                    change: Callable[[Execution], tuple[control.Effects, list[tuple[str | None, Event]]]],
+                    attempts: int = 8) -> Execution:
+    """Load, change, commit with a compare-and-swap; reload and change again when another writer won."""
+    for _ in range(attempts):
+        exe = store.load(execution_id)
+        if exe is None:
+            raise UnknownExecution(execution_id)
+        try:
+            effects, extra = change(exe)
+        except control.ControlError as err:
+            raise ControlRefused(str(err)) from None
+        try:
+            store.commit(exe, [*effects.emits, *extra], timers=effects.timers,
+                         trace={"event": effects.trace.get("control"), "from": exe.active_path,
+                                "to": exe.active_path, "status": exe.status, **effects.trace})
+        except StoreConflict:
+            continue
+        return exe
+    raise StoreConflict(execution_id, None, None)
+
+
+def terminate(store: ExecutionStore, execution_id: str, reason: str | None = None,
+              clock: Callable[[], float] = time.time) -> Execution:
+    """End ``execution_id`` at once, running no action; its running children are terminated too."""
+    return _commit_control(store, execution_id, lambda exe: (control.terminate(exe, reason, clock()), []))
+
+
+def redrive(store: ExecutionStore, execution_id: str, clock: Callable[[], float] = time.time) -> Redriven:
+    """Restore a failed execution to the state before its failed step and queue that step's event again
+    (through the outbox: the relay delivers it, and the worker applies it as usual)."""
+    again: list[Event] = []
+
+    def change(exe: Execution) -> tuple[control.Effects, list[tuple[str | None, Event]]]:
+        effects, event = control.redrive(exe, clock())
+        again[:] = [event]
+        return effects, [(exe.id, event)]
+
+    exe = _commit_control(store, execution_id, change)
+    return Redriven(exe.id, again[0])
+
+
+def redrive_many(store: ExecutionStore, definition_id: str | None = None, limit: int = 100,
+                 clock: Callable[[], float] = time.time) -> Iterator[Redriven | ControlRefused]:
+    """Redrive up to ``limit`` failed executions (of ``definition_id``); yields each result or refusal."""
+    done = 0
+    cursor: str | None = None
+    while done < limit:
+        page = store.list_executions(definition_id=definition_id, status="failed",
+                                     limit=min(100, limit - done), cursor=cursor)
+        for summary in page.items:
+            try:
+                yield redrive(store, summary.id, clock)
+            except ControlRefused as err:
+                yield err
+            done += 1
+        if page.next_cursor is None or not page.items:
+            return
+        cursor = page.next_cursor
