@@ -24,6 +24,7 @@ from durastate.errors import DefinitionError, DurastateError
 
 COMMAND_MODULES: tuple[str, ...] = (
     "durastate.cli.executions",
+    "durastate.cli.control",  # cancel, suspend, resume, terminate, redrive
     "durastate.cli.aws_queue",  # adds --queue-url / DURASTATE_QUEUE_URL to start and send
     "durastate.cli.serve",
     "durastate.cli.definitions",

@@ -25,7 +25,8 @@ _WIDTH = None if sys.stdout.isatty() else 160
 console = Console(highlight=False, soft_wrap=True, width=_WIDTH)
 err_console = Console(stderr=True, highlight=False, soft_wrap=True, width=_WIDTH)
 
-STATUS_STYLE = {"running": "cyan", "finished": "green", "failed": "red", "cancelled": "yellow"}
+STATUS_STYLE = {"running": "cyan", "suspended": "blue", "finished": "green", "failed": "red",
+                "cancelled": "yellow", "terminated": "magenta"}
 
 
 def error(message: str) -> None:
@@ -105,6 +106,21 @@ def show_execution(exe: Execution, children: Sequence[Execution] = (), now: floa
     grid.add_row("status", status_text(exe.status, exe.outcome))
     if exe.error:
         grid.add_row("error", Text(exe.error, style="red"))
+    if exe.reason and exe.status != "terminated":
+        grid.add_row("reason", Text(exe.reason))
+    if exe.status == "failed" and exe.failure is not None:
+        ev = exe.failure.event
+        grid.add_row("failed on", Text(f"{ev.name} (event {ev.id}) in state "
+                                       f"{exe.failure.before.get('active_path') or '(start)'}; after the fix: "
+                                       f"durastate redrive {exe.id}"))
+    if exe.failure is not None and exe.failure.redrives:
+        grid.add_row("redriven", Text(f"{exe.failure.redrives} time(s)"))
+    if exe.retry is not None:
+        grid.add_row("retrying", Text(f"{exe.retry.event.name} (attempt {exe.retry.attempt} failed: "
+                                      f"{exe.retry.error}); next attempt {when(exe.retry.fire_at, now)}"))
+    if exe.held:
+        names = ", ".join(e.name for e in exe.held[:5]) + (", …" if len(exe.held) > 5 else "")
+        grid.add_row("held", Text(f"{len(exe.held)} event(s) waiting: {names}"))
     grid.add_row("active", active_text(exe, children))
     if exe.parent_id:
         grid.add_row("parent", Text(f"{exe.parent_id}" + (f" (as {exe.child_id})" if exe.child_id else "")))

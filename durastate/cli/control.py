@@ -1,0 +1,137 @@
+"""Commands that control executions: ``cancel``, ``suspend``, ``resume``, ``terminate``, ``redrive``.
+
+``cancel``, ``suspend`` and ``resume`` are events: they queue behind the execution's other events (in
+the durable inbox, or on the SQS queue with ``--queue-url``) and apply in order. ``terminate`` and
+``redrive`` are commits straight to the store: terminate must work while a failing message blocks the
+execution's queue, and redrive restores a failed execution and queues its failed event again through the
+outbox (``durastate serve`` delivers and applies it).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from durastate.cli import output
+from durastate.cli.common import StoreOption, session
+from durastate.cli.delivery import deliver, queued_start
+from durastate.cli.session import Session, UsageError
+from durastate.engine.model import Event
+from durastate.errors import UnknownExecution
+from durastate.runtime.control import (
+    ControlRefused,
+    cancel_event,
+    redrive,
+    redrive_many,
+    resume_event,
+    suspend_event,
+    terminate,
+)
+
+ReasonOption = Annotated[str | None, typer.Option("--reason", "-r", help="Why: kept on the execution, shown by "
+                                                                         "`durastate show`.")]
+EventIdOption = Annotated[str | None, typer.Option(
+    "--id", metavar="EVENT_ID", help="Event id (the dedupe key). Default: a new one.")]
+
+
+def register(app: typer.Typer) -> None:
+    app.command("cancel")(cancel)
+    app.command("suspend")(suspend)
+    app.command("resume")(resume)
+    app.command("terminate")(terminate_)
+    app.command("redrive")(redrive_)
+
+
+def _deliver(sess: Session, execution_id: str, event: Event, verb: str) -> None:
+    if sess.store.load(execution_id) is None and queued_start(sess, execution_id) is None:
+        raise UnknownExecution(execution_id)  # (a start still queued counts: this queues behind it)
+    result = deliver(sess, execution_id, event)
+    if result.queued:
+        output.say(f"queued {verb} for {execution_id} (event {event.id}); `durastate serve` applies it")
+        return
+    output.say(f"{verb} {execution_id}: {result.outcome}")
+    if result.execution is not None:
+        output.show_execution(result.execution)
+
+
+def cancel(
+    ctx: typer.Context,
+    execution_id: Annotated[str, typer.Argument(metavar="ID")],
+    reason: ReasonOption = None,
+    event_id: EventIdOption = None,
+    store: StoreOption = None,
+) -> None:
+    """Cancel execution ID: its active states' exit actions run, children are cancelled, the parent is told."""
+    _deliver(session(ctx, store), execution_id, cancel_event(execution_id, reason, event_id), "cancel")
+
+
+def suspend(
+    ctx: typer.Context,
+    execution_id: Annotated[str, typer.Argument(metavar="ID")],
+    reason: ReasonOption = None,
+    event_id: EventIdOption = None,
+    store: StoreOption = None,
+) -> None:
+    """Suspend execution ID: events and due timers that reach it are kept until `durastate resume`."""
+    _deliver(session(ctx, store), execution_id, suspend_event(execution_id, reason, event_id), "suspend")
+
+
+def resume(
+    ctx: typer.Context,
+    execution_id: Annotated[str, typer.Argument(metavar="ID")],
+    event_id: EventIdOption = None,
+    store: StoreOption = None,
+) -> None:
+    """Resume suspended execution ID: what it kept meanwhile applies now, in order."""
+    _deliver(session(ctx, store), execution_id, resume_event(execution_id, event_id), "resume")
+
+
+def terminate_(
+    ctx: typer.Context,
+    execution_id: Annotated[str, typer.Argument(metavar="ID")],
+    reason: ReasonOption = None,
+    store: StoreOption = None,
+) -> None:
+    """Terminate execution ID now: no action runs, timers are disarmed, children are terminated."""
+    sess = session(ctx, store)
+    try:
+        exe = terminate(sess.store, execution_id, reason)
+    except ControlRefused as err:
+        raise UsageError(str(err)) from None
+    output.say(f"terminated {execution_id}" + (f": {reason}" if reason else ""))
+    output.show_execution(exe)
+
+
+def redrive_(
+    ctx: typer.Context,
+    execution_id: Annotated[str | None, typer.Argument(metavar="[ID]", help="The failed execution.")] = None,
+    definition: Annotated[str | None, typer.Option(
+        "--definition", metavar="DEFINITION", help="Redrive the failed executions of DEFINITION.")] = None,
+    status: Annotated[str, typer.Option("--status", help="Only `failed` can be redriven.")] = "failed",
+    limit: Annotated[int, typer.Option("--limit", min=1, help="At most this many (with --definition).")] = 100,
+    store: StoreOption = None,
+) -> None:
+    """Redrive failed execution ID (or every failed execution of --definition) from its failed step."""
+    if status != "failed":
+        raise UsageError(f"--status {status!r}: only failed executions can be redriven")
+    if (execution_id is None) == (definition is None):
+        raise UsageError("give the ID of a failed execution, or --definition DEFINITION (not both)")
+    sess = session(ctx, store)
+    if execution_id is not None:
+        try:
+            done = redrive(sess.store, execution_id)
+        except ControlRefused as err:
+            raise UsageError(str(err)) from None
+        output.say(f"redriven {done.execution_id}: {done.event.name} is applied again as event {done.event.id}"
+                   + ("" if sess.inbox is None else "; `durastate serve` applies it"))
+        return
+    count = refused = 0
+    for result in redrive_many(sess.store, definition, limit):
+        if isinstance(result, ControlRefused):
+            refused += 1
+            output.warn(str(result))
+            continue
+        count += 1
+        output.say(f"redriven {result.execution_id}: {result.event.name} again as {result.event.id}")
+    output.say(f"{count} execution(s) of {definition} redriven" + (f", {refused} refused" if refused else ""))

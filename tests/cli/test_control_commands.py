@@ -1,0 +1,141 @@
+"""The recovery stories through the real CLI, on SQLite and on PostgreSQL.
+
+A payment action whose provider is down fails the execution; `show` says why and what to run;
+`redrive` after the fix finishes it as a fault-free run would. Suspend holds what arrives, resume applies
+it in order; terminate stops an execution at once; bad input is one line and changes nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import textwrap
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from ._support import Env, Outcome, assert_one_line_error
+
+Cli = Callable[..., Outcome]
+
+HOOKS = '''
+from pathlib import Path
+
+def charge(context, event):
+    if not Path("provider-up").exists():
+        raise ConnectionError("payment provider unreachable")
+    return {"charged": context["amount"]}
+'''
+
+SHOP = """
+id: shop
+initial: cart
+context: {amount: 25}
+states:
+  cart:
+    on: {submit: paying, note: {actions: [{assign: {note: "$event.data.text"}}]}}
+  paying:
+    entry: [{call: "shop_hooks:charge"}]
+    on: {ship: shipped}
+  shipped: {type: final, outcome: shipped}
+"""
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.slow)])
+def store_url(request: pytest.FixtureRequest, env: Env) -> Iterator[str]:
+    if request.param == "sqlite":
+        yield env.store_url
+        return
+    psycopg = pytest.importorskip("psycopg")
+    server = "postgresql://postgres@127.0.0.1:5432/test"
+    schema = f"ctl_{uuid.uuid4().hex[:10]}"
+    yield f"{server}?schema={schema}"
+    with psycopg.connect(server, autocommit=True) as conn:
+        conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+@pytest.fixture
+def ok(cli: Cli, env: Env, store_url: str, monkeypatch: pytest.MonkeyPatch) -> Callable[..., Outcome]:
+    (env.tmp / "shop_hooks.py").write_text(textwrap.dedent(HOOKS))
+    (env.definitions / "shop.yaml").write_text(SHOP)
+    monkeypatch.syspath_prepend(str(env.tmp))
+    sys.modules.pop("shop_hooks", None)
+    monkeypatch.setenv("DURASTATE_STORE", store_url)
+
+    def run(*args: str) -> Outcome:
+        out = cli(*args)
+        assert out.code == 0, (args, out.stdout, out.stderr)
+        return out
+
+    return run
+
+
+def show(ok: Callable[..., Outcome], execution_id: str) -> dict[str, object]:
+    return json.loads(ok("show", execution_id, "--json").stdout)  # type: ignore[no-any-return]
+
+
+def test_a_failed_execution_is_redriven_after_the_fix(ok: Callable[..., Outcome], env: Env) -> None:
+    ok("start", "shop", "--id", "o1")
+    ok("send", "o1", "note", "--data", '{"text": "gift wrap"}')
+    ok("send", "o1", "submit")
+    ok("serve", "--until-idle")
+    failed = show(ok, "o1")
+    assert failed["status"] == "failed" and "payment provider unreachable" in str(failed["error"])
+    human = ok("show", "o1").stdout
+    assert "failed on" in human and "submit" in human and "durastate redrive o1" in human
+    assert [i["id"] for i in json.loads(ok("list", "--status", "failed", "--json").stdout)["items"]] == ["o1"]
+    Path(env.tmp / "provider-up").write_text("")  # the fix
+    assert "redriven o1: submit" in ok("redrive", "o1").stdout
+    ok("serve", "--until-idle")
+    ok("send", "o1", "ship")
+    ok("serve", "--until-idle")
+    done = show(ok, "o1")
+    assert (done["status"], done["outcome"]) == ("finished", "shipped")
+    assert done["context"] == {"amount": 25, "note": "gift wrap", "charged": 25}
+
+
+def test_suspend_holds_and_resume_applies_in_order(ok: Callable[..., Outcome], cli: Cli) -> None:
+    ok("start", "counter", "--id", "c1")
+    ok("suspend", "c1", "--reason", "maintenance")
+    ok("send", "c1", "inc")
+    ok("send", "c1", "inc")
+    ok("serve", "--until-idle")
+    held = show(ok, "c1")
+    assert (held["status"], held["reason"], held["context"]) == ("suspended", "maintenance", {"count": 0})
+    assert "2 event(s) waiting: inc, inc" in ok("show", "c1").stdout
+    assert [i["id"] for i in json.loads(ok("list", "--status", "suspended", "--json").stdout)["items"]] == ["c1"]
+    ok("resume", "c1")
+    ok("serve", "--until-idle")
+    assert show(ok, "c1")["context"] == {"count": 2}
+    ok("cancel", "c1", "--reason", "no longer needed")
+    ok("serve", "--until-idle")
+    ended = show(ok, "c1")
+    assert (ended["status"], ended["reason"]) == ("cancelled", "no longer needed")
+
+
+def test_terminate_is_immediate(ok: Callable[..., Outcome], cli: Cli) -> None:
+    ok("start", "counter", "--id", "t1")
+    ok("serve", "--until-idle")
+    assert "terminated t1: stuck" in ok("terminate", "t1", "--reason", "stuck").stdout
+    assert show(ok, "t1")["status"] == "terminated"
+    assert_one_line_error(cli("terminate", "t1"), "already terminated")
+
+
+@pytest.mark.parametrize("args, fragments", [
+    (["redrive", "nope"], ["no execution 'nope'"]),
+    (["terminate", "nope"], ["no execution 'nope'"]),
+    (["cancel", "nope"], ["no execution 'nope'"]),
+    (["suspend", "nope"], ["no execution 'nope'"]),
+    (["redrive", "r1"], ["r1 is running", "only a failed execution"]),
+    (["redrive"], ["give the ID of a failed execution"]),
+    (["redrive", "--definition", "counter", "--status", "running"], ["only failed executions"]),
+])
+def test_bad_control_input_is_one_line_and_changes_nothing(ok: Callable[..., Outcome], cli: Cli,
+                                                           args: list[str], fragments: list[str]) -> None:
+    ok("start", "counter", "--id", "r1")
+    ok("serve", "--until-idle")
+    before = show(ok, "r1")
+    assert_one_line_error(cli(*args), *fragments)
+    assert show(ok, "r1") == before
