@@ -10,24 +10,39 @@ It is loaded like every command module (listed in ``durastate.cli.app.COMMAND_MO
 parameter instead of redefining the commands, so their own options, checks and output stay theirs.
 
 Endpoints and region come from the standard AWS variables (``AWS_REGION``, ``AWS_ENDPOINT_URL``,
-``AWS_ENDPOINT_URL_SQS``), which boto3 resolves itself; ``--region`` overrides the region.
+``AWS_ENDPOINT_URL_SQS``), which boto3 resolves itself; a queue URL on this machine (``durastate local``
+prints one) is its own endpoint when none is set. A local endpoint needs no credentials: when none are
+configured, the client gets dummy ones (moto and LocalStack accept anything). Real AWS without
+credentials, or an endpoint that does not answer, ends in one line saying what to set or check.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
+import ipaddress
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Annotated, Any
+from urllib.parse import urlsplit
 
 import typer
 
 from durastate.cli import output
 from durastate.cli.common import parse_json_object
 from durastate.cli.session import UsageError
+from durastate.errors import DurastateError
 
 QUEUE_URL_ENV = "DURASTATE_QUEUE_URL"
+LOCAL_CREDENTIALS = {"aws_access_key_id": "test", "aws_secret_access_key": "test"}
+"""What a client of a local endpoint gets when no credentials are configured (moto accepts anything)."""
+SET_CREDENTIALS = ("set AWS_PROFILE, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (any values work for a "
+                   "local endpoint such as `durastate local`)")
+
+
+class AwsSetupError(DurastateError):
+    """The AWS side of a command is not configured (no credentials, no region) or does not answer."""
 
 QueueUrlOption = Annotated[str | None, typer.Option(
     "--queue-url", metavar="URL", envvar=QUEUE_URL_ENV, show_envvar=True,
@@ -75,10 +90,93 @@ def queue_client(queue_url: str) -> Any:
         raise UsageError(f"--queue-url {queue_url!r} is not a queue URL (https://sqs.<region>.amazonaws.com/"
                          "<account>/<name>.fifo)")
     try:
-        transport = SqsTransport.create(queue_url, region=_region(queue_url))
+        import boto3  # type: ignore[import-untyped]
+        from botocore.config import Config  # type: ignore[import-untyped]
     except ImportError as exc:
         raise UsageError(f"--queue-url needs boto3: pip install 'durastate[aws]' ({exc})") from exc
-    return DurastateClient(transport)
+    configured = _configured_endpoint()
+    # boto3 honours a configured endpoint itself; without one, a queue URL on this machine names its server.
+    endpoint_url = None if configured else local_origin(queue_url)
+    endpoint = configured or endpoint_url
+    with aws_errors("SQS", _where(queue_url)):
+        session = boto3.session.Session()
+        credentials: dict[str, str] = {}
+        if session.get_credentials() is None:
+            if not is_local(endpoint):
+                raise AwsSetupError(f"no AWS credentials for SQS queue {queue_url}: {SET_CREDENTIALS}")
+            credentials = LOCAL_CREDENTIALS
+        # What SqsTransport.create builds, plus the credentials decided above.
+        client = session.client("sqs", region_name=_region(queue_url), endpoint_url=endpoint_url,
+                                config=Config(retries={"mode": "standard", "max_attempts": 8}), **credentials)
+    return DurastateClient(SqsTransport(client, queue_url))
+
+
+def _configured_endpoint() -> str | None:
+    return os.environ.get("AWS_ENDPOINT_URL_SQS") or os.environ.get("AWS_ENDPOINT_URL") or None
+
+
+def _where(queue_url: str) -> str:
+    """The endpoint a queue URL's client talks to, for messages."""
+    return _configured_endpoint() or local_origin(queue_url) or queue_url
+
+
+def is_local(url: str | None) -> bool:
+    """Whether an endpoint or queue URL points at this machine (localhost, a loopback address)."""
+    try:
+        host = urlsplit(url).hostname if url else None
+    except ValueError:
+        return False
+    if not host:
+        return False
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return address.is_loopback or address.is_unspecified
+
+
+def local_origin(url: str) -> str | None:
+    """``scheme://host:port`` of a URL on this machine, else ``None``."""
+    if not is_local(url):
+        return None
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}"
+
+
+def missing_credentials(exc: BaseException) -> bool:
+    """Whether botocore's "no credentials" error is ``exc`` or anywhere in its chain of causes."""
+    try:
+        from botocore.exceptions import NoCredentialsError, PartialCredentialsError  # type: ignore[import-untyped]
+    except ImportError:  # pragma: no cover - nothing AWS ran
+        return False
+    seen: set[int] = set()
+    cur: BaseException | None = exc
+    while cur is not None and id(cur) not in seen:
+        if isinstance(cur, (NoCredentialsError, PartialCredentialsError)):
+            return True
+        seen.add(id(cur))
+        cur = cur.__cause__ or cur.__context__
+    return False
+
+
+@contextlib.contextmanager
+def aws_errors(service: str, where: str) -> Iterator[None]:
+    """botocore's configuration and connection errors as one :class:`AwsSetupError` line saying what to do."""
+    from botocore import exceptions as bx  # type: ignore[import-untyped]
+
+    try:
+        yield
+    except (bx.NoCredentialsError, bx.PartialCredentialsError) as exc:
+        raise AwsSetupError(f"no AWS credentials for {service} at {where} ({exc}): {SET_CREDENTIALS}") from exc
+    except bx.NoRegionError as exc:
+        raise AwsSetupError(f"no AWS region for {service}: set AWS_REGION (or AWS_DEFAULT_REGION)") from exc
+    except (bx.EndpointConnectionError, bx.ConnectionClosedError) as exc:
+        raise AwsSetupError(f"{service} at {where} did not answer ({exc}); check that it is running "
+                            "(`durastate local` for a local stack) and the endpoint URL") from exc
+    except bx.BotoCoreError as exc:  # a profile that does not exist, a broken config file, …
+        raise AwsSetupError(f"AWS configuration for {service}: {' '.join(str(exc).split())}") from exc
 
 
 def _region(queue_url: str) -> str | None:
@@ -100,7 +198,8 @@ def _start_on_queue(url: str, args: dict[str, Any]) -> None:
         from durastate.engine import DefinitionRegistry
 
         client.definitions = DefinitionRegistry.from_dir(folder)
-    exe_id = client.start(definition, context, execution_id=args.get("execution_id"))
+    with aws_errors("SQS", _where(url)):
+        exe_id = client.start(definition, context, execution_id=args.get("execution_id"))
     if args.get("quiet"):
         output.say(exe_id)
     else:
@@ -115,7 +214,8 @@ def _send_on_queue(url: str, args: dict[str, Any]) -> None:
     data = parse_json_object(args.get("data"), "--data")
     client = queue_client(url)
     execution_id = str(args["execution_id"])
-    eid = client.send(execution_id, name, data, event_id=args.get("event_id"))
+    with aws_errors("SQS", _where(url)):
+        eid = client.send(execution_id, name, data, event_id=args.get("event_id"))
     if args.get("quiet"):
         output.say(eid)
     else:

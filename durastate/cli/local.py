@@ -3,8 +3,9 @@
 It reads the synthesized template (``cdk synth`` / ``make synth`` write
 ``cdk.out/DurastateStack.template.json``), creates the stack's tables, queues and bus in moto's HTTP
 server, and runs the packaged worker, relay and sweeper the way Lambda would (see
-:mod:`durastate.devstack.stack`). Point any AWS client at the endpoint it prints — ``aws --endpoint-url …``,
-``durastate send --queue-url …``, boto3 — exactly as at the deployed stack.
+:mod:`durastate.devstack`). Point any AWS client at the endpoint it prints — ``aws --endpoint-url …``,
+``durastate send --queue-url …``, boto3 — exactly as at the deployed stack. The lines it prints for that
+(:func:`hint`) set dummy credentials and a region too, so they work in a shell with no AWS configuration.
 
 ``--endpoint-url`` attaches the handler loop to a server that is already running (for example a second
 loop, or one restarted after a crash: what the killed loop had in flight reappears after
@@ -64,7 +65,7 @@ def local(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress lines.")] = False,
 ) -> None:
     """Run the AWS stack locally on moto's server (no Docker): queue, tables, bus and the three handlers."""
-    from durastate.devstack.stack import LocalStack, StepReport
+    from durastate.devstack import LocalStack, StepReport
 
     env = {} if verbose else {"POWERTOOLS_LOG_LEVEL": "WARNING", "POWERTOOLS_METRICS_DISABLED": "true"}
     clock: Callable[[], float] = (lambda: time.time() + advance) if advance else time.time
@@ -78,8 +79,8 @@ def local(
         output.say(f"endpoint   {stack.endpoint_url}")
         output.say(f"queue      {stack.queue_url}")
         output.say(f"dlq        {stack.dlq_url}")
-        output.note(f"try: AWS_ENDPOINT_URL={stack.endpoint_url} durastate start order --id o1 "
-                    f"--queue-url {stack.queue_url}")
+        for line in hint(stack.endpoint_url, stack.region, stack.queue_url, stack.dlq_url, prefix):
+            output.note(line)
         busy = True
 
         def report(step: StepReport) -> None:
@@ -105,6 +106,24 @@ def local(
         finally:
             for sig, old in previous.items():
                 signal.signal(sig, old)
+
+
+def hint(endpoint: str, region: str, queue_url: str, dlq_url: str, prefix: str) -> list[str]:
+    """What to paste in another shell to use the local stack: commands that need no AWS configuration.
+
+    moto accepts any credentials, but botocore refuses to send a request without some; the dummy ones
+    also keep a developer's real keys from being used against it. aws-cli v1 ignores ``AWS_ENDPOINT_URL``
+    for SQS, hence its explicit ``--endpoint-url``.
+    """
+    return [
+        "try, in another shell (aws, boto3 and durastate alike; moto accepts any credentials):",
+        f"  export AWS_ENDPOINT_URL={endpoint} AWS_REGION={region} AWS_DEFAULT_REGION={region} "
+        "AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test",
+        f"  durastate start order --id o1 --queue-url {queue_url}",
+        f"  durastate --store dynamodb://{prefix} show o1",
+        f"  aws --endpoint-url {endpoint} sqs get-queue-attributes --queue-url {dlq_url} "
+        "--attribute-names ApproximateNumberOfMessages",
+    ]
 
 
 def _stop_on_signals(stop: threading.Event) -> dict[int, Any]:

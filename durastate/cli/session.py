@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -123,7 +124,8 @@ class Session:
         url = self.store_url
         try:
             store = open_cli_store(url, self.connect_retries)
-        except DurastateError:
+        except DurastateError as exc:
+            _check_credentials(exc, url)
             raise
         except ValueError as exc:
             raise UsageError(f"{exc} (from --store or {STORE_ENV})") from exc
@@ -131,6 +133,7 @@ class Session:
             raise UsageError(f"store {redact(url)} needs an optional extra that is not installed: {exc}"
                              ) from exc
         except Exception as exc:  # driver errors of every backend: one clear line, never a traceback
+            _check_credentials(exc, url)
             raise StoreUnavailable(
                 f"cannot open store {redact(url)}: {_one_line(exc)}; check --store or {STORE_ENV}"
             ) from exc
@@ -165,6 +168,16 @@ class Session:
         for close in closers:
             with contextlib.suppress(Exception):  # closing must never hide the command's result or error
                 close()
+
+
+def _check_credentials(exc: BaseException, url: str) -> None:
+    """An AWS store that found no credentials says so (not "did not answer", not "unexpected")."""
+    if "botocore" not in sys.modules:  # nothing AWS ran: the error is not about credentials
+        return
+    from durastate.cli.aws_queue import SET_CREDENTIALS, missing_credentials
+
+    if missing_credentials(exc):
+        raise StoreUnavailable(f"no AWS credentials for store {redact(url)}: {SET_CREDENTIALS}") from exc
 
 
 def _one_line(exc: BaseException) -> str:

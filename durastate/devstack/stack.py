@@ -2,24 +2,24 @@
 
 Why this exists: LocalStack needs Docker (and, past 4.14.0, an auth token). moto's server needs neither,
 but while it stores Lambda functions, event source mappings and EventBridge rules, it never runs handler
-code without Docker and never fires a schedule. So this module plays Lambda's part itself, and nothing
-else differs from production:
+code without Docker and never fires a schedule. So :class:`LocalStack` plays Lambda's part itself, and
+nothing else differs from production:
 
-* **The resources come from the synthesized CloudFormation template** (``cdk.out/DurastateStack.template.json``):
-  every ``AWS::DynamoDB::Table`` with its keys, indexes, stream and TTL; every ``AWS::SQS::Queue`` with its
-  FIFO attributes and redrive policy (moto enforces ``maxReceiveCount``); every ``AWS::Events::EventBus``.
-  What ``cdk deploy`` would create is what gets created.
-* **The handlers are the packaged ones**: each function's code is loaded from its asset folder in
-  ``cdk.out`` (the handler plus the definitions, exactly what is zipped for Lambda), with the function's
-  environment from the template (references resolved to the local queue URLs and names). The engine comes
-  from this installation instead of the layer.
+* **The resources come from the synthesized CloudFormation template** (read by
+  :mod:`durastate.devstack.template`): every table with its keys, indexes, stream and TTL; every queue with
+  its FIFO attributes and redrive policy (moto enforces ``maxReceiveCount``); every event bus. What
+  ``cdk deploy`` would create is what gets created, on a server :mod:`durastate.devstack.moto_server`
+  starts (or on one that is already running).
+* **The handlers are the packaged ones** (:mod:`durastate.devstack.handlers`): each function's code is
+  loaded from its asset folder in ``cdk.out``, with the function's environment from the template
+  (references resolved to the local queue URLs and names). The engine comes from this installation
+  instead of the layer.
 * **The triggers are the template's**: the worker gets SQS batches of at most ``BatchSize`` (≤ 10), FIFO
   groups kept in order by SQS itself, partial batch responses honoured (failed records return to the
   queue; the redrive policy moves them to the DLQ after ``maxReceiveCount`` receives) — see
-  :class:`durastate.devstack.lambda_emulator.SqsBatchInvoker`. The relay gets the outbox/spawns stream records
-  (read with the DynamoDB Streams API, filtered by the mapping's ``FilterCriteria``) and its backstop
-  schedule; the sweeper its schedule. Schedules tick on an injectable clock, so a test can fire timers
-  without waiting.
+  :class:`durastate.devstack.lambda_emulator.SqsBatchInvoker`. The relay gets the outbox/spawns stream
+  records (:mod:`durastate.devstack.streams`) and its backstop schedule; the sweeper its schedule.
+  Schedules tick on an injectable clock, so a test can fire timers without waiting.
 
 Use it from the shell (``durastate local``) or in-process (``with LocalStack(template) as stack: ...``).
 boto3 and moto are imported lazily: ``import durastate`` never needs them.
@@ -28,258 +28,34 @@ boto3 and moto are imported lazily: ``import durastate`` never needs them.
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import json
 import logging
 import os
-import re
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from durastate.errors import DurastateError
+from durastate.devstack.errors import LocalStackError
+from durastate.devstack.handlers import load_handler
+from durastate.devstack.moto_server import MotoServer, endpoint_client
+from durastate.devstack.streams import StreamCursor, open_cursor, read_new_records
+from durastate.devstack.template import (
+    DEFAULT_TEMPLATE,
+    TASK_ROOT,
+    SqsTrigger,
+    parse_template,
+    read_template,
+    referenced_id,
+)
 
-__all__ = [
-    "DEFAULT_TEMPLATE",
-    "FunctionDef",
-    "LocalStack",
-    "LocalStackError",
-    "QueueDef",
-    "Schedule",
-    "StackResources",
-    "StepReport",
-    "StreamTrigger",
-    "TableDef",
-    "parse_template",
-    "read_template",
-]
+__all__ = ["LocalStack", "StepReport"]
 
 log = logging.getLogger("durastate.devstack.stack")
 
-DEFAULT_TEMPLATE = Path("cdk.out") / "DurastateStack.template.json"
-TASK_ROOT = "/var/task"
-_RATE = re.compile(r"rate\((\d+)\s+(minute|minutes|hour|hours|day|days)\)")
-_UNIT_SECONDS = {"minute": 60, "hour": 3600, "day": 86400}
 
-
-class LocalStackError(DurastateError):
-    """The local stack cannot start or run; the message says what to do."""
-
-
-# ---------------------------------------------------------------------------------------------------------
-# What the template describes
-# ---------------------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class TableDef:
-    logical_id: str
-    name: str
-    key_schema: list[dict[str, str]]
-    attribute_definitions: list[dict[str, str]]
-    stream_view_type: str | None = None
-    ttl_attribute: str | None = None
-    global_secondary_indexes: list[dict[str, Any]] = field(default_factory=list)
-
-
-@dataclass(frozen=True)
-class QueueDef:
-    logical_id: str
-    name: str
-    attributes: dict[str, str]
-    dead_letter_logical_id: str | None = None
-    max_receive_count: int | None = None
-
-
-@dataclass(frozen=True)
-class FunctionDef:
-    logical_id: str
-    handler: str  # "worker.handler"
-    code_dir: Path | None  # the asset folder in cdk.out
-    environment: dict[str, Any]  # unresolved template values
-    timeout: int = 3
-
-    @property
-    def module(self) -> str:
-        return self.handler.rsplit(".", 1)[0]
-
-    @property
-    def role(self) -> str:
-        """worker | relay | sweeper — the handler module's name."""
-        return self.module.rsplit(".", 1)[-1]
-
-
-@dataclass(frozen=True)
-class SqsTrigger:
-    function: str
-    queue: str
-    batch_size: int = 10
-
-
-@dataclass(frozen=True)
-class StreamTrigger:
-    function: str
-    table: str
-    batch_size: int = 100
-    starting_position: str = "TRIM_HORIZON"
-    patterns: list[dict[str, Any]] = field(default_factory=list)
-    retry_attempts: int = 2
-
-
-@dataclass(frozen=True)
-class Schedule:
-    function: str
-    rule: str
-    seconds: float
-
-
-@dataclass(frozen=True)
-class StackResources:
-    tables: dict[str, TableDef]
-    queues: dict[str, QueueDef]
-    buses: dict[str, str]  # logical id -> bus name
-    functions: dict[str, FunctionDef]
-    sqs_triggers: list[SqsTrigger]
-    stream_triggers: list[StreamTrigger]
-    schedules: list[Schedule]
-
-    def function(self, role: str) -> FunctionDef:
-        for fn in self.functions.values():
-            if fn.role == role:
-                return fn
-        raise LocalStackError(f"the template has no {role} function (handler '{role}.handler')")
-
-
-def read_template(path: str | Path = DEFAULT_TEMPLATE) -> dict[str, Any]:
-    p = Path(path)
-    if not p.is_file():
-        raise LocalStackError(f"no synthesized template at {p}: run `make synth` (or `cdk synth`) first, "
-                              "or pass --template")
-    data: dict[str, Any] = json.loads(p.read_text())
-    return data
-
-
-def _literal(value: Any, what: str) -> str:
-    if isinstance(value, str):
-        return value
-    raise LocalStackError(f"{what} must be a literal name in the template, found {json.dumps(value)}")
-
-
-def _logical(value: Any) -> str | None:
-    """The logical id a ``Ref`` / ``Fn::GetAtt`` points at."""
-    if isinstance(value, dict):
-        if "Ref" in value:
-            return str(value["Ref"])
-        if "Fn::GetAtt" in value:
-            return str(value["Fn::GetAtt"][0])
-    return None
-
-
-def _rate_seconds(expression: str) -> float:
-    m = _RATE.fullmatch(expression.strip())
-    if not m:
-        raise LocalStackError(f"unsupported schedule {expression!r} (the local stack runs rate(...) "
-                              "schedules)")
-    return int(m.group(1)) * _UNIT_SECONDS[m.group(2).rstrip("s")]
-
-
-def parse_template(template: Mapping[str, Any], asset_root: Path | None = None) -> StackResources:
-    """Everything the local stack needs, read from a synthesized CloudFormation template."""
-    resources: Mapping[str, Any] = template.get("Resources") or {}
-    tables: dict[str, TableDef] = {}
-    queues: dict[str, QueueDef] = {}
-    buses: dict[str, str] = {}
-    functions: dict[str, FunctionDef] = {}
-    sqs_triggers: list[SqsTrigger] = []
-    stream_triggers: list[StreamTrigger] = []
-    schedules: list[Schedule] = []
-    for lid, res in resources.items():
-        kind, props = res.get("Type"), res.get("Properties") or {}
-        if kind == "AWS::DynamoDB::Table":
-            ttl = props.get("TimeToLiveSpecification") or {}
-            tables[lid] = TableDef(
-                logical_id=lid,
-                name=_literal(props.get("TableName"), f"{lid}.TableName"),
-                key_schema=list(props["KeySchema"]),
-                attribute_definitions=list(props["AttributeDefinitions"]),
-                stream_view_type=(props.get("StreamSpecification") or {}).get("StreamViewType"),
-                ttl_attribute=ttl.get("AttributeName") if ttl.get("Enabled") else None,
-                global_secondary_indexes=list(props.get("GlobalSecondaryIndexes") or []),
-            )
-        elif kind == "AWS::SQS::Queue":
-            attrs = {}
-            for key in ("FifoQueue", "DeduplicationScope", "FifoThroughputLimit", "VisibilityTimeout",
-                        "MessageRetentionPeriod", "ContentBasedDeduplication", "DelaySeconds",
-                        "ReceiveMessageWaitTimeSeconds", "SqsManagedSseEnabled"):
-                if key in props:
-                    value = props[key]
-                    attrs[key] = str(value).lower() if isinstance(value, bool) else str(value)
-            redrive = props.get("RedrivePolicy") or {}
-            queues[lid] = QueueDef(
-                logical_id=lid,
-                name=_literal(props.get("QueueName"), f"{lid}.QueueName"),
-                attributes=attrs,
-                dead_letter_logical_id=_logical(redrive.get("deadLetterTargetArn")),
-                max_receive_count=int(redrive["maxReceiveCount"]) if "maxReceiveCount" in redrive else None,
-            )
-        elif kind == "AWS::Events::EventBus":
-            buses[lid] = _literal(props.get("Name"), f"{lid}.Name")
-        elif kind == "AWS::Lambda::Function":
-            asset = (res.get("Metadata") or {}).get("aws:asset:path")
-            code_dir = (asset_root / asset) if asset_root is not None and asset else None
-            functions[lid] = FunctionDef(
-                logical_id=lid,
-                handler=str(props.get("Handler")),
-                code_dir=code_dir,
-                environment=dict((props.get("Environment") or {}).get("Variables") or {}),
-                timeout=int(props.get("Timeout") or 3),
-            )
-        elif kind == "AWS::Lambda::EventSourceMapping":
-            fn_id = _logical(props.get("FunctionName")) or ""
-            source = props.get("EventSourceArn")
-            target = _logical(source) or ""
-            filters = (props.get("FilterCriteria") or {}).get("Filters", [])
-            patterns = [json.loads(f["Pattern"]) for f in filters]
-            if isinstance(source, dict) and "Fn::GetAtt" in source and source["Fn::GetAtt"][1] == "StreamArn":
-                stream_triggers.append(StreamTrigger(
-                    function=fn_id, table=target, batch_size=int(props.get("BatchSize") or 100),
-                    starting_position=str(props.get("StartingPosition") or "TRIM_HORIZON"),
-                    patterns=patterns, retry_attempts=int(props.get("MaximumRetryAttempts", 2))))
-            else:
-                sqs_triggers.append(SqsTrigger(function=fn_id, queue=target,
-                                               batch_size=int(props.get("BatchSize") or 10)))
-        elif kind == "AWS::Events::Rule" and props.get("ScheduleExpression"):
-            seconds = _rate_seconds(str(props["ScheduleExpression"]))
-            for t in props.get("Targets") or []:
-                target_fn = _logical(t.get("Arn"))
-                if target_fn:
-                    schedules.append(Schedule(function=target_fn, rule=lid, seconds=seconds))
-    return StackResources(tables, queues, buses, functions, sqs_triggers, stream_triggers, schedules)
-
-
-def _matches(record: Mapping[str, Any], patterns: list[dict[str, Any]]) -> bool:
-    """Lambda event filtering, for the literal-value patterns the stack uses (``{"eventName": ["INSERT"]}``).
-
-    Anything richer (prefix, numeric, exists) is out of scope: the stack's mappings don't use it.
-    """
-    if not patterns:
-        return True
-
-    def match(value: Any, pattern: Any) -> bool:
-        if isinstance(pattern, dict):
-            return isinstance(value, Mapping) and all(match(value.get(k), p) for k, p in pattern.items())
-        if isinstance(pattern, list):
-            return value in pattern
-        return bool(value == pattern)
-
-    return any(match(record, p) for p in patterns)
-
-
-# ---------------------------------------------------------------------------------------------------------
-# The local stack
-# ---------------------------------------------------------------------------------------------------------
 @dataclass
 class StepReport:
     """What one turn of the loop did; all zero means idle."""
@@ -294,14 +70,6 @@ class StepReport:
     def idle(self) -> bool:
         """Nothing happened: no record received, no function invoked (a scheduled run may send events)."""
         return not (self.worker_received or self.stream_records or self.relay_runs or self.sweeper_runs)
-
-
-@dataclass
-class _StreamCursor:
-    trigger: StreamTrigger
-    stream_arn: str
-    iterators: dict[str, str | None] = field(default_factory=dict)
-    retries: int = 0
 
 
 class LocalStack:
@@ -350,14 +118,14 @@ class LocalStack:
         self._create = create_resources
         self._set_env = set_environment
         self._definitions_override = Path(definitions_dir) if definitions_dir is not None else None
-        self._server: Any = None
+        self._server: MotoServer | None = None
         self._clients: dict[str, Any] = {}
         self._saved_env: dict[str, str | None] = {}
         self.queue_urls: dict[str, str] = {}
         self.table_names = {lid: t.name for lid, t in self.resources.tables.items()}
         self.handlers: dict[str, Callable[[dict[str, Any], Any], Any]] = {}
         self._invoker: Any = None
-        self._cursors: list[_StreamCursor] = []
+        self._cursors: list[StreamCursor] = []
         self._next_run: dict[tuple[str, str], float] = {}
         self._started = False
         self.runtime: Any = None
@@ -372,13 +140,7 @@ class LocalStack:
     def client(self, service: str) -> Any:
         """A boto3 client for this stack's endpoint (dummy credentials; moto accepts any)."""
         if service not in self._clients:
-            import boto3  # type: ignore[import-untyped]
-            from botocore.config import Config  # type: ignore[import-untyped]
-
-            self._clients[service] = boto3.client(
-                service, endpoint_url=self.endpoint_url, region_name=self.region,
-                aws_access_key_id="testing", aws_secret_access_key="testing",  # moto's dummies
-                config=Config(retries={"mode": "standard", "max_attempts": 5}))
+            self._clients[service] = endpoint_client(service, self.endpoint_url, self.region)
         return self._clients[service]
 
     def start(self) -> LocalStack:
@@ -433,15 +195,8 @@ class LocalStack:
         self.stop()
 
     def _start_server(self) -> None:
-        try:
-            from moto.server import ThreadedMotoServer
-        except ImportError as exc:  # pragma: no cover - depends on the installation
-            raise LocalStackError("the local stack needs moto's server: pip install 'moto[server]'") from exc
-        logging.getLogger("werkzeug").setLevel(logging.ERROR)  # no access log line per request
-        self._server = ThreadedMotoServer(ip_address=self._host, port=self._port, verbose=False)
-        self._server.start()
-        host, port = self._server.get_host_and_port()
-        self._endpoint = f"http://{host}:{port}"
+        self._server = MotoServer(self._host, self._port)
+        self._endpoint = self._server.start()
 
     # -- resources ---------------------------------------------------------------------------------------
     def create_resources(self) -> None:
@@ -501,7 +256,7 @@ class LocalStack:
         """A function environment value, with references to stack resources made local."""
         if isinstance(value, str):
             return value
-        lid = _logical(value)
+        lid = referenced_id(value)
         if lid in self.queue_urls:
             if isinstance(value, dict) and "Fn::GetAtt" in value:
                 attr = value["Fn::GetAtt"][1]
@@ -585,7 +340,7 @@ class LocalStack:
 
         for fn in self.resources.functions.values():
             with self._function_env(fn.role):
-                self.handlers[fn.role] = _load_handler(fn)
+                self.handlers[fn.role] = load_handler(fn)
         trigger = self._worker_trigger()
         worker_fn = self.resources.functions[trigger.function]
 
@@ -609,18 +364,10 @@ class LocalStack:
     def _open_streams(self) -> None:
         ddb, streams = self.client("dynamodb"), self.client("dynamodbstreams")
         for trig in self.resources.stream_triggers:
-            name = self.table_names[trig.table]
-            arn = ddb.describe_table(TableName=name)["Table"].get("LatestStreamArn")
-            if not arn:
-                raise LocalStackError(f"table {name} has no stream, but the template maps one to a function")
-            cursor = _StreamCursor(trig, arn)
             # Attach where the mapping starts; on an attached server, LATEST skips records a previous loop
             # already saw (the scheduled backstop covers anything in between, as in production).
             position = trig.starting_position if self._create else "LATEST"
-            for shard in streams.describe_stream(StreamArn=arn)["StreamDescription"].get("Shards", []):
-                cursor.iterators[shard["ShardId"]] = streams.get_shard_iterator(
-                    StreamArn=arn, ShardId=shard["ShardId"], ShardIteratorType=position)["ShardIterator"]
-            self._cursors.append(cursor)
+            self._cursors.append(open_cursor(ddb, streams, trig, self.table_names[trig.table], position))
 
     # -- running -----------------------------------------------------------------------------------------
     def _context(self, role: str) -> Any:
@@ -644,19 +391,7 @@ class LocalStack:
         streams = self.client("dynamodbstreams")
         delivered = 0
         for cursor in self._cursors:
-            records: list[dict[str, Any]] = []
-            advanced: dict[str, str | None] = {}
-            for shard, iterator in cursor.iterators.items():
-                if iterator is None:
-                    continue
-                got = streams.get_records(ShardIterator=iterator, Limit=cursor.trigger.batch_size)
-                advanced[shard] = got.get("NextShardIterator")
-                for rec in got.get("Records", []):
-                    rec.setdefault("eventSourceARN", cursor.stream_arn)
-                    rec.setdefault("awsRegion", self.region)
-                    rec.setdefault("eventSource", "aws:dynamodb")
-                    if _matches(rec, cursor.trigger.patterns):
-                        records.append(_jsonable(rec))
+            records, advanced = read_new_records(streams, cursor, self.region)
             if records:
                 fn = self.resources.functions[cursor.trigger.function]
                 try:
@@ -758,50 +493,4 @@ class LocalStack:
             QueueUrl=self.dlq_url, MaxNumberOfMessages=max_messages, MessageAttributeNames=["All"],
             MessageSystemAttributeNames=["All"], VisibilityTimeout=0)
         return list(got.get("Messages") or [])
-
-
-def _load_handler(fn: FunctionDef) -> Callable[[dict[str, Any], Any], Any]:
-    """Import a function's handler module from its packaged code folder, as the Lambda runtime does."""
-    code_dir = fn.code_dir
-    if code_dir is None or not code_dir.is_dir():
-        raise LocalStackError(f"the code of {fn.logical_id} ({fn.handler}) is not at {code_dir}: synthesize "
-                              "with asset metadata (the default `cdk synth`) next to the template")
-    path = code_dir / (fn.module.replace(".", "/") + ".py")
-    name = f"_durastate_local_{fn.role}_{abs(hash(str(code_dir)))}"
-    module = sys.modules.get(name)
-    if module is None:
-        spec = importlib.util.spec_from_file_location(name, path)
-        if spec is None or spec.loader is None:
-            raise LocalStackError(f"cannot import {path}")
-        module = importlib.util.module_from_spec(spec)
-        sys.path.insert(0, str(code_dir))  # the task root is on sys.path in Lambda (shared helpers)
-        try:
-            sys.modules[name] = module
-            spec.loader.exec_module(module)
-        except BaseException:
-            sys.modules.pop(name, None)
-            raise
-        finally:
-            sys.path.remove(str(code_dir))
-    handler = getattr(module, fn.handler.rsplit(".", 1)[1], None)
-    if not callable(handler):
-        raise LocalStackError(f"{path} has no callable {fn.handler}")
-    return handler  # type: ignore[no-any-return]
-
-
-def _jsonable(value: Any) -> Any:
-    """Stream records from boto3 carry datetimes; Lambda delivers JSON (epoch seconds)."""
-    from datetime import datetime
-
-    if isinstance(value, dict):
-        return {k: _jsonable(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, datetime):
-        return int(value.timestamp())
-    if isinstance(value, bytes):
-        import base64
-
-        return base64.b64encode(value).decode()
-    return value
 

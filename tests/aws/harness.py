@@ -16,7 +16,7 @@ from typing import Any
 
 import boto3
 
-from durastate.devstack.lambda_emulator import (
+from durastate.devstack import (
     FakeLambdaContext,
     HandlerLoop,
     SqsBatchInvoker,

@@ -13,7 +13,7 @@ from typing import Any
 import boto3
 import pytest
 
-from durastate.devstack.lambda_emulator import FakeLambdaContext, queue_arn, sqs_event
+from durastate.devstack import FakeLambdaContext, queue_arn, sqs_event
 from durastate.runtime import aws as durastate_aws
 
 from .conftest import REGION, receive_all

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from durastate.devstack.lambda_emulator import queue_arn, sqs_event
+from durastate.devstack import queue_arn, sqs_event
 from durastate.engine.model import Event
 from durastate.store.base import ExecutionStore
 from durastate.transport.sqs import SqsTransport
@@ -261,7 +261,7 @@ def test_sweep_racing_a_rearm_keeps_the_rearmed_timer(queues: tuple[str, str], d
 
 
 def test_relay_skips_stream_batches_without_inserts_and_publishes_untargeted(stack: Stack) -> None:
-    from durastate.devstack.lambda_emulator import dynamodb_stream_event, scheduled_event
+    from durastate.devstack import dynamodb_stream_event, scheduled_event
 
     removes = dynamodb_stream_event("durastatet_outbox", [{"seq": {"N": "3"}}], keys=["seq"], event_name="REMOVE")
     assert stack.call_relay(removes)["skipped"] is True

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from durastate.devstack.lambda_emulator import SqsBatchInvoker
+from durastate.devstack import SqsBatchInvoker
 from durastate.engine.model import Event
 from durastate.transport.sqs import SqsTransport
 
