@@ -13,9 +13,10 @@ from durastate.cli.common import DefinitionsOption, JsonOption, StoreOption, ses
 from durastate.cli.introspect import active_paths
 from durastate.cli.session import Session, UsageError
 from durastate.engine.definition import Definition, State, load_definition
+from durastate.engine.registry import DEFINITION_SUFFIXES, definition_files, duplicate_ids
 from durastate.errors import DefinitionError, UnknownExecution
 
-SUFFIXES = (".yaml", ".yml", ".json")
+SUFFIXES = DEFINITION_SUFFIXES
 
 
 def register(app: typer.Typer) -> None:
@@ -27,7 +28,7 @@ def _expand(paths: list[Path]) -> list[Path]:
     files: list[Path] = []
     for path in paths:
         if path.is_dir():
-            files.extend(sorted(p for p in path.iterdir() if p.suffix in SUFFIXES and p.is_file()))
+            files.extend(definition_files(path))
         else:
             files.append(path)
     return files
@@ -40,13 +41,17 @@ def validate(
     as_json: JsonOption = False,
     definitions: DefinitionsOption = None,
 ) -> None:
-    """Check definition files and report every problem in each, with its path in the document."""
+    """Check definition files and report every problem in each, with its path in the document.
+
+    Files of one folder are checked together as the runtime loads them: two of them with the same id
+    are both invalid.
+    """
     if not files:
         folder = session(ctx, definitions=definitions).definitions_dir
         if folder is None:
             raise UsageError("nothing to validate: name FILE(s), or pass --definitions DIR")
         files = [folder]
-    paths = _expand(files)
+    paths = list({p.resolve(): p for p in reversed(_expand(files))}.values())[::-1]  # each file once
     if not paths:
         raise UsageError(f"no *.yaml, *.yml or *.json files in {', '.join(str(f) for f in files)}")
     results: list[tuple[Path, Definition | None, list[str]]] = []
@@ -58,14 +63,16 @@ def validate(
             results.append((path, load_definition(path), []))
         except DefinitionError as exc:
             results.append((path, None, exc.issues))
+    clashes = _same_folder_clashes([(p, d) for p, d, _ in results if d is not None])
+    results = [(p, d, [*issues, *clashes.get(p, [])]) for p, d, issues in results]
     warnings = _cross_check([(p, d) for p, d, _ in results if d is not None])
-    failed = sum(1 for _, d, _ in results if d is None)
+    failed = sum(1 for _, d, issues in results if d is None or issues)
     if as_json:
-        output.print_json([{"file": str(p), "id": d.id if d else None, "valid": d is not None,
+        output.print_json([{"file": str(p), "id": d.id if d else None, "valid": d is not None and not issues,
                             "issues": issues, "warnings": warnings.get(p, [])} for p, d, issues in results])
     else:
         for path, defn, issues in results:
-            if defn is not None:
+            if defn is not None and not issues:
                 count = len(defn.paths)
                 output.say(Text.assemble(("✓ ", "green"), (str(path), "bold"),
                                          f"  {defn.id} ({count} state{'s' if count != 1 else ''})"))
@@ -81,12 +88,26 @@ def validate(
         raise typer.Exit(1)
 
 
+def _same_folder_clashes(loaded: list[tuple[Path, Definition]]) -> dict[Path, list[str]]:
+    """Issues for files of one folder that define the same id: the registry refuses that folder."""
+    by_folder: dict[Path, list[tuple[Path, Definition]]] = {}
+    for path, defn in loaded:
+        by_folder.setdefault(path.resolve().parent, []).append((path, defn))
+    out: dict[Path, list[str]] = {}
+    for group in by_folder.values():
+        names = {path.name: path for path, _ in group}
+        for name, issue in duplicate_ids([(path.name, defn.id) for path, defn in group]).items():
+            out.setdefault(names[name], []).append(issue)
+    return out
+
+
 def _cross_check(loaded: list[tuple[Path, Definition]]) -> dict[Path, list[str]]:
-    """What no single file can see: duplicate ids, invokes of definitions not among these files."""
+    """What no single file can see: the same id in different folders, invokes of definitions not among
+    these files. (The same id twice in one folder is an issue: see _same_folder_clashes.)"""
     warnings: dict[Path, list[str]] = {}
     first: dict[str, Path] = {}
     for path, defn in loaded:
-        if defn.id in first:
+        if defn.id in first and first[defn.id].resolve().parent != path.resolve().parent:
             warnings.setdefault(path, []).append(f"id {defn.id!r} is also defined in {first[defn.id]}")
         first.setdefault(defn.id, path)
     if len(loaded) < 2:

@@ -6,11 +6,26 @@ from collections.abc import Callable, Iterable
 
 from durastate.engine.definition import Definition, State
 from durastate.engine.model import Execution
+from durastate.engine.tables import descriptor_matches
 
 
-def handled_events(defn: Definition) -> set[str]:
-    """Every event name some state of ``defn`` has a transition on (regions included)."""
-    names: set[str] = set()
+class HandledEvents(set[str]):
+    """The ``on`` keys of a definition. They are event descriptors, so ``name in events`` asks whether any
+    of them matches ``name`` (``error`` matches ``error.send.failed``, ``*`` matches any event but the
+    reserved ones); iterating lists the keys as written."""
+
+    def __contains__(self, name: object) -> bool:
+        if not isinstance(name, str):
+            return False
+        return super().__contains__(name) or any(descriptor_matches(d, name) for d in self)
+
+    def handles(self, name: str) -> bool:
+        return name in self
+
+
+def handled_events(defn: Definition) -> HandledEvents:
+    """Every ``on`` key (event descriptor) of some state of ``defn`` (regions included)."""
+    names = HandledEvents()
 
     def walk(states: dict[str, State]) -> None:
         for state in states.values():

@@ -16,6 +16,7 @@ from __future__ import annotations
 import copy
 import difflib
 import importlib
+import math
 import operator
 import re
 from collections.abc import Callable
@@ -217,10 +218,16 @@ def compile_value(spec: Any, where: str, issues: Issues) -> Value:
             return _constant(spec)
         return lambda ctx, ev: {k: f(ctx, ev) for k, f in parts.items()}
     if isinstance(spec, list):
+        items = [compile_value(v, f"{where}[{i}]", issues) for i, v in enumerate(spec)]
         if not _has_refs(spec):
             return _constant(spec)
-        items = [compile_value(v, f"{where}[{i}]", issues) for i, v in enumerate(spec)]
         return lambda ctx, ev: [f(ctx, ev) for f in items]
+    if isinstance(spec, float) and not math.isfinite(spec):
+        issues.append(
+            f"{where}: {spec!r} is not a finite number; a definition's values are plain JSON (which has no "
+            "NaN or infinity, and stores would keep null)"
+        )
+        return _constant(None)
     if spec is None or isinstance(spec, bool | int | float):
         return _constant(spec)
     issues.append(f"{where}: {type(spec).__name__} is not a JSON value")
@@ -409,17 +416,19 @@ def _compile_send(args: Any, where: str, issues: Issues) -> Action | None:
     if not isinstance(args, dict):
         issues.append(f"{where}: takes {{event: NAME, to: parent|self|<id>|'$context.key', data: {{...}}}}")
         return None
-    if not _check_keys(args, _SEND_KEYS, where, issues):
-        return None
-    name: str = args["event"]
-    to = args.get("to")
+    keys_ok = _check_keys(args, _SEND_KEYS, where, issues)
+    # The data and `to` are checked even when a key is wrong: every issue comes in the same report.
     data = compile_value(args.get("data") or {}, f"{where}.data", issues)
+    to = args.get("to")
     if to is not None and not isinstance(to, str):
         issues.append(f"{where}.to: parent, self, an execution id or a '$context.key' reference")
         return None
     to_value = (
         compile_value(to, f"{where}.to", issues) if isinstance(to, str) and to.startswith("$") else None
     )
+    if not keys_ok:
+        return None
+    name: str = args["event"]
 
     def send(run: Run) -> None:
         exe = run.exe
@@ -446,10 +455,11 @@ def _compile_raise(args: Any, where: str, issues: Issues) -> Action | None:
     if not isinstance(args, dict):
         issues.append(f"{where}: takes {{event: NAME, data: {{...}}}} or an event name")
         return None
-    if not _check_keys(args, _RAISE_KEYS, where, issues):
+    keys_ok = _check_keys(args, _RAISE_KEYS, where, issues)
+    data = compile_value(args.get("data") or {}, f"{where}.data", issues)
+    if not keys_ok:
         return None
     name: str = args["event"]
-    data = compile_value(args.get("data") or {}, f"{where}.data", issues)
 
     def raise_(run: Run) -> None:
         payload = data(run.exe.context, run.event)

@@ -8,7 +8,9 @@ get the same result, and tests can drive it event by event.
 Semantics (SCXML where it applies; see the definitions reference):
 
 - selection: the active leaf's transitions first, then its ancestors'; document order within a state;
-  the first whose guard holds wins;
+  the first whose guard holds wins. An ``on`` key is an SCXML event descriptor: ``error`` matches
+  ``error`` and ``error.send.failed`` (whole tokens), ``*`` matches any event but the reserved
+  ``durastate.*`` ones (see :mod:`durastate.engine.tables` for how this stays one dict hit);
 - a transition exits the active states below its domain leaf first, runs its actions, enters the states
   from the domain down to its target (outermost first), then the initial/history defaults below it;
   external by default, so a target equal to or inside the source exits and re-enters the source;
@@ -16,7 +18,10 @@ Semantics (SCXML where it applies; see the definitions reference):
   actions are processed (each followed by its own fixed point) before the step ends; past
   :data:`MAX_MICROSTEPS` the execution fails;
 - an event nobody handles while the execution sits in a parallel state is forwarded to every running
-  region child; otherwise it is ignored (``StepResult.ignored``).
+  region child; otherwise it is ignored (``StepResult.ignored``);
+- an execution that ends by reaching a final child of its root, or by ``durastate.cancel``, first exits
+  its active states as SCXML does (exit actions, leaf first, up to its root: a region child's root is
+  its region); a failure runs nothing more (:meth:`Run.end` is the seam: ``exits=False`` ends without).
 """
 
 from __future__ import annotations
@@ -170,10 +175,18 @@ class Run(StepResult):
     # -- selection -----------------------------------------------------------------------------------
     def dispatch(self, ev: Event) -> bool:
         """Select the transition for ``ev`` (innermost state first, document order) and take it."""
-        cands = self.t.handlers[self.leaf].get(ev.name)
+        t = self.t
+        name = ev.name
+        cands = t.handlers[self.leaf].get(name)
         if not cands:
-            return False
-        min_depth = self.t.depth[self.root]
+            # Not a key. Only a `*`, or a descriptor that is a token prefix of a dotted name, can match:
+            # without either in the definition, the event is ignored here, without a call.
+            if not (t.has_star or ("." in name and name.partition(".")[0] in t.prefix_heads)):
+                return False
+            cands = t.fallback(self.leaf, name)
+            if not cands:
+                return False
+        min_depth = t.depth[self.root]
         ctx = self.exe.context
         for ct in cands:
             if ct.source_depth < min_depth:
@@ -325,13 +338,42 @@ class Run(StepResult):
         t = self.t
         p = t.parent[s]
         if p == self.root or p == 0:
-            self.finish("finished", t.outcome[s], None)
+            self.end("finished", t.outcome[s])
         else:
             self._queue(_event(self.event.id, t.done_event[p], {}))
 
     # -- ending ----------------------------------------------------------------------------------------
+    def end(self, status: str, outcome: str | None, *, exits: bool = True) -> None:
+        """End the execution normally (``finished``, ``cancelled``): with ``exits``, first exit every active
+        state as SCXML does when a session ends, then :meth:`finish`.
+
+        ``exits=False`` ends without running anything (what a ``terminate`` will do); a failure goes to
+        :meth:`finish` directly, since the step that failed already stopped halfway.
+        """
+        if exits:
+            self.exit_all()
+        self.finish(status, outcome, None)
+
+    def exit_all(self) -> None:
+        """Run the exit actions of the active states, leaf first, up to this execution's root.
+
+        For a region child the root is its region (the child entered it, so the child exits it). Only the
+        actions: finish cancels the timers and the children that leaving the states would cancel, history
+        is not recorded (nothing can come back), and events raised here are dropped with the rest of the
+        queue. Region children and invoked children get ``durastate.cancel`` from finish and run their own.
+        """
+        t = self.t
+        stop = t.parent[self.root] if self.root else 0
+        s = self.leaf
+        while s != stop and s > 0:
+            if t.exit[s]:
+                self._actions(t.exit[s], t.sites[s] + ".exit")
+            s = t.parent[s]
+
     def finish(self, status: str, outcome: str | None, error: str | None) -> None:
-        """End the execution: drop its timers and children, notify its parent (or the sink)."""
+        """End the execution now: drop its timers and children, notify its parent (or the sink).
+
+        Runs no action: see :meth:`end` for the ending that exits the active states first."""
         exe = self.exe
         exe.__dict__.update(status=status, outcome=outcome, error=error)
         exe.__pydantic_fields_set__.update(("status", "outcome", "error"))
@@ -558,7 +600,7 @@ def step(defn: Definition, exe: Execution, event: Event, now: float) -> StepResu
                 elif name == FINISHED:
                     handled = run.on_finished(event)
                 elif name == CANCEL:
-                    run.finish("cancelled", None, None)
+                    run.end("cancelled", None)
                 else:
                     handled = False  # a repeated start, or an unknown reserved name
             elif not run.dispatch(event):

@@ -2,7 +2,8 @@
 
 Workers look a definition up on every event, so the registry is a plain dict of already-validated
 (and compiled) definitions. ``from_dir`` loads a folder of YAML/JSON files and reports the issues of
-every file at once, so a broken deployment fails with the whole list instead of one problem per try.
+every file at once (two files with the same id included), so a broken deployment fails with the whole
+list instead of one problem per try. ``durastate validate`` applies the same rules.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from durastate.engine.definition import Definition, load_definition
 from durastate.engine.model import Execution
 from durastate.errors import DefinitionError, UnknownDefinition
 
-__all__ = ["DEFINITION_SUFFIXES", "DefinitionRegistry"]
+__all__ = ["DEFINITION_SUFFIXES", "DefinitionRegistry", "definition_files", "duplicate_ids"]
 
 DEFINITION_SUFFIXES = (".yaml", ".yml", ".json")
 
@@ -31,24 +32,28 @@ class DefinitionRegistry:
 
     @classmethod
     def from_dir(cls, folder: str | Path) -> DefinitionRegistry:
-        """Every ``*.yaml``/``*.yml``/``*.json`` file of ``folder`` (not recursive), validated together."""
+        """Every ``*.yaml``/``*.yml``/``*.json`` file of ``folder`` (not recursive), validated together.
+
+        Raises :class:`~durastate.errors.DefinitionError` with the issues of every file at once, each
+        prefixed by the file name; two files defining the same id are an issue of both.
+        """
         root = Path(folder)
         if not root.is_dir():
             raise DefinitionError([f"(folder): {root} is not a directory of definition files"], str(root))
         reg = cls()
         issues: list[str] = []
-        seen: dict[str, Path] = {}
-        for path in sorted(p for p in root.iterdir() if p.suffix in DEFINITION_SUFFIXES and p.is_file()):
+        loaded: list[tuple[str, Definition]] = []
+        for path in definition_files(root):
             try:
-                defn = load_definition(path)
+                loaded.append((path.name, load_definition(path)))
             except DefinitionError as exc:
                 issues.extend(f"{path.name}: {issue}" for issue in exc.issues)
-                continue
-            if defn.id in seen:
-                issues.append(f"{path.name}: id: {defn.id!r} is already defined by {seen[defn.id].name}")
-                continue
-            seen[defn.id] = path
-            reg._by_id[defn.id] = defn
+        clashes = duplicate_ids([(name, defn.id) for name, defn in loaded])
+        for name, defn in loaded:
+            if name in clashes:
+                issues.append(f"{name}: {clashes[name]}")
+            else:
+                reg._by_id[defn.id] = defn
         if issues:
             raise DefinitionError(issues, str(root))
         return reg
@@ -100,6 +105,30 @@ class DefinitionRegistry:
 
     def ids(self) -> list[str]:
         return sorted(self._by_id)
+
+
+def definition_files(folder: Path) -> list[Path]:
+    """The definition files of ``folder`` that :meth:`DefinitionRegistry.from_dir` loads, sorted by name."""
+    return sorted(p for p in folder.iterdir() if p.suffix in DEFINITION_SUFFIXES and p.is_file())
+
+
+def duplicate_ids(files: Iterable[tuple[str, str]]) -> dict[str, str]:
+    """For the (file, definition id) pairs of one folder: the issue of each file whose id another file
+    defines too, naming the others (every file of a clash gets one, so each is reported)."""
+    by_id: dict[str, list[str]] = {}
+    for name, definition_id in files:
+        by_id.setdefault(definition_id, []).append(name)
+    out: dict[str, str] = {}
+    for definition_id, names in by_id.items():
+        if len(names) < 2:
+            continue
+        for name in names:
+            others = ", ".join(n for n in names if n != name)
+            out[name] = (
+                f"id: {definition_id!r} is also defined by {others}; a definitions folder holds one file per "
+                "id (the registry could not tell which one to run)"
+            )
+    return out
 
 
 def import_definition(fqn: str) -> Definition:

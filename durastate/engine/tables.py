@@ -5,7 +5,12 @@ Both happen in one walk of the state tree at load time. States get integer index
 event name, so a transition costs a few list reads and no pydantic work:
 
 - ``handlers[i]``: event name -> the transitions that may handle it while ``i`` is the active leaf,
-  innermost state first, document order within a state (the selection order of SCXML);
+  innermost state first, document order within a state (the selection order of SCXML). The keys are the
+  event descriptors written in the chain of states from ``i`` up, and each key's tuple already holds
+  every transition whose descriptor matches that name (``error`` and ``*`` under ``error.send``), so an
+  event named like a key is one dict hit;
+- ``star[i]``: the ``*`` transitions of the same chain, for an event that neither is a key nor has a key as
+  token prefix (:meth:`Tables.fallback`);
 - ``always[i]``: the same for eventless transitions;
 - per transition, its *domain* (the state it does not leave) and the states it enters down to its
   target, computed from the static source and target once.
@@ -15,7 +20,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -34,7 +39,15 @@ from durastate.engine.model import RESERVED_PREFIX
 if TYPE_CHECKING:
     from durastate.engine.definition import After, Definition, State, Transition
 
-__all__ = ["DONE_PREFIX", "ERROR_PREFIX", "CompiledTransition", "Tables", "build_tables"]
+__all__ = [
+    "DONE_PREFIX",
+    "ERROR_PREFIX",
+    "CompiledTransition",
+    "Tables",
+    "build_tables",
+    "descriptor_matches",
+    "descriptor_problem",
+]
 
 DONE_PREFIX = "durastate.done."
 """Synthetic event ``durastate.done.<path>``: a compound reached a final child, a parallel state joined, or
@@ -43,6 +56,59 @@ ERROR_PREFIX = "durastate.error."
 """Synthetic event ``durastate.error.<path>``: an invoked child or a region of ``<path>`` failed (on_error)."""
 
 _NAME_RE = re.compile(r"^[^.\s$]+$")
+
+ANY = "*"
+"""The descriptor that matches every event (but the reserved ``durastate.*`` ones)."""
+
+
+def descriptor_problem(key: str) -> str | None:
+    """Why ``key`` cannot be an ``on`` key (``None`` if it can).
+
+    An event descriptor is ``*`` (any event), or dot-separated tokens (``order.paid``) that match the
+    event of that name and every event it is a token prefix of (``error`` matches ``error.send.failed``
+    but not ``errors``), optionally written with a trailing ``.*`` (``error.*`` is ``error``), as in SCXML.
+    """
+    if not key:
+        return "empty event name"
+    if key == RESERVED_PREFIX[:-1] or key.startswith(RESERVED_PREFIX):
+        return "event names starting with 'durastate.' are reserved (the runtime's own events)"
+    if any(c.isspace() or ord(c) < 32 or ord(c) == 127 for c in key):
+        return (
+            f"{key!r} is not a valid event descriptor: no spaces or control characters (one key per "
+            "descriptor: a space-separated list is not supported)"
+        )
+    if key == ANY:
+        return None
+    tokens = key.split(".")
+    if tokens[-1] == ANY:
+        tokens.pop()
+    if any(not tok for tok in tokens):
+        return (
+            f"{key!r} is not a valid event descriptor: an empty token (a leading, trailing or doubled "
+            "'.'); write dot-separated names like 'error.send', or 'error' / 'error.*' for a prefix"
+        )
+    if any(ANY in tok for tok in tokens):
+        return (
+            f"{key!r} is not a valid event descriptor: '*' stands alone (any event) or as the last token "
+            "('error.*', the same as 'error'); it cannot be part of a name"
+        )
+    return None
+
+
+def _normal(key: str) -> str:
+    """The descriptor a valid key stands for: ``error.*`` is ``error``."""
+    return key[:-2] if key.endswith(".*") else key
+
+
+def descriptor_matches(descriptor: str, name: str) -> bool:
+    """SCXML event matching for a valid ``on`` key: ``*`` matches any event but the reserved ones; a
+    descriptor matches the name itself and any name it is a whole-token prefix of."""
+    if name.startswith(RESERVED_PREFIX):
+        return False
+    if descriptor == ANY:
+        return True
+    d = _normal(descriptor)
+    return name == d or name.startswith(d + ".")
 
 
 @dataclass(slots=True, eq=False)
@@ -89,14 +155,41 @@ class Tables:
     outcome: list[str | None] = field(default_factory=list)
     region_of: list[int] = field(default_factory=list)
     own: list[dict[str, list[CompiledTransition]]] = field(default_factory=list)
+    """The state's transitions on the synthetic ``durastate.done.*``/``durastate.error.*`` events."""
+    own_on: list[list[tuple[str, CompiledTransition]]] = field(default_factory=list)
+    """The state's ``on`` transitions in document order, each with its (normalised) descriptor."""
     own_always: list[list[CompiledTransition]] = field(default_factory=list)
     handlers: list[dict[str, tuple[CompiledTransition, ...]]] = field(default_factory=list)
+    star: list[tuple[CompiledTransition, ...]] = field(default_factory=list)
+    has_star: bool = False
+    """Some state has a ``*`` transition."""
+    prefix_heads: frozenset[str] = frozenset()
+    """The first token of every descriptor but ``*``: a dotted event name whose first token is not here
+    cannot have a descriptor as a token prefix."""
     always: list[tuple[CompiledTransition, ...]] = field(default_factory=list)
     enter_work: list[bool] = field(default_factory=list)
     """True if entering the state does anything (entry actions, a timer, an invoke)."""
     exit_work: list[bool] = field(default_factory=list)
     done_event: list[str] = field(default_factory=list)
     error_event: list[str] = field(default_factory=list)
+
+    def fallback(self, leaf: int, name: str) -> tuple[CompiledTransition, ...]:
+        """The candidates for an event that is not a key of ``handlers[leaf]``: those of its longest
+        token prefix that is a key (which already include every shorter matching descriptor and ``*``),
+        else the ``*`` transitions. Reserved events match nothing here: only their own exact entries."""
+        if name.startswith(RESERVED_PREFIX):
+            return ()
+        if "." in name and name.partition(".")[0] in self.prefix_heads:
+            h = self.handlers[leaf]
+            p = name
+            while True:
+                p = p.rpartition(".")[0]
+                if not p:
+                    break
+                c = h.get(p)
+                if c:
+                    return c
+        return self.star[leaf]
 
     def is_proper_ancestor(self, a: int, s: int) -> bool:
         depth, parent = self.depth, self.parent
@@ -108,17 +201,26 @@ class Tables:
         return False
 
 
-def build_tables(defn: Definition, issues: Issues) -> Tables:
-    """Validate ``defn`` semantically (appending every issue) and compile its tables."""
-    b = _Builder(defn, issues)
+def build_tables(defn: Definition, issues: Issues, unsure: Collection[str] = ()) -> Tables:
+    """Validate ``defn`` semantically (appending every issue) and compile its tables.
+
+    ``unsure`` names the sites of states whose kind is not known (their ``type`` was unreadable and was
+    dropped): the checks that depend on the kind of those states are skipped, the rest still run.
+    """
+    b = _Builder(defn, issues, unsure)
     b.run()
     return b.t
 
 
+def _discard(ct: CompiledTransition) -> None:
+    """Where the transitions of an invalid ``on`` key go: checked, never taken."""
+
+
 class _Builder:
-    def __init__(self, defn: Definition, issues: Issues) -> None:
+    def __init__(self, defn: Definition, issues: Issues, unsure: Collection[str] = ()) -> None:
         self.defn = defn
         self.issues = issues
+        self.unsure = frozenset(unsure)
         self.t = Tables()
         self.nodes: list[State | None] = []
         # (source index, spec, site, bucket) compiled after every state has its index
@@ -146,6 +248,7 @@ class _Builder:
         t.outcome.append(None)
         t.region_of.append(0)
         t.own.append({})
+        t.own_on.append([])
         t.own_always.append([])
         t.done_event.append(DONE_PREFIX + path)
         t.error_event.append(ERROR_PREFIX + path)
@@ -193,38 +296,40 @@ class _Builder:
             return f"{site}.{key}" if site else key
 
         if node is None:  # the root
-            self._initial(i, self.defn.initial, at("initial"), kid_names)
+            self._initial(i, self.defn.initial, at("initial"), kid_names, issues)
             return
         parent_kind = t.kind[t.parent[i]]
+        # The rules of a kind go to a scratch list when the kind is a guess (see build_tables).
+        checks: Issues = [] if site in self.unsure else issues
 
         def forbid(*keys: str, why: str) -> None:
             for key in keys:
                 value = getattr(node, key)
                 if value:
-                    issues.append(f"{at(key)}: not allowed on a {why}")
+                    checks.append(f"{at(key)}: not allowed on a {why}")
 
         if kind == "compound":
             if not kids:
-                issues.append(f"{at('states')}: a compound state needs child states")
+                checks.append(f"{at('states')}: a compound state needs child states")
             else:
-                self._initial(i, node.initial, at("initial"), kid_names)
+                self._initial(i, node.initial, at("initial"), kid_names, checks)
             forbid("invoke", "on_error", "outcome", "history", "target", why="compound state")
             if node.on_done and not any(t.kind[k] == "final" for k in kids):
-                issues.append(f"{at('on_done')}: never taken, {site} has no final child state")
+                checks.append(f"{at('on_done')}: never taken, {site} has no final child state")
         elif kind == "atomic":
             if kids:
-                issues.append(f"{at('states')}: an atomic state has no child states (drop `type: atomic`)")
+                checks.append(f"{at('states')}: an atomic state has no child states (drop `type: atomic`)")
             forbid("initial", "outcome", "history", "target", why="atomic state")
             if node.invoke is None:
                 forbid("on_done", "on_error", why="state without `invoke` (or a final child)")
         elif kind == "parallel":
             if not kids:
-                issues.append(f"{at('states')}: a parallel state needs at least one region")
+                checks.append(f"{at('states')}: a parallel state needs at least one region")
             forbid("initial", why="parallel state: every region starts at once")
             forbid("invoke", "outcome", "history", "target", why="parallel state")
             for k in kids:
                 if t.kind[k] != "compound":
-                    issues.append(
+                    checks.append(
                         f"{t.sites[k]}: a region of a parallel state must be a compound state "
                         f"(with `states` and `initial`), not {t.kind[k]}"
                     )
@@ -258,9 +363,9 @@ class _Builder:
                 "outcome",
                 why="history state (a pseudo-state)",
             )
-            if parent_kind != "compound" or t.parent[i] == 0:
+            if (parent_kind != "compound" or t.parent[i] == 0) and t.sites[t.parent[i]] not in self.unsure:
                 where_now = "the top level, which is never exited" if t.parent[i] == 0 else parent_kind
-                issues.append(
+                checks.append(
                     f"{site}: a history state must be a child of a compound state "
                     f"(its parent here is {where_now})"
                 )
@@ -270,13 +375,13 @@ class _Builder:
             if node.target is not None:
                 tgt = self._resolve(i, node.target, at("target"))
                 if tgt >= 0 and not t.is_proper_ancestor(p, tgt):
-                    issues.append(f"{at('target')}: a history default must be inside {t.paths[p]!r}")
+                    checks.append(f"{at('target')}: a history default must be inside {t.paths[p]!r}")
                 elif tgt >= 0 and t.kind[tgt] == "history":
-                    issues.append(f"{at('target')}: a history default cannot be a history state")
+                    checks.append(f"{at('target')}: a history default cannot be a history state")
                 else:
                     t.history_default[i] = tgt
             elif t.initial[p] == i:
-                issues.append(
+                checks.append(
                     f"{at('target')}: required: {t.paths[p]!r} starts in this history state, "
                     "so it needs a default target"
                 )
@@ -286,15 +391,15 @@ class _Builder:
         t.entry[i] = compile_actions(node.entry, at("entry"), issues)
         t.exit[i] = compile_actions(node.exit, at("exit"), issues)
         for event, trans in node.on.items():
-            if not event or event.startswith(RESERVED_PREFIX):
-                issues.append(
-                    f"{at('on')}.{event}: event names starting with 'durastate.' are reserved"
-                    if event
-                    else f"{at('on')}: empty event name"
-                )
-                continue
+            problem = descriptor_problem(event)
+            put: Callable[[CompiledTransition], None] = _discard
+            if problem is not None:
+                issues.append(f"{at('on')}.{event}: {problem}" if event else f"{at('on')}: {problem}")
+            else:
+                put = self._put_on(i, _normal(event))
+            # An invalid key's transitions are still checked: their issues come in the same report.
             for k, tr in enumerate(trans):
-                self._later(i, tr, f"{at('on')}.{event}[{k}]", t.own[i].setdefault(event, []).append)
+                self._later(i, tr, f"{at('on')}.{event}[{k}]", put)
         for k, tr in enumerate(node.always):
             self._later(i, tr, f"{at('always')}[{k}]", t.own_always[i].append)
         for k, tr in enumerate(node.on_done):
@@ -312,21 +417,29 @@ class _Builder:
             self._later(i, node.after, at("after"), put_after)
         if node.invoke is not None:
             if kind != "atomic":
-                issues.append(f"{at('invoke')}: only an atomic state (without child states) can invoke")
+                checks.append(f"{at('invoke')}: only an atomic state (without child states) can invoke")
             ctx = compile_value(node.invoke.context, f"{at('invoke')}.context", issues)
             t.invoke[i] = (node.invoke.definition, ctx)
 
-    def _initial(self, i: int, initial: str | None, where: str, names: list[str]) -> None:
+    def _put_on(self, i: int, descriptor: str) -> Callable[[CompiledTransition], None]:
+        own_on = self.t.own_on[i]
+
+        def put(ct: CompiledTransition) -> None:
+            own_on.append((descriptor, ct))
+
+        return put
+
+    def _initial(self, i: int, initial: str | None, where: str, names: list[str], issues: Issues) -> None:
         t = self.t
         if not names:
             return
         if initial is None:
-            self.issues.append(
+            issues.append(
                 f"{where}: required: name the child state to start in (one of: {', '.join(names)})"
             )
             return
         if initial not in names:
-            self.issues.append(
+            issues.append(
                 f"{where}: no child state {initial!r}{did_you_mean(initial, names)}; "
                 f"one of: {', '.join(names)}"
             )
@@ -427,14 +540,29 @@ class _Builder:
                     or t.kind[i] == "parallel"
                 )
             )
+        heads: set[str] = set()
         for i in range(n):
-            handlers: dict[str, list[CompiledTransition]] = {}
-            always: list[CompiledTransition] = []
+            chain: list[int] = []
             s = i
             while s >= 0:
-                for event, cts in t.own[s].items():
-                    handlers.setdefault(event, []).extend(cts)
-                always.extend(t.own_always[s])
+                chain.append(s)
                 s = t.parent[s]
-            t.handlers.append({k: tuple(v) for k, v in handlers.items()})
-            t.always.append(tuple(always))
+            handlers: dict[str, tuple[CompiledTransition, ...]] = {}
+            # Every descriptor of the chain is a key; its tuple holds, innermost state first and in
+            # document order within a state, each transition whose descriptor matches that name.
+            names = dict.fromkeys(d for s in chain for d, _ in t.own_on[s] if d != ANY)
+            for name in names:
+                handlers[name] = tuple(
+                    ct for s in chain for d, ct in t.own_on[s] if d == ANY or descriptor_matches(d, name)
+                )
+                heads.add(name.partition(".")[0])
+            synthetic: dict[str, list[CompiledTransition]] = {}
+            for s in chain:
+                for event, cts in t.own[s].items():
+                    synthetic.setdefault(event, []).extend(cts)
+            handlers.update((k, tuple(v)) for k, v in synthetic.items())
+            t.handlers.append(handlers)
+            t.star.append(tuple(ct for s in chain for d, ct in t.own_on[s] if d == ANY))
+            t.always.append(tuple(ct for s in chain for ct in t.own_always[s]))
+        t.prefix_heads = frozenset(heads)
+        t.has_star = any(d == ANY for own in t.own_on for d, _ in own)

@@ -324,7 +324,8 @@ def test_registry_reports_every_broken_file_and_duplicate_ids(tmp_path: Path) ->
     issues = info.value.issues
     assert any(i.startswith("a.yaml: states.x.on.go[0].target: no state 'y'") for i in issues)
     assert any(i.startswith("b.json: initial: required") for i in issues)
-    assert any(i.startswith("c2.yaml: id: 'c' is already defined by c.yml") for i in issues)
+    assert any(i.startswith("c2.yaml: id: 'c' is also defined by c.yml") for i in issues)
+    assert any(i.startswith("c.yml: id: 'c' is also defined by c2.yaml") for i in issues)
 
 
 def test_registry_unknown_invoke_reference() -> None:

@@ -1,0 +1,112 @@
+"""``durastate validate`` (and what the other commands do with a definitions folder) on the inputs that
+outside testing found: duplicate ids across files, non-UTF-8 files, repeated keys, issues that used to
+come in two rounds, invalid event descriptors. Each must be an issue of the file it is in, exit status 1,
+and never an "unexpected error".
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from ._support import Env, Outcome, assert_one_line_error
+
+Cli = Callable[..., Outcome]
+
+COUNTER_COPY = "id: counter\ninitial: a\nstates: {a: {}}\n"
+
+
+def test_two_files_of_a_folder_with_the_same_id_are_both_invalid(cli: Cli, tmp_path: Path) -> None:
+    folder = tmp_path / "team"
+    folder.mkdir()
+    (folder / "one.yaml").write_text("id: same\ninitial: a\nstates: {a: {}}\n")
+    (folder / "two.yaml").write_text("id: same\ninitial: b\nstates: {b: {}}\n")
+    (folder / "other.yaml").write_text("id: other\ninitial: a\nstates: {a: {}}\n")
+    out = cli("validate", str(folder))
+    assert out.code == 1, out.stdout
+    assert "2 of 3 definition file(s) invalid" in out.stderr
+    assert "id: 'same' is also defined by two.yaml" in out.stdout
+    assert "id: 'same' is also defined by one.yaml" in out.stdout
+    listed = {Path(r["file"]).name: r for r in json.loads(cli("validate", str(folder), "--json").stdout)}
+    assert [listed[n]["valid"] for n in ("one.yaml", "other.yaml", "two.yaml")] == [False, True, False]
+    assert listed["one.yaml"]["id"] == "same"
+
+
+def test_the_default_folder_with_a_duplicate_id_fails_validate_as_it_fails_start(cli: Cli, env: Env) -> None:
+    (env.definitions / "counter_copy.yaml").write_text(COUNTER_COPY)
+    out = cli("validate")
+    assert out.code == 1 and "counter_copy.yaml" in out.stdout and "counter.yaml" in out.stdout
+    assert_one_line_error(cli("start", "counter"), "invalid definition", "counter")
+
+
+def test_the_same_id_in_two_folders_is_only_a_warning(cli: Cli, tmp_path: Path) -> None:
+    for name in ("dev", "prod"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "counter.yaml").write_text(COUNTER_COPY)
+    out = cli("validate", str(tmp_path / "dev"), str(tmp_path / "prod"))
+    assert out.code == 0 and "warning: id 'counter' is also defined in" in out.stdout
+
+
+def test_a_file_named_twice_is_checked_once(cli: Cli, env: Env) -> None:
+    path = env.definitions / "counter.yaml"
+    out = cli("validate", str(path), str(env.definitions / "." / "counter.yaml"))
+    assert out.code == 0 and out.stdout.count("✓") == 1
+
+
+def test_a_non_utf8_file_is_an_issue_of_that_file(cli: Cli, tmp_path: Path) -> None:
+    bad = tmp_path / "latin1.yaml"
+    bad.write_bytes("id: x\ninitial: a\nstates: {a: {description: é}}\n".encode("latin-1"))
+    out = cli("validate", str(bad))
+    assert out.code == 1
+    assert "not UTF-8" in out.stdout and "line 3" in out.stdout and "0xe9" in out.stdout
+
+
+@pytest.mark.slow
+def test_proc_a_non_utf8_definition_is_not_an_unexpected_error(
+    durastate_proc: Callable[..., Outcome], env: Env
+) -> None:
+    bad = env.tmp / "latin1.yaml"
+    bad.write_bytes("id: x\ninitial: a\nstates: {a: {description: é}}\n".encode("latin-1"))
+    out = durastate_proc("validate", str(bad))
+    assert out.code == 1 and "not UTF-8" in out.stdout
+    assert "unexpected" not in out.stderr and "Traceback" not in out.stderr
+    (env.definitions / "latin1.yaml").write_bytes(bad.read_bytes())
+    assert_one_line_error(durastate_proc("start", "counter"), "not UTF-8")
+
+
+def test_a_repeated_state_is_reported_with_both_lines(cli: Cli, tmp_path: Path) -> None:
+    bad = tmp_path / "twice.yaml"
+    bad.write_text("id: x\ninitial: a\nstates:\n  a: {}\n  a: {on: {go: a}}\n")
+    out = cli("validate", str(bad))
+    assert out.code == 1
+    assert "states.a: duplicate key 'a' (first at line 4" in out.stdout and "again at line 5" in out.stdout
+
+
+def test_one_validate_reports_the_issues_of_every_stage(cli: Cli, tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(
+        "id: x\ninitial: a\ncontext: &c {loop: *c}\nstates:\n"
+        "  a:\n    type: compund\n    initial: a1\n    states:\n      a1: {on: {go: nowhere, 'error.': a1}}\n"
+        "  b: {}\n  b: {}\n"
+    )
+    out = cli("validate", str(bad), "--json")
+    (result,) = json.loads(out.stdout)
+    issues = result["issues"]
+    for want in ("states.b: duplicate key 'b'", "context.loop: refers back", "states.a.type: ",
+                 "states.a.states.a1.on.go[0].target: no state 'nowhere'",
+                 "states.a.states.a1.on.error.: 'error.' is not a valid event descriptor"):
+        assert any(i.startswith(want) for i in issues), (want, issues)
+
+
+def test_send_accepts_an_event_a_descriptor_matches(cli: Cli, env: Env) -> None:
+    (env.definitions / "errors.yaml").write_text(
+        "id: errors\ninitial: a\nstates:\n  a: {on: {error.send: b, done: a}}\n  b: {}\n")
+    assert cli("start", "errors", "--id", "e1").code == 0
+    assert cli("serve", "--until-idle").code == 0
+    assert cli("send", "e1", "error.send.failed").code == 0
+    assert_one_line_error(cli("send", "e1", "error.sender"), "no transition on event 'error.sender'")
+    assert cli("serve", "--until-idle").code == 0
+    assert json.loads(cli("show", "e1", "--json").stdout)["active_path"] == "b"
