@@ -2,47 +2,60 @@
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
-STAMP  := $(VENV)/.installed
-NODE_STAMP := node_modules/.installed
+PIP_INSTALL := $(PY) -m pip install -q --disable-pip-version-check -c constraints.txt
+NODE_STAMP  := node_modules/.installed
+
+# One venv, two installs, one stamp each. `make demo` needs only the core and the `cli` extra (seconds, about
+# 50 MB); every other target needs the full development install (the dev and bench extras). The full
+# install is a superset of the demo one, so it refreshes the demo stamp too; a venv made by `make demo` gets
+# the rest on the first `make test`. Both are redone when pyproject.toml or constraints.txt change.
+DEMO_STAMP := $(VENV)/.installed-demo
+FULL_STAMP := $(VENV)/.installed-full
 
 .PHONY: demo test lint typecheck unit bench synth layer local clean
 
-$(STAMP): pyproject.toml constraints.txt
-	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --disable-pip-version-check --upgrade pip
-	$(PY) -m pip install -q --disable-pip-version-check -c constraints.txt -e ".[dev,bench]"
-	touch $(STAMP)
+# The venv's own pip (from ensurepip) is enough for both installs; upgrading it would cost the demo seconds.
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+
+$(DEMO_STAMP): pyproject.toml constraints.txt | $(PY)
+	$(PIP_INSTALL) -e ".[cli]"
+	touch $@
+
+$(FULL_STAMP): pyproject.toml constraints.txt | $(PY)
+	$(PIP_INSTALL) -e ".[dev,bench]"
+	touch $@ $(DEMO_STAMP)
 
 $(NODE_STAMP): package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
 	touch $(NODE_STAMP)
 
 ## demo: run the example order workflow on the embedded default (SQLite), through the CLI
-demo: $(STAMP)
+demo: $(DEMO_STAMP)
 	$(PY) -m durastate.demo
 
-## test: lint, type-check and run the whole test suite
-test: $(STAMP) $(NODE_STAMP) lint typecheck unit
+## test: lint, type-check and run the whole test suite (slow tests included: see tests/packaging)
+test: $(FULL_STAMP) $(NODE_STAMP) lint typecheck unit
 
-lint: $(STAMP)
+lint: $(FULL_STAMP)
 	$(VENV)/bin/ruff check .
 
-typecheck: $(STAMP)
+typecheck: $(FULL_STAMP)
 	$(VENV)/bin/mypy
 
-unit: $(STAMP) $(NODE_STAMP)
+unit: $(FULL_STAMP) $(NODE_STAMP)
 	PATH="$(CURDIR)/node_modules/.bin:$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) -m pytest -q $(PYTEST_ARGS)
 
 ## bench: run the benchmarks and write bench/results/
-bench: $(STAMP)
+bench: $(FULL_STAMP)
 	$(PY) -m bench
 
 ## layer: build the Lambda layer (engine + runtime deps for the Lambda platform), cached under layers/build
-layer: $(STAMP)
+layer: $(FULL_STAMP)
 	$(PY) layers/build_layer.py
 
 ## synth: synthesize the CDK app (offline)
-synth: $(STAMP) $(NODE_STAMP)
+synth: $(FULL_STAMP) $(NODE_STAMP)
 	PATH="$(CURDIR)/node_modules/.bin:$(CURDIR)/$(VENV)/bin:$$PATH" npx cdk synth --quiet
 
 ## local: the no-Docker local stack (moto server + the three handlers)
