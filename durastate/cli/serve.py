@@ -10,6 +10,13 @@ them at a time.
 
 ``--until-idle`` and ``--once`` make it a batch job for scripts; ``--advance SECONDS`` runs on a clock
 that far ahead of real time, to fire timers in a demo or a test without waiting for them.
+
+A round that fails with a transient error (the store unavailable, throttled or locked, the queue not
+taking a send: :func:`~durastate.runtime.local.is_transient`) does not end the server: it prints one
+warning line saying when it retries, waits — half a second at first, twice as long after each failed
+round in a row, at most :data:`MAX_ERROR_WAIT` seconds, jittered — and tries again; a good round resets
+the wait. In every mode: ``--until-idle``/``--once`` also wait for a round that succeeds. Any other error
+ends it with one line and exit status 1; a signal during the wait stops it cleanly.
 """
 
 from __future__ import annotations
@@ -30,9 +37,20 @@ from durastate.cli.common import DefinitionsOption, StoreOption, session
 from durastate.cli.session import Session, redact
 from durastate.engine.model import CANCEL, FINISHED, START, TIMEOUT, Event
 from durastate.runtime import HandleResult, LocalRuntime, RunStats, Worker
+from durastate.runtime.clock import Backoff
+from durastate.runtime.local import is_transient
 
 EXCLUSIVE_KEEP = 4096
 """Executions ``--exclusive`` keeps (a few MB for typical ones; older ones are read again)."""
+FIRST_ERROR_WAIT = 0.5
+"""Seconds to wait after the first failed round (or ``--poll``, if longer)."""
+MAX_ERROR_WAIT = 30.0
+"""The longest wait between failed rounds, however many fail in a row."""
+
+
+def _wait(stop: threading.Event, seconds: float) -> bool:
+    """Wait ``seconds``, or less if ``stop`` is set meanwhile; whether it is set. (Tests replace it.)"""
+    return stop.wait(seconds)
 
 
 def register(app: typer.Typer) -> None:
@@ -92,15 +110,30 @@ def serve(
     with _stop_on_signals(stop):
         # Printed once Ctrl-C / SIGTERM stop cleanly: a supervisor may wait for this line.
         output.note(f"serving {redact(sess.store_url)} ({mode}{shift})")
+        backoff = Backoff(max(poll, FIRST_ERROR_WAIT), max(poll, MAX_ERROR_WAIT))
+        failed = 0  # rounds failed in a row
         while not stop.is_set():
-            stats = runtime.run_once()
+            stats = RunStats()
+            try:
+                runtime.run_once(stats)
+            except Exception as err:
+                _merge(total, stats)  # what the round applied before it failed was committed
+                if not is_transient(err):
+                    raise  # one line and exit status 1, from the app
+                failed += 1
+                delay = backoff.delay(failed)
+                reason = " ".join(str(err).split()) or "no details"
+                output.warn(f"round failed ({type(err).__name__}: {reason}); retrying in {delay:.1f}s")
+                _wait(stop, delay)
+                continue
+            failed = 0
             _merge(total, stats)
             if once:
                 break
             if stats.idle:
                 if until_idle:
                     break
-                stop.wait(poll)
+                _wait(stop, poll)
     _summary(sess, total, clock, interrupted=stop.is_set())
 
 

@@ -128,14 +128,21 @@ class Relay:
             self.transport.send([(e.target_id, e.event) for e in batch if e.target_id is not None])
         except DeliveryFailed as err:
             # Ack what went and what never can (else one poison entry stalls the relay for everyone);
-            # leave the rest for the next pass, which sends it again (deduplicated downstream).
+            # leave the rest for the next pass, which sends it again (deduplicated downstream). Per
+            # target, nothing after an entry left for the next pass is acked, even if the transport
+            # says it went: the re-sent entry would arrive behind it, out of order. (The transports
+            # hold such entries back themselves; this keeps a target's order whatever a transport does.)
             failed = {key for key, _, _ in err.failures}
+            held: set[str | None] = set()  # targets with an entry left for the next pass
             for e in batch:
                 if e.event.id in err.permanent:
                     self._undeliverable(e, err)
-                if e.event.id not in failed or e.event.id in err.permanent:
                     self.store.ack_outbox(e.seq)
-            if failed - err.permanent:
+                elif e.event.id in failed or e.target_id in held:
+                    held.add(e.target_id)
+                else:
+                    self.store.ack_outbox(e.seq)
+            if held:
                 raise
             return len(batch)
         for e in batch:
@@ -154,11 +161,27 @@ class Relay:
                                            "reason": reason})])
 
     def _publish(self, notices: list[OutboxEntry]) -> int:
-        if self.sink is not None:
-            self.sink.publish([e.event for e in notices])
-        else:
+        if self.sink is None:
             for e in notices:
                 log.info("notification %s (%s) dropped: no sink configured", e.event.name, e.event.id)
+        else:
+            try:
+                self.sink.publish([e.event for e in notices])
+            except DeliveryFailed as err:
+                # Ack what was published and what never can be; the rest is published again next pass
+                # (a notification has no target and a bus no order: nothing else to hold back).
+                failed = {key for key, _, _ in err.failures}
+                for e in notices:
+                    if e.event.id in err.permanent:
+                        reason = next((f"{c} {m}".strip() for k, c, m in err.failures if k == e.event.id), "")
+                        log.error("notification %s (%s) can never be published (%s); dropped", e.event.name,
+                                  e.event.id, reason)
+                    elif e.event.id in failed:
+                        continue
+                    self.store.ack_outbox(e.seq)
+                if failed - err.permanent:
+                    raise
+                return len(notices)
         for e in notices:
             self.store.ack_outbox(e.seq)
         return len(notices)

@@ -21,7 +21,7 @@ __all__ = ["Claimed", "QueueTransport", "Sink", "Transport"]
 
 @dataclass(frozen=True, slots=True)
 class Claimed:
-    """One claimed message: hand it back with ``ack`` (done) or ``release`` (retry later).
+    """One claimed message: hand it back with ``ack`` (done) or ``release`` (retry, now or after a delay).
 
     ``token`` identifies this particular claim; a claim whose lease expired and was re-claimed by someone
     else has a stale token, and acking it is a harmless no-op (the worker dedupes by event id anyway).
@@ -43,13 +43,20 @@ class Transport(Protocol):
 
 @runtime_checkable
 class QueueTransport(Transport, Protocol):
-    """A transport a worker loop claims from: one in-flight message per target, in order per target."""
+    """A transport a worker loop claims from: one in-flight message per target, in order per target.
+
+    ``release(c, delay)`` gives a message back for a retry no sooner than ``delay`` seconds from now (by
+    the transport's clock; SQS rounds up to whole seconds). It stays its target's next message meanwhile:
+    nothing queued behind it for the same target is handed out first, so a ``durastate.start`` that keeps
+    failing for a while holds back the later events of its execution instead of letting them find it
+    missing.
+    """
 
     def claim(self, max_messages: int, lease_seconds: float = 30.0) -> list[Claimed]: ...
 
     def ack(self, c: Claimed) -> None: ...
 
-    def release(self, c: Claimed) -> None: ...
+    def release(self, c: Claimed, delay: float = 0.0) -> None: ...
 
 
 @runtime_checkable

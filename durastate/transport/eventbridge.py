@@ -6,9 +6,12 @@ An event emitted without a target is not addressed to an execution: it is a fact
 
 Each entry's ``Detail`` is the event as JSON (``{"id", "name", "data"}``). ``PutEvents`` takes at most 10
 entries and reports failures per entry; failed entries are retried with bounded backoff and never
-dropped — what is still undelivered raises :class:`~durastate.errors.DeliveryFailed`. EventBridge has no
-deduplication, so a relay retry after a partial failure may publish an event twice: consumers dedupe on
-``detail.id``.
+dropped — what is still undelivered raises :class:`~durastate.errors.DeliveryFailed` (an entry over the size
+cap as permanent: the relay drops it). The relay acks what was published, so a retry re-publishes only
+the failed entries; still, EventBridge has no deduplication (a lost response can publish an event
+twice): consumers dedupe on ``detail.id``. Nor does EventBridge keep order, so retrying only the failed
+entries — which lets later notifications overtake them — breaks no promise: notifications have no
+target, and consumers must not rely on their order.
 """
 
 from __future__ import annotations
@@ -66,7 +69,10 @@ class EventBridgeSink(Sink):
         for start in range(0, len(events), _MAX_ENTRIES):
             failures.extend(self._put(list(events[start:start + _MAX_ENTRIES])))
         if failures:
-            raise DeliveryFailed(f"EventBridge bus {self.bus_name}", failures)
+            # An entry over the size cap can never be published: permanent, so the relay drops it (with a
+            # log line) instead of retrying it — and every notification queued behind it — forever.
+            too_big = frozenset(key for key, code, _ in failures if code == "EntryTooLarge")
+            raise DeliveryFailed(f"EventBridge bus {self.bus_name}", failures, too_big)
 
     def _put(self, batch: list[Event]) -> list[tuple[str, str, str]]:
         from botocore.exceptions import ClientError  # type: ignore[import-untyped]

@@ -35,6 +35,7 @@ class InMemoryTransport:
     Only the head message of a target can be claimed, and only while no claim on that target is open, so
     a target's events are delivered one at a time and in the order sent. A claim not acked or released
     before its lease ends (by ``clock``) becomes claimable again — a crashed consumer never blocks a target.
+    A message released with a delay stays the head and becomes claimable when the delay has passed.
     """
 
     def __init__(self, clock: Callable[[], float] = time.time) -> None:
@@ -42,7 +43,7 @@ class InMemoryTransport:
         self._lock = threading.Lock()
         self._queues: dict[str, deque[_Message]] = {}
         self._ready: dict[str, None] = {}  # ordered set of targets that may have a claimable head
-        self._inflight: dict[str, _Message] = {}
+        self._inflight: dict[str, _Message] = {}  # claimed, or released with a delay: until msg.deadline
         self._tokens = itertools.count(1)
 
     # -- Transport ----------------------------------------------------------------------------------
@@ -92,14 +93,22 @@ class InMemoryTransport:
             else:
                 del self._queues[c.target_id]
 
-    def release(self, c: Claimed) -> None:
+    def release(self, c: Claimed, delay: float = 0.0) -> None:
+        """Give the message back: claimable again at once, or once ``delay`` seconds have passed (by the
+        clock). Either way it stays its target's head, so nothing behind it for the target overtakes it."""
         with self._lock:
             q = self._queues.get(c.target_id)
             if not q or q[0].token != c.token:
                 return
-            q[0].token = None
-            self._inflight.pop(c.target_id, None)
-            self._ready[c.target_id] = None
+            msg = q[0]
+            msg.token = None
+            if delay > 0:
+                # Held like a claim whose lease ends at the retry time (no token: nobody can ack it).
+                msg.deadline = self._clock() + delay
+                self._inflight[c.target_id] = msg
+            else:
+                self._inflight.pop(c.target_id, None)
+                self._ready[c.target_id] = None
 
     # -- inspection -----------------------------------------------------------------------------------
     def pending(self) -> int:

@@ -13,7 +13,8 @@ as an SQS FIFO message group and as the SQLite transport:
   the ones it leases — not a target's backlog behind them.
 - **leases.** A claim holds its message until ``now + lease_seconds`` (by ``clock``, default the host's
   ``time.time``: keep hosts NTP-synced). A worker that dies without ``ack``/``release`` does not block its
-  target: after the lease the head is claimable again, ``attempts`` counting every claim.
+  target: after the lease the head is claimable again, ``attempts`` counting every claim. A release with
+  a delay sets the same time without a holder: the head waits until then, and its target with it.
 - **tokens.** Each claim gets a fresh token; ``ack``/``release`` with the token of a lease that expired
   and was claimed again is a no-op (the worker dedupes by event id anyway).
 - **dedupe on send.** A message whose ``(target_id, event.id)`` is already waiting is not queued twice.
@@ -99,7 +100,8 @@ class PostgresTransport(PgLink):
             f"UPDATE {s}.inbox SET head = true WHERE seq = (SELECT min(i.seq) FROM {s}.inbox i "
             "JOIN done ON i.target_id = done.target_id WHERE i.seq > %s)"
         )
-        self._release = f"UPDATE {s}.inbox SET token = NULL, lease_until = NULL WHERE seq = %s AND token = %s"
+        # A delayed release leaves the head "leased" to nobody until the retry time (NULL: claimable now).
+        self._release = f"UPDATE {s}.inbox SET token = NULL, lease_until = %s WHERE seq = %s AND token = %s"
         self._pending = f"SELECT count(*) FROM {s}.inbox"
         self._messages = f"SELECT target_id, event FROM {s}.inbox"
         if create_schema:
@@ -194,10 +196,12 @@ class PostgresTransport(PgLink):
             [(self._target_lock, [(self._lock_key, c.target_id)]), (self._ack, [(seq, c.token, seq)])]
         )
 
-    def release(self, c: Claimed) -> None:
-        """Not done: make the message claimable again now (attempts keep counting)."""
+    def release(self, c: Claimed, delay: float = 0.0) -> None:
+        """Not done: make the message claimable again now, or after ``delay`` seconds (by ``clock``) —
+        still its target's head meanwhile. Attempts keep counting."""
+        not_before = self._clock() + delay if delay > 0 else None
         with self._cursor() as cur:
-            cur.execute(self._release, (_seq(c), c.token))
+            cur.execute(self._release, (not_before, _seq(c), c.token))
             self._conn.commit()
 
     # -- inspection -----------------------------------------------------------------------------------

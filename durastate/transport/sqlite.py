@@ -18,7 +18,8 @@ process dies (with ``synchronous="FULL"`` not even on power loss). Delivery foll
   without the flag, is given it when first opened: see :meth:`SqliteTransport._ensure_schema`.)
 - **leases** — a claim holds its message until ``now + lease_seconds`` (by the injected ``clock``). A
   consumer that dies without ``ack``/``release`` does not block its target: once the lease expires the
-  message is claimable again, with ``attempts`` counting every claim;
+  message is claimable again, with ``attempts`` counting every claim. ``release(c, delay)`` uses the
+  same column for a retry later: the head is not claimable before ``now + delay``;
 - **tokens** — every claim gets a fresh token; ``ack``/``release`` with a token whose lease expired and was
   claimed again is a no-op (the new holder decides; the worker dedupes by event id anyway);
 - **dedupe on send** — a message whose ``(target_id, event.id)`` is already waiting is not queued twice
@@ -76,7 +77,9 @@ _HELD = "SELECT target_id FROM inbox WHERE seq = ? AND token = ?"
 _ACK = "DELETE FROM inbox WHERE seq = ?"
 # The target's next message (by the (target_id, seq) index) becomes its head.
 _PROMOTE = "UPDATE inbox SET head = 1 WHERE seq = (SELECT MIN(seq) FROM inbox WHERE target_id = ?)"
-_RELEASE = "UPDATE inbox SET token = NULL, lease_until = NULL WHERE seq = ? AND token = ?"
+# A release with a delay keeps the row a head whose "lease" (no token: nobody holds it) ends at the retry
+# time, so the claim above skips it until then, and the target's later messages wait behind it.
+_RELEASE = "UPDATE inbox SET token = NULL, lease_until = ? WHERE seq = ? AND token = ?"
 
 
 class SqliteTransport:
@@ -175,10 +178,12 @@ class SqliteTransport:
             cur.execute(_ACK, (seq,))
             cur.execute(_PROMOTE, (row[0],))
 
-    def release(self, c: Claimed) -> None:
-        """Give the message back for an immediate retry (a no-op if this claim's lease was lost)."""
+    def release(self, c: Claimed, delay: float = 0.0) -> None:
+        """Give the message back for a retry, at once or after ``delay`` seconds (by ``clock``); it stays
+        its target's head meanwhile. A no-op if this claim's lease was lost."""
+        not_before = self._clock() + delay if delay > 0 else None
         with self._db.write() as cur:
-            cur.execute(_RELEASE, (_seq_of(c.token), c.token))
+            cur.execute(_RELEASE, (not_before, _seq_of(c.token), c.token))
 
     # -- introspection --------------------------------------------------------------------------------
     def pending(self, target_id: str | None = None) -> int:

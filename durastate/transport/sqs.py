@@ -10,11 +10,16 @@ anything (and the worker's dedupe marks cover re-sends after the window).
 The message body is the wire format of :mod:`durastate.transport.wire`, so users can enqueue events with plain
 boto3 ``send_message`` calls.
 
-Sending is batched (10 entries per ``SendMessageBatch``, the SQS maximum, and under the 256 KiB batch
-payload cap). SQS reports failures *per entry*; entries that failed on the server side are retried with
-bounded exponential backoff, never dropped: if any entry is still undelivered after the retries, or was
-rejected as the sender's fault, :class:`~durastate.errors.DeliveryFailed` names each one. Entries that did go
-out stay sent — a retry of the whole call is harmless because of the deduplication id.
+Sending is batched (up to 10 entries per ``SendMessageBatch``, the SQS maximum, and under the 256 KiB
+batch payload cap), but never two entries of one message group in one call. SQS reports failures *per
+entry*: if the first of two entries for one target failed and the second went, retrying the first would
+put it *behind* the second — the parent of a region would see ``durastate.finished`` before the
+``shipped_with`` sent just ahead of it. So a group's next entry is sent only once the one before it was
+accepted. Entries that failed on the server side are retried with bounded exponential backoff, never
+dropped: if one is still undelivered after the retries, it and everything after it for the same target
+(code ``HeldBack``, never sent) are named by :class:`~durastate.errors.DeliveryFailed`, as is an entry
+rejected as the sender's fault (reported as permanent). Entries that did go out stay sent — a retry of
+the whole call is harmless because of the deduplication id.
 
 The consumer side (:meth:`SqsTransport.claim` / ``ack`` / ``release``) exists for the local stack, the
 CLI and tests; on Lambda the event source mapping receives and deletes messages and the worker handler
@@ -145,42 +150,79 @@ class SqsTransport(QueueTransport):
 
     # -- sending -------------------------------------------------------------------------------------
     def send(self, messages: Sequence[tuple[str, Event]]) -> None:
-        """Deliver every ``(target_id, event)``; raise :class:`DeliveryFailed` naming any that did not go."""
-        failures: list[tuple[str, str, str]] = []
-        permanent: set[str] = set()
-        for chunk in _chunks([(t, e, dump_envelope(t, e)) for t, e in messages]):
-            failures.extend(self._send_chunk(chunk, permanent))
-        if failures:
-            raise DeliveryFailed(f"SQS queue {self.queue_url}", failures, frozenset(permanent))
+        """Deliver every ``(target_id, event)``; raise :class:`DeliveryFailed` naming any that did not go.
 
-    def _send_chunk(self, chunk: list[tuple[str, Event, str]], permanent_ids: set[str]
-                    ) -> list[tuple[str, str, str]]:
+        Order per target is kept even when SQS fails some entries of a batch: each ``SendMessageBatch``
+        carries at most one entry per message group (the next unsent one of each group, up to ten
+        groups), so an entry is only ever sent after every earlier entry of its group was accepted. A
+        failed entry is retried (with backoff) before anything after it in its group is sent; if it is
+        still failing after ``max_attempts``, it and every later entry of its group are reported in
+        :class:`DeliveryFailed` (those with code ``HeldBack``) and none of them was sent, while other
+        groups carry on. An entry rejected as the sender's fault is reported as permanent and its group
+        carries on (the relay drops it: it can never be delivered). Events for one target therefore cost
+        one call each; events for many targets still share calls.
+        """
+        items = [(t, e, dump_envelope(t, e)) for t, e in messages]
+        groups: dict[str, deque[int]] = {}  # group -> its unsent entries (indexes), in send order
+        for i, (t, _, _) in enumerate(items):
+            groups.setdefault(sqs_id(t), deque()).append(i)
+        tries = [0] * len(items)  # failed attempts per entry
+        failed: dict[int, tuple[str, str]] = {}
+        permanent: set[str] = set()
+        backing_off: set[str] = set()  # groups whose head failed and waits for the next backoff
+        while groups:
+            ready = [g for g in groups if g not in backing_off]
+            if not ready:  # only failed heads are left: wait, then try them again
+                worst = max(tries[groups[g][0]] for g in backing_off)
+                delay = min(self._max_delay, self._base_delay * 2 ** min(worst - 1, 30))
+                self._sleep(delay * (0.5 + random.random() / 2))
+                backing_off.clear()
+                continue
+            batch = _batch([(i, len(items[i][2].encode("utf-8"))) for i in (groups[g][0] for g in ready)])
+            for i, outcome in self._send_batch([(i, items[i]) for i in batch]).items():
+                t, e, _ = items[i]
+                g = sqs_id(t)
+                queue = groups[g]
+                if outcome is None:  # accepted
+                    queue.popleft()
+                elif outcome[2]:  # the sender's fault (too large, bad id): a retry cannot succeed
+                    failed[i] = outcome[:2]
+                    permanent.add(e.id)
+                    queue.popleft()
+                else:
+                    tries[i] += 1
+                    if tries[i] < self._max_attempts:
+                        backing_off.add(g)
+                        continue
+                    failed[i] = outcome[:2]
+                    for j in list(queue)[1:]:  # never sent: each would overtake the failed entry
+                        failed[j] = ("HeldBack", f"not sent: {e.id} before it for the same target failed")
+                    queue.clear()
+                if not queue:
+                    del groups[g]
+        if failed:
+            raise DeliveryFailed(f"SQS queue {self.queue_url}",
+                                 [(items[i][1].id, *failed[i]) for i in sorted(failed)], frozenset(permanent))
+
+    def _send_batch(self, batch: list[tuple[int, tuple[str, Event, str]]]
+                    ) -> dict[int, tuple[str, str, bool] | None]:
+        """One ``SendMessageBatch``: per entry ``None`` (sent) or ``(code, message, sender_fault)``."""
         from botocore.exceptions import ClientError  # type: ignore[import-untyped]
 
-        todo = dict(enumerate(chunk))
-        last: dict[int, tuple[str, str]] = {}
-        for attempt in range(1, self._max_attempts + 1):
-            entries = [{"Id": str(i), "MessageBody": body, "MessageGroupId": sqs_id(t),
-                        "MessageDeduplicationId": sqs_id(e.id)} for i, (t, e, body) in todo.items()]
-            try:
-                resp = self._sqs.send_message_batch(QueueUrl=self.queue_url, Entries=entries)
-            except ClientError as exc:  # the whole call failed (botocore already retried throttling)
-                err = exc.response.get("Error", {})
-                last = {i: (str(err.get("Code", "ClientError")), str(err.get("Message", ""))) for i in todo}
-            else:
-                failed = resp.get("Failed") or []
-                if not failed:
-                    return []
-                last = {int(f["Id"]): (str(f.get("Code", "")), str(f.get("Message", ""))) for f in failed}
-                permanent = [int(f["Id"]) for f in failed if f.get("SenderFault")]
-                if permanent:  # the sender's fault (too large, bad id): a retry cannot succeed
-                    permanent_ids.update(todo[i][1].id for i in permanent)
-                    return [(todo[i][1].id, *last[i]) for i in last]
-                todo = {i: todo[i] for i in last}
-            if attempt < self._max_attempts:
-                delay = min(self._max_delay, self._base_delay * 2 ** (attempt - 1))
-                self._sleep(delay * (0.5 + random.random() / 2))
-        return [(todo[i][1].id, *last.get(i, ("Unknown", ""))) for i in todo]
+        entries = [{"Id": str(i), "MessageBody": body, "MessageGroupId": sqs_id(t),
+                    "MessageDeduplicationId": sqs_id(e.id)} for i, (t, e, body) in batch]
+        try:
+            resp = self._sqs.send_message_batch(QueueUrl=self.queue_url, Entries=entries)
+        except ClientError as exc:  # the whole call failed (botocore already retried throttling)
+            err = exc.response.get("Error", {})
+            code, msg = str(err.get("Code", "ClientError")), str(err.get("Message", ""))
+            return {i: (code, msg, False) for i, _ in batch}
+        out: dict[int, tuple[str, str, bool] | None] = {i: None for i, _ in batch}
+        for f in resp.get("Failed") or []:
+            i = int(f["Id"])
+            if i in out:
+                out[i] = (str(f.get("Code", "")), str(f.get("Message", "")), bool(f.get("SenderFault")))
+        return out
 
     # -- consuming (local stack, CLI, tests) ---------------------------------------------------------
     def claim(self, max_messages: int, lease_seconds: float = 30.0) -> list[Claimed]:
@@ -220,15 +262,22 @@ class SqsTransport(QueueTransport):
         finally:
             self._settle(receipt)
 
-    def release(self, c: Claimed) -> None:
-        """Make the message visible again now; held-back messages of its group go back with it (in order)."""
+    def release(self, c: Claimed, delay: float = 0.0) -> None:
+        """Make the message visible again now, or after ``delay`` seconds (rounded up to whole seconds, at
+        most SQS's 12 hours); held-back messages of its group go back to the queue at once.
+
+        That keeps the group's order: SQS FIFO hands out nothing of a group while an earlier message of
+        it is invisible, so the held-back ones wait behind the released one however long its delay.
+        """
         receipt = str(c.token)
         with self._lock:
             group = self._inflight.get(receipt)
             held = [r for r in self._buffer if r.group == group]
             for r in held:
                 self._buffer.remove(r)
-        self._change_visibility([receipt, *(r.receipt for r in held)], 0)
+        self._change_visibility([receipt], max(0, min(43200, math.ceil(delay))))
+        if held:
+            self._change_visibility([r.receipt for r in held], 0)
         self._settle(receipt)
 
     def _settle(self, receipt: str) -> None:
@@ -313,18 +362,14 @@ class SqsTransport(QueueTransport):
             self._change_visibility(held, 0)
 
 
-def _chunks(items: list[tuple[str, Event, str]]) -> list[list[tuple[str, Event, str]]]:
-    """Split into send batches: ≤ 10 entries and ≤ 256 KiB of bodies each (an oversized one goes alone)."""
-    out: list[list[tuple[str, Event, str]]] = []
-    cur: list[tuple[str, Event, str]] = []
+def _batch(candidates: list[tuple[int, int]]) -> list[int]:
+    """The first candidates ``(index, body bytes)`` that fit one call: ≤ 10 entries and ≤ 256 KiB of
+    bodies (an oversized one goes alone, for SQS to reject)."""
+    out: list[int] = []
     size = 0
-    for item in items:
-        n = len(item[2].encode("utf-8"))
-        if cur and (len(cur) >= MAX_BATCH_ENTRIES or size + n > MAX_BATCH_BYTES):
-            out.append(cur)
-            cur, size = [], 0
-        cur.append(item)
+    for i, n in candidates:
+        if out and (len(out) >= MAX_BATCH_ENTRIES or size + n > MAX_BATCH_BYTES):
+            break
+        out.append(i)
         size += n
-    if cur:
-        out.append(cur)
     return out

@@ -72,18 +72,24 @@ def test_ids_sqs_cannot_take_map_to_a_stable_hash() -> None:
     assert sqs_id("x" * 129) != sqs_id("x" * 128)
 
 
-def test_sends_in_batches_of_ten_in_order(sqs: Any, queues: tuple[str, str]) -> None:
+def test_sends_in_batches_of_ten_targets_one_entry_per_target_per_call(sqs: Any, queues: tuple[str, str]
+                                                                       ) -> None:
     q, _ = queues
     rec = Recording(sqs)
-    SqsTransport(rec, q).send([("a" if i % 2 else "b", ev(i)) for i in range(25)])
-    assert [len(b) for b in rec.batches] == [10, 10, 5]
+    t = SqsTransport(rec, q)
+    t.send([(f"t{i}", ev(i)) for i in range(25)])
+    assert [len(b) for b in rec.batches] == [10, 10, 5]  # many targets share calls
+    rec.batches.clear()
+    t.send([("a" if i % 2 else "b", ev(100 + i)) for i in range(7)])
+    # Two targets: a call carries the next entry of each, so one entry can never overtake another.
+    assert [[e["MessageGroupId"] for e in b] for b in rec.batches] == [["b", "a"]] * 3 + [["b"]]
     got = receive_all(sqs, q)
-    assert len(got) == 25
+    assert len(got) == 32
     per_group: dict[str, list[int]] = {}
     for m in got:
         env = parse_envelope(m["Body"])
         per_group.setdefault(env.target_id, []).append(env.event.data["i"])
-    assert per_group["a"] == sorted(per_group["a"]) and per_group["b"] == sorted(per_group["b"])
+    assert per_group["a"] == [101, 103, 105] and per_group["b"] == [100, 102, 104, 106]
 
 
 def test_failed_entries_are_retried_until_they_go(sqs: Any, queues: tuple[str, str]) -> None:
@@ -91,7 +97,7 @@ def test_failed_entries_are_retried_until_they_go(sqs: Any, queues: tuple[str, s
     rec = Recording(sqs, {"e3": [("InternalError", False), ("ServiceUnavailable", False)],
                           "e7": [("InternalError", False)]})
     sleeps: list[float] = []
-    SqsTransport(rec, q, sleep=sleeps.append).send([("a", ev(i)) for i in range(10)])
+    SqsTransport(rec, q, sleep=sleeps.append).send([(f"t{i}", ev(i)) for i in range(10)])
     assert [len(b) for b in rec.batches] == [10, 2, 1]  # only the failed entries are re-sent
     assert len(sleeps) == 2 and all(0 < s <= 2.0 for s in sleeps)  # bounded backoff, injected sleep
     assert sorted(parse_envelope(m["Body"]).event.id for m in receive_all(sqs, q)) == sorted(
@@ -102,9 +108,10 @@ def test_an_entry_that_keeps_failing_raises_and_names_it(sqs: Any, queues: tuple
     q, _ = queues
     rec = Recording(sqs, {"e2": [("InternalError", False)] * 10})
     with pytest.raises(DeliveryFailed) as info:
-        SqsTransport(rec, q, max_attempts=3, sleep=lambda s: None).send([("a", ev(i)) for i in range(12)])
+        SqsTransport(rec, q, max_attempts=3, sleep=lambda s: None).send(
+            [("a" if i == 2 else f"t{i}", ev(i)) for i in range(12)])
     assert [f[0] for f in info.value.failures] == ["e2"]
-    assert len(rec.batches) == 4  # 10 (e2 fails), e2, e2 — then the second chunk of 2 still goes
+    assert [len(b) for b in rec.batches] == [10, 2, 1, 1]  # 10 (e2 fails), the last 2, then e2 twice more
     assert len(receive_all(sqs, q)) == 11  # nothing else was held back or dropped
 
 
@@ -190,3 +197,130 @@ def test_local_runtime_runs_the_example_over_sqs_and_dynamodb(sqs: Any, queues: 
     order = rt.get(oid)
     assert order is not None and (order.status, order.outcome) == ("finished", "payment_failed")
     assert rt.dead_letters == []
+
+
+# -- a failed entry holds back the rest of its group ------------------------------------------------------
+class FailByName:
+    """A client wrapper that fails the first ``times`` entries carrying event ``name``, per entry.
+
+    A wrapper, not moto: moto accepts or rejects a ``SendMessageBatch`` as a whole and cannot fail one
+    entry of it, while real SQS reports each entry on its own (``Successful``/``Failed``) — so the wrapper
+    answers for the failed entry (a server-side ``InternalError``) and hands every other entry to moto.
+    """
+
+    def __init__(self, inner: Any, name: str, times: int) -> None:
+        self.inner, self.name, self.times = inner, name, times
+        self.failed: list[str] = []
+        self.batches: list[list[str]] = []  # the group of every entry of every call
+
+    def __getattr__(self, attr: str) -> Any:
+        return getattr(self.inner, attr)
+
+    def send_message_batch(self, QueueUrl: str, Entries: list[dict[str, Any]]) -> dict[str, Any]:
+        self.batches.append([e["MessageGroupId"] for e in Entries])
+        ok, failed = [], []
+        for e in Entries:
+            event = parse_envelope(e["MessageBody"]).event
+            if event.name == self.name and self.times > 0:
+                self.times -= 1
+                self.failed.append(event.id)
+                failed.append({"Id": e["Id"], "Code": "InternalError", "Message": "injected",
+                               "SenderFault": False})
+            else:
+                ok.append(e)
+        resp: dict[str, Any] = {"Successful": [], "Failed": failed}
+        if ok:
+            resp["Successful"] = self.inner.send_message_batch(QueueUrl=QueueUrl, Entries=ok)["Successful"]
+        return resp
+
+
+@pytest.mark.parametrize("max_attempts", [6, 1], ids=["retried-in-send", "retried-by-the-next-relay-pass"])
+def test_a_partial_batch_does_not_reorder_what_a_region_sends_its_parent(
+        sqs: Any, queues: tuple[str, str], tmp_path: Any, max_attempts: int) -> None:
+    """Regression: the shipping region emits ``shipped_with`` then ``durastate.finished`` to the order in one
+    step, so both go in one ``SendMessageBatch``. SQS fails the first entry and accepts the second: the
+    second must not reach the order first (the order would finish and drop the tracking number)."""
+    from durastate.engine import DefinitionRegistry
+    from durastate.runtime import LocalRuntime, ManualClock
+    from durastate.store import SqliteStore
+
+    from .harness import EXAMPLES
+
+    q, _ = queues
+    client = FailByName(sqs, "shipped_with", times=1)
+    sleeps: list[float] = []
+    store = SqliteStore(tmp_path / "order.db")
+    rt = LocalRuntime(store, DefinitionRegistry.from_dir(EXAMPLES),
+                      SqsTransport(client, q, max_attempts=max_attempts, sleep=sleeps.append),
+                      clock=ManualClock())
+    oid = rt.start("order", execution_id="o1")
+    rt.send(oid, Event(id="a1", name="add_item", data={"price": 9}))
+    rt.send(oid, Event(id="s1", name="submit"))
+    rt.run_until_idle()
+    order = rt.get(oid)
+    assert order is not None
+    (payment,) = order.children
+    rt.send(payment, Event(id="au", name="authorize", data={"receipt": "r-1"}))
+    rt.run_until_idle()
+    order = rt.get(oid)
+    assert order is not None and order.active_path == "processing.fulfilment"
+    regions = {ref.path.rsplit(".", 1)[-1]: cid for cid, ref in order.children.items()}
+    rt.send(regions["packing"], Event(id="pk", name="picked"))
+    rt.send(regions["shipping"], Event(id="lp", name="label_printed", data={"tracking": "T-42"}))
+    if max_attempts == 1:  # the send gives up on the failed entry: the relay keeps it and its successor
+        with pytest.raises(DeliveryFailed):
+            rt.run_until_idle()
+    rt.run_until_idle()
+    assert len(client.failed) == 1  # the fault was injected, once
+    order = rt.get(oid)
+    assert order is not None and (order.status, order.outcome) == ("finished", "fulfilled")
+    assert order.context.get("tracking") == "T-42"
+    assert rt.dead_letters == []
+    store.close()
+
+
+def test_a_failing_entry_holds_back_every_later_entry_of_its_group_and_reports_them(
+        sqs: Any, queues: tuple[str, str]) -> None:
+    q, _ = queues
+    rec = Recording(sqs, {"e1": [("InternalError", False)] * 3})
+    t = SqsTransport(rec, q, max_attempts=3, sleep=lambda s: None)
+    with pytest.raises(DeliveryFailed) as info:
+        t.send([("a", ev(0)), ("a", ev(1)), ("b", ev(2)), ("a", ev(3)), ("b", ev(4))])
+    assert [(k, code) for k, code, _ in info.value.failures] == [("e1", "InternalError"), ("e3", "HeldBack")]
+    assert info.value.permanent == frozenset()
+    for batch in rec.batches:  # one entry per group per call: a failure can only hold back, never reorder
+        groups = [e["MessageGroupId"] for e in batch]
+        assert len(groups) == len(set(groups))
+    per_group: dict[str, list[str]] = {}
+    for m in receive_all(sqs, q):
+        env = parse_envelope(m["Body"])
+        per_group.setdefault(env.target_id, []).append(env.event.id)
+    assert per_group == {"a": ["e0"], "b": ["e2", "e4"]}
+
+
+def test_a_delayed_release_hides_the_message_and_keeps_its_group_behind_it(sqs: Any,
+                                                                           queues: tuple[str, str]) -> None:
+    q, _ = queues
+    calls: list[list[int]] = []  # the VisibilityTimeout of each entry of each call
+
+    class Visibility:
+        def __getattr__(self, attr: str) -> Any:
+            return getattr(sqs, attr)
+
+        def change_message_visibility_batch(self, QueueUrl: str, Entries: list[dict[str, Any]]) -> Any:
+            calls.append([e["VisibilityTimeout"] for e in Entries])
+            return sqs.change_message_visibility_batch(QueueUrl=QueueUrl, Entries=Entries)
+
+    t = SqsTransport(Visibility(), q)
+    t.send([("a", ev(1)), ("a", ev(2)), ("b", ev(3))])
+    claimed = t.claim(10)
+    c1 = next(c for c in claimed if c.event.id == "e1")
+    for c in claimed:
+        if c is not c1:
+            t.ack(c)
+    t.release(c1, delay=2.5)
+    # e1 is hidden for 3 whole seconds; e2 (received with it, held back here) went back to the queue at
+    # once, but SQS hands out nothing of group a while e1 is invisible.
+    assert calls == [[3], [0]]
+    assert t.claim(10) == []
+    assert SqsTransport(sqs, q).claim(10) == []  # another consumer sees the same

@@ -231,3 +231,25 @@ def test_a_claim_reads_the_heads_not_the_backlog_behind_them(
     assert q.claim(10) == []  # every head is in flight; nothing behind them may be claimed
     plan = "\n".join(r[0] for r in admin.execute("EXPLAIN " + q._claim.replace("%s", "0"), ()).fetchall())
     assert "inbox_heads" in plan and "Seq Scan" not in plan, plan
+
+
+def test_a_delayed_release_keeps_the_head_and_its_target_back_until_due(open_transport: Any,
+                                                                        clock: Clock) -> None:
+    q, other = open_transport(), open_transport()
+    q.send([("a", ev("a1")), ("a", ev("a2")), ("b", ev("b1"))])
+    ca, cb = q.claim(10)
+    q.release(ca, delay=5.0)
+    q.ack(cb)
+    assert other.claim(10) == []  # a1 is not due (for any worker), and a2 never overtakes it
+    clock.now += 4.999
+    assert other.claim(10) == []
+    clock.now += 0.001
+    (again,) = other.claim(10)
+    assert (again.event.id, again.attempts) == ("a1", 2)
+    q.ack(ca)  # the released claim's token is dead
+    assert q.pending() == 2
+    other.release(again, delay=0)
+    (third,) = q.claim(10)
+    assert (third.event.id, third.attempts) == ("a1", 3)
+    q.ack(third)
+    assert [c.event.id for c in other.claim(10)] == ["a2"]

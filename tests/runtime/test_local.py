@@ -64,31 +64,41 @@ def test_bad_input_becomes_dead_letters_not_retries_or_silent_drops(
     assert rt.transport.claim(10) == []
 
 
-def test_transient_failures_are_retried_then_dead_lettered(registry: DefinitionRegistry) -> None:
+def test_failures_that_are_not_permanent_are_retried_later_and_never_dead_lettered(
+        registry: DefinitionRegistry, clock: ManualClock, caplog: pytest.LogCaptureFixture) -> None:
     class Flaky(DictStore):
         failures = 0
+        error: Exception = StoreUnavailable("database is down; retry later")
 
         def load_for_event(self, execution_id: str, event_id: str):  # type: ignore[no-untyped-def]
             if self.failures:
                 self.failures -= 1
-                raise StoreUnavailable("database is down; retry later")
+                raise self.error
             return super().load_for_event(execution_id, event_id)
 
     store = Flaky()
-    rt = LocalRuntime(store, registry, max_attempts=3)
+    rt = LocalRuntime(store, registry, InMemoryTransport(clock), clock, max_attempts=3)
     rt.start("counter", execution_id="c1")
     rt.run_until_idle()
     store.failures = 2
     rt.send("c1", ev("inc", "i1"))
     stats = rt.run_until_idle()
-    assert (stats.retried, stats.applied, stats.dead_lettered) == (2, 1, 0)
-    store.failures = 99
+    assert (stats.retried, stats.applied, stats.dead_lettered) == (1, 0, 0)  # the retry is not due yet
+    for _ in range(2):
+        clock.advance(rt.retry_backoff.cap)
+        stats = rt.run_until_idle()
+    assert (stats.retried, stats.applied, stats.dead_lettered) == (0, 1, 0)
+    store.failures, store.error = 8, KeyError("a bug")  # neither transient nor permanent
     rt.send("c1", ev("inc", "i2"))
-    rt.send("c1", ev("inc", "i3"))
-    stats = rt.run_until_idle()
-    assert stats.dead_lettered == 2 and stats.retried == 4
-    assert [d.error for d in rt.dead_letters] == ["StoreUnavailable", "StoreUnavailable"]
-    assert [d.attempts for d in rt.dead_letters] == [3, 3]
+    with caplog.at_level(logging.WARNING, logger="durastate.runtime"):
+        for _ in range(9):
+            rt.run_until_idle()
+            clock.advance(rt.retry_backoff.cap)
+    assert rt.dead_letters == []
+    exe = rt.get("c1")
+    assert exe is not None and exe.context["count"] == 2
+    assert caplog.text.count("with an unexpected KeyError, will retry") == 2  # attempts 1 and 2
+    assert caplog.text.count("still fails after") == 6  # attempts 3 to 8: max_attempts marks an error
 
 
 def test_run_until_idle_reports_when_it_stopped_early(registry: DefinitionRegistry) -> None:
@@ -189,6 +199,6 @@ def test_serve_survives_a_failing_relay(
 
     rt.relay.run_once = flaky  # type: ignore[method-assign]
     rt.start("counter", execution_id="c1")
-    with caplog.at_level(logging.ERROR, logger="durastate.runtime"):
+    with caplog.at_level(logging.WARNING, logger="durastate.runtime"):
         rt.serve(stop, poll_interval=0.001)
     assert "round failed" in caplog.text and rt.get("c1") is not None

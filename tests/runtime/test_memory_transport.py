@@ -94,3 +94,25 @@ def test_messages_snapshot_and_sink_records() -> None:
 def test_claimed_is_a_plain_value() -> None:
     c = Claimed("1", "a", ev("x"))
     assert c.attempts == 1
+
+
+def test_a_delayed_release_keeps_the_message_first_and_its_target_back_until_due() -> None:
+    clock = ManualClock()
+    t = InMemoryTransport(clock)
+    t.send([("a", ev("a1")), ("a", ev("a2")), ("b", ev("b1"))])
+    ca, cb = t.claim(10)
+    t.release(ca, delay=5.0)
+    t.ack(cb)
+    assert t.claim(10) == []  # a1 is not due, and a2 never overtakes it
+    clock.advance(4.999)
+    assert t.claim(10) == []
+    clock.advance(0.001)
+    (again,) = t.claim(10)
+    assert (again.event.id, again.attempts) == ("a1", 2)
+    t.ack(ca)  # the released claim's token is dead
+    assert t.pending() == 2
+    t.release(again, delay=0)  # no delay: claimable at once, as before
+    (third,) = t.claim(10)
+    assert (third.event.id, third.attempts) == ("a1", 3)
+    t.ack(third)
+    assert [c.event.id for c in t.claim(10)] == ["a2"]

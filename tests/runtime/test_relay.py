@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 
 import pytest
 
@@ -183,3 +184,84 @@ def test_an_undeliverable_entry_is_dropped_and_announced_not_retried_forever(
     transport.transient.clear()
     assert relay.run_once().sent == 1  # the next pass delivers the transient one
     assert store.pending_outbox() == []
+
+
+def test_nothing_of_a_target_after_its_failed_entry_is_acked(registry: DefinitionRegistry) -> None:
+    """A transport that reports an entry failed while later entries of the same target went (what SQS
+    does per entry) must not get those later entries acked: the failed one would be re-sent behind them.
+    Other targets' entries are acked as usual."""
+    store = DictStore()
+    w = Worker(store, registry)
+    w.handle("s1", start_event("s1", context={"peer": "t1"}))
+    w.handle("s2", start_event("s2", context={"peer": "t2"}))
+    w.handle("s1", ev("poke", "p1"))
+    w.handle("s2", ev("poke", "p2"))
+    w.handle("s1", ev("poke", "p3"))
+    t1_first, t2_only, t1_second = store.pending_outbox()
+    assert (t1_first.target_id, t2_only.target_id, t1_second.target_id) == ("t1", "t2", "t1")
+    transport = RejectingTransport(permanent=set(), transient={t1_first.event.id})
+    relay = Relay(store, registry, transport)
+    with pytest.raises(DeliveryFailed):
+        relay.run_once()
+    assert store.pending_outbox() == [t1_first, t1_second]  # t1 held from its failed entry on; t2 acked
+    transport.transient.clear()
+    assert relay.run_once().sent == 2
+    assert store.pending_outbox() == []
+
+
+class FlakySink(InMemorySink):
+    """Publishes all but ``failing`` (reported failed for now, as EventBridge does per entry)."""
+
+    def __init__(self, failing: set[str]) -> None:
+        super().__init__()
+        self.failing = failing
+
+    def publish(self, events: Sequence[Event]) -> None:
+        super().publish([e for e in events if e.id not in self.failing])
+        bad = [(e.id, "InternalFailure", "") for e in events if e.id in self.failing]
+        if bad:
+            raise DeliveryFailed("test bus", bad)
+
+
+def finished_roots(store: DictStore, registry: DefinitionRegistry, *contexts: dict[str, object]) -> None:
+    """Root executions that end at once: each leaves one untargeted ``durastate.finished`` notification."""
+    w = Worker(store, registry)
+    for n, context in enumerate(contexts):
+        w.handle(f"r{n}", start_event(f"r{n}", context=context))
+        w.handle(f"r{n}", ev("stop", f"stop{n}"))
+
+
+def test_a_partly_failed_publish_acks_what_went_and_retries_only_the_rest(registry: DefinitionRegistry) -> None:
+    store = DictStore()
+    finished_roots(store, registry, {}, {}, {})
+    first, second, third = store.pending_outbox()
+    sink = FlakySink({second.event.id})
+    relay = Relay(store, registry, InMemoryTransport(), sink)
+    with pytest.raises(DeliveryFailed):
+        relay.run_once()
+    assert store.pending_outbox() == [second]
+    sink.failing.clear()
+    assert relay.run_once().published == 1
+    assert [e.id for e in sink.events] == [first.event.id, third.event.id, second.event.id]  # each once
+
+
+def test_a_notification_the_bus_can_never_take_is_dropped_not_retried_forever(
+        registry: DefinitionRegistry, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    boto3 = pytest.importorskip("boto3")
+    moto = pytest.importorskip("moto")
+    from durastate.transport.eventbridge import EventBridgeSink
+
+    for name in ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_EVENTBRIDGE", "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    store = DictStore()
+    finished_roots(store, registry, {}, {"blob": "x" * 300_000}, {})  # the second's notice is over 256 KiB
+    with moto.mock_aws():
+        events = boto3.client("events", region_name="us-east-1")
+        events.create_event_bus(Name="bus")
+        relay = Relay(store, registry, InMemoryTransport(), EventBridgeSink(events, "bus", sleep=lambda s: None))
+        with caplog.at_level(logging.ERROR, logger="durastate.runtime"):
+            assert relay.run_once().published == 3  # no DeliveryFailed: the oversized one is dropped
+    assert store.pending_outbox() == []
+    assert "can never be published" in caplog.text and "EntryTooLarge" in caplog.text

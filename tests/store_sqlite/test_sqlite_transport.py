@@ -401,3 +401,37 @@ def test_a_claim_costs_what_it_returns_not_the_backlog(tmp_path: Path, targets: 
     small = costs(tmp_path / "small.db", 16, 2)
     big = costs(tmp_path / "big.db", targets, per_target)
     assert all(b <= s + 10 for s, b in zip(small, big, strict=True)), (small, big)
+
+
+def test_a_delayed_release_keeps_the_head_and_its_target_back_until_due(tmp_path: Path) -> None:
+    clock = Clock()
+    with SqliteTransport(tmp_path / "h.db", clock=clock) as t:
+        t.send([("a", ev("a1")), ("a", ev("a2")), ("b", ev("b1"))])
+        ca, cb = t.claim(10)
+        t.release(ca, delay=5.0)
+        t.ack(cb)
+        assert t.claim(10) == []  # a1 is not due, and a2 never overtakes it
+        clock.now += 4.999
+        assert t.claim(10) == []
+        clock.now += 0.001
+        [again] = t.claim(10)
+        assert (again.event.id, again.attempts) == ("a1", 2)
+        t.ack(ca)  # the released claim's token is dead
+        assert t.pending() == 2
+        t.release(again, delay=0)
+        [third] = t.claim(10)
+        assert (third.event.id, third.attempts) == ("a1", 3)
+        t.ack(third)
+        assert names(t.claim(10)) == [("a", "a2")]
+
+
+def test_a_delayed_release_survives_a_restart(tmp_path: Path) -> None:
+    clock = Clock()
+    with SqliteTransport(tmp_path / "h.db", clock=clock) as t:
+        t.send([("a", ev("a1"))])
+        [c] = t.claim(10)
+        t.release(c, delay=60.0)
+    with SqliteTransport(tmp_path / "h.db", clock=clock) as t:  # another process, later
+        assert t.claim(10) == []
+        clock.now += 60
+        assert names(t.claim(10)) == [("a", "a1")]
