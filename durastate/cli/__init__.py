@@ -16,7 +16,13 @@ __all__ = ["main", "run"]
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Run the command line and exit with its status (the console-script entry point)."""
-    from durastate.cli.app import app
+    try:
+        from durastate.cli.app import app
+    except ImportError as exc:  # the script is installed with the core; the command needs the cli extra
+        if exc.name not in ("typer", "rich", "click"):
+            raise
+        raise SystemExit(f"error: the durastate command needs the cli extra ({exc.name} is missing): "
+                         "pip install 'durastate[cli]'") from None
 
     app(args=list(argv) if argv is not None else None, prog_name="durastate")
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from durastate.cli.session import Session
 from durastate.engine.model import START, Event, Execution
-from durastate.errors import DurastateError
+from durastate.errors import DurastateError, StoreUnavailable
 
 
 @dataclass
@@ -37,6 +37,12 @@ def apply_in_process(sess: Session, target_id: str, event: Event) -> Delivery:
     runtime = LocalRuntime(sess.store, sess.registry)
     runtime.send(target_id, event)
     runtime.run_until_idle()
+    if runtime.transport.pending():
+        # A transient failure released it for a later retry, but this in-process queue ends with the
+        # command: say so, rather than report "not applied" and lose it.
+        raise StoreUnavailable(f"event {event.id} ({event.name}) for {target_id} could not be applied now "
+                               "(the store failed and its retry would outlive this command); nothing was "
+                               "changed: send it again (the same --id applies it once)")
     for letter in runtime.dead_letters:
         if letter.event.id == event.id:
             raise DurastateError(letter.reason)

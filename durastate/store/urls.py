@@ -8,8 +8,12 @@ dynamodb://PREFIX?endpoint_url=…&region=…   DynamoDBStore (boto3 extra)
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 from urllib.parse import parse_qs, urlsplit
+
+from durastate.errors import DurastateError
 
 if TYPE_CHECKING:
     from durastate.store.base import ExecutionStore
@@ -33,18 +37,32 @@ def open_store(url: str) -> ExecutionStore:
             raise ValueError(f"bad store URL {url!r}: use sqlite:///relative.db or sqlite:////abs/path.db")
         return SqliteStore(path)
     if scheme in ("postgresql", "postgres"):
-        from durastate.store.postgres.sync import PostgresStore
+        with _extra("postgres", "psycopg", "psycopg_pool"):
+            from durastate.store.postgres.sync import PostgresStore
 
-        return PostgresStore.from_dsn(url)
+            return PostgresStore.from_dsn(url)
     if scheme == "dynamodb":
-        from durastate.store.dynamodb.sync import DynamoDBStore
+        with _extra("dynamodb", "boto3", "botocore"):
+            from durastate.store.dynamodb.sync import DynamoDBStore
 
-        query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
-        prefix = parts.netloc or "durastate"
-        return DynamoDBStore.create(
-            prefix=prefix, endpoint_url=query.get("endpoint_url"), region=query.get("region")
-        )
+            query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
+            prefix = parts.netloc or "durastate"
+            return DynamoDBStore.create(
+                prefix=prefix, endpoint_url=query.get("endpoint_url"), region=query.get("region")
+            )
     raise ValueError(
         f"unknown store URL {url!r}: expected one of memory://, sqlite:///path.db, "
         "postgresql://…, dynamodb://PREFIX?endpoint_url=…&region=…"
     )
+
+
+@contextlib.contextmanager
+def _extra(extra: str, *modules: str) -> Iterator[None]:
+    """A backend whose client library is not installed says which extra brings it."""
+    try:
+        yield
+    except ImportError as exc:
+        if exc.name not in modules:
+            raise
+        raise DurastateError(f"this store needs {exc.name}, which is not installed: "
+                             f"pip install 'durastate[{extra}]'") from None
