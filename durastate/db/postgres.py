@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from typing import TYPE_CHECKING, Any
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import unquote, unquote_plus, urlsplit, urlunsplit
 
 from durastate.errors import StoreUnavailable
 
@@ -45,15 +45,21 @@ def quote_ident(name: str) -> str:
 def split_schema(dsn: str, schema: str | None = None) -> tuple[str, str]:
     """Take durastate's own ``schema`` query option out of a URL DSN (libpq rejects unknown options).
 
-    An explicit ``schema`` argument wins over the DSN's; the default is ``public``.
+    An explicit ``schema`` argument wins over the DSN's; the default is ``public``. The other options are
+    left exactly as written: decoding and re-encoding them would turn ``options=-c%20…`` into
+    ``-c+…``, and libpq does not read ``+`` as a space.
     """
     found: str | None = None
     if "://" in dsn:
         parts = urlsplit(dsn)
-        query = parse_qsl(parts.query, keep_blank_values=True)
-        kept = [(k, v) for k, v in query if k != "schema"]
-        found = next((v for k, v in query if k == "schema"), None)
-        dsn = urlunsplit(parts._replace(query=urlencode(kept)))
+        kept: list[str] = []
+        for option in filter(None, parts.query.split("&")):
+            key, _, value = option.partition("=")
+            if unquote(key) != "schema":
+                kept.append(option)
+            elif found is None:
+                found = unquote_plus(value)
+        dsn = urlunsplit(parts._replace(query="&".join(kept)))
     return dsn, schema or found or DEFAULT_SCHEMA
 
 
