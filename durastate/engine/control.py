@@ -30,13 +30,14 @@ from durastate.engine.ids import (
     finished_event_id,
     redrive_event_id,
 )
-from durastate.engine.model import ENDED, Emit, Event, Execution, Failure, TimerOp
+from durastate.engine.model import ENDED, Emit, Event, Execution, Failure, PendingRetry, TimerOp
 
 __all__ = [
     "MAX_HELD",
     "RESTORED_FIELDS",
     "ControlError",
     "Effects",
+    "fail",
     "hold",
     "record_failure",
     "redrive",
@@ -87,16 +88,14 @@ def suspend(exe: Execution, reason: str | None, now: float) -> Effects:
 
 
 def resume(exe: Execution, now: float) -> tuple[Effects, list[Event]]:
-    """Resume a suspended execution; returns the effects and the held events to apply now, in order
-    (none while a retry is still pending: they wait for it)."""
+    """Resume a suspended execution; returns the effects and the held events, to apply now in order
+    (the worker keeps waiting those that must wait for a pending retry)."""
     if exe.status != "suspended":
         raise ControlError(f"execution {exe.id} is {exe.status}; only a suspended execution can be resumed")
     exe.status = "running"
     exe.reason = None
     exe.updated_at = now
-    held: list[Event] = []
-    if exe.retry is None:
-        held, exe.held = list(exe.held), []
+    held, exe.held = list(exe.held), []  # (a pending retry's own timer is among them: the worker sorts it out)
     # The children were suspended with it; a child that has ended meanwhile has nothing to resume.
     effects = Effects(emits=_resume_children(exe), trace={"control": "resume", "held": len(held)})
     return effects, held
@@ -135,6 +134,21 @@ def terminate(exe: Execution, reason: str | None, now: float) -> Effects:
     if exe.parent_id is not None:
         data = {"child_id": exe.child_id, "status": "terminated", "outcome": None,
                 "output": dict(exe.context), "error": exe.error}
+        effects.emits.append((exe.parent_id, Event.model_construct(id=finished_event_id(exe.id), name=FINISHED,
+                                                                   data=data)))
+    return effects
+
+
+def fail(exe: Execution, error: str, now: float) -> Effects:
+    """Fail an execution that has not entered a state yet (its start could not be applied): nothing to
+    exit or disarm; the parent, if any, is told as it is of any failed child."""
+    exe.status = "failed"
+    exe.error = error
+    exe.updated_at = now
+    effects = Effects(trace={"control": "fail", "error": error})
+    if exe.parent_id is not None:
+        data = {"child_id": exe.child_id, "status": "failed", "outcome": None, "output": dict(exe.context),
+                "error": error}
         effects.emits.append((exe.parent_id, Event.model_construct(id=finished_event_id(exe.id), name=FINISHED,
                                                                    data=data)))
     return effects
@@ -180,4 +194,7 @@ def redrive(exe: Execution, now: float) -> tuple[Effects, Event]:
                              "event_id": failure.event.id})
     event = failure.event
     again = Event.model_construct(id=redrive_event_id(event.id, n), name=event.name, data=event.data)
+    # Until the event comes back through the outbox, later events wait (as for a retry), so nothing sent
+    # after the redrive can overtake the step it re-applies.
+    exe.retry = PendingRetry(event=again, attempt=0, error=f"redrive {n}", fire_at=now)
     return effects, again

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from durastate.engine.model import Event
+from durastate.engine.retry import RetryableFailure, RetryPolicy, parse_retry
 
 if TYPE_CHECKING:
     from durastate.engine.interpreter import Run
@@ -291,10 +292,18 @@ def compile_guard(spec: Any, where: str, issues: Issues) -> Guard:
             return _always(False)
         user = fn
         return lambda ctx, ev: bool(user(ctx, ev))
+    retried = _with_retry(spec, where, issues) if isinstance(spec, dict) else None
+    if retried is not None:
+        target, policy = retried
+        fn = resolve_callable(target, f"{where}.call", issues)
+        if fn is None or policy is None:
+            return _always(False)
+        checked = _retrying(fn, policy, f"{where}.call")
+        return lambda ctx, ev: bool(checked(ctx, ev))
     if not isinstance(spec, dict) or len(spec) != 1:
         issues.append(
             f"{where}: a guard is one of {{{', '.join(GUARD_OPS)}}} with its arguments, "
-            "or 'package.module:function'"
+            "'package.module:function', or {call: 'package.module:function', retry: {...}}"
         )
         return _always(False)
     ((op, args),) = spec.items()
@@ -480,11 +489,11 @@ def _compile_log(args: Any, where: str, issues: Issues) -> Action | None:
     return log
 
 
-def _compile_call(args: Any, where: str, issues: Issues) -> Action | None:
+def _compile_call(args: Any, where: str, issues: Issues, policy: RetryPolicy | None = None) -> Action | None:
     fn = resolve_callable(args, where, issues)
     if fn is None:
         return None
-    user = fn
+    user = _retrying(fn, policy, where) if policy is not None else fn
 
     def call(run: Run) -> None:
         out = user(run.exe.context, run.event)
@@ -509,13 +518,42 @@ _ACTION_COMPILERS: dict[str, Callable[[Any, str, Issues], Action | None]] = {
 }
 
 
+def _retrying(fn: Callable[..., Any], policy: RetryPolicy, where: str) -> Callable[..., Any]:
+    """``fn``, its exceptions that ``policy`` covers turned into :class:`RetryableFailure`."""
+
+    def attempt(*args: Any) -> Any:
+        try:
+            return fn(*args)
+        except Exception as exc:
+            if policy.matches(exc):
+                raise RetryableFailure(policy, exc, where) from exc
+            raise
+
+    return attempt
+
+
+def _with_retry(spec: dict[str, Any], where: str, issues: Issues) -> tuple[Any, RetryPolicy | None] | None:
+    """``{call: X, retry: {...}}``: the call's argument and its policy (``None``: not that form)."""
+    if set(spec) != {"call", "retry"}:
+        return None
+    return spec["call"], parse_retry(spec["retry"], f"{where}.retry", issues)
+
+
 def compile_actions(specs: list[Any], where: str, issues: Issues) -> tuple[Action, ...]:
-    """Compile an action list; each item is ``{kind: args}`` (or ``"package.module:function"``)."""
+    """Compile an action list; each item is ``{kind: args}`` (or ``"package.module:function"``); a
+    ``call`` may carry a ``retry`` policy beside it (:mod:`durastate.engine.retry`)."""
     out: list[Action] = []
     for i, spec in enumerate(specs):
         here = f"{where}[{i}]"
         if (isinstance(spec, str) and ":" in spec) or callable(spec):
             spec = {"call": spec}
+        retried = _with_retry(spec, here, issues) if isinstance(spec, dict) else None
+        if retried is not None:
+            target, policy = retried
+            action = _compile_call(target, f"{here}.call", issues, policy)
+            if action is not None:
+                out.append(action)
+            continue
         if not isinstance(spec, dict) or len(spec) != 1:
             issues.append(
                 f"{here}: an action is one of {{{', '.join(ACTION_KINDS)}: ...}} or 'package.module:function'"

@@ -14,6 +14,7 @@ import hashlib
 
 __all__ = [
     "CANCEL",
+    "CATCH",
     "CHILD_SEPARATOR",
     "FINISHED",
     "FROM_OUTSIDE",
@@ -60,6 +61,10 @@ FROM_OUTSIDE = frozenset((START, CANCEL, SUSPEND, RESUME, TERMINATE))
 """The reserved events a client, the CLI or a producer may send. The others (``timeout``, ``finished``)
 come from the runtime alone, and the worker checks each against the stored state before it acts on it."""
 RESERVED = frozenset((*FROM_OUTSIDE, TIMEOUT, FINISHED))
+
+CATCH = "durastate.catch"
+"""Internal only (the worker's, never accepted from a queue): a failure whose retries ran out, handed to
+the ``on_error`` of the nearest active state."""
 
 RETRY_PATH = "~retry"
 """The timer path of a pending retry (``~`` cannot occur in a state path, so no state's timer collides)."""

@@ -31,6 +31,7 @@ from typing import Any
 
 from durastate.engine.definition import Definition
 from durastate.engine.ids import (
+    CATCH,
     cancel_event_id,
     child_execution_id,
     emit_event_id,
@@ -49,6 +50,7 @@ from durastate.engine.model import (
     Execution,
     TimerOp,
 )
+from durastate.engine.retry import RetryableFailure
 from durastate.engine.tables import CompiledTransition, Tables
 
 __all__ = ["MAX_MICROSTEPS", "ExecutionFailed", "Run", "StepResult", "step"]
@@ -65,6 +67,10 @@ class StepResult:
     """What one step produced; the worker commits it together with the mutated execution."""
 
     __slots__ = ("emits", "ignored", "logs", "spawns", "timers", "trace")
+
+    retry: RetryableFailure | None = None
+    """Set (on the step's own result) when a callable with a retry policy failed: the caller discards the
+    step, the execution it mutated included, and retries or catches it (:mod:`durastate.engine.retry`)."""
 
     def __init__(self) -> None:
         # (A hand-written __init__: list literals are cheaper than dataclass default factories.)
@@ -501,6 +507,20 @@ class Run(StepResult):
         self.fire(ct)
         return True
 
+    def on_catch(self, ev: Event) -> bool:
+        """A failure whose retries ran out: the ``on_error`` of the nearest active state that has one.
+
+        ``ev.data`` (``error``, ``event``, ``attempts``) is what the transition sees as ``$event``.
+        """
+        t, s = self.t, self.leaf
+        floor = t.depth[self.root]
+        while s >= 0 and t.depth[s] >= floor:
+            if self.dispatch(_event(ev.id, t.error_event[s], ev.data)):
+                return True
+            s = t.parent[s]
+        raise ExecutionFailed(f"{ev.data.get('error')} (after {ev.data.get('attempts')} attempt(s); no "
+                              f"on_error on {t.paths[self.leaf]} or above it)")
+
     def on_finished(self, ev: Event) -> bool:
         t, exe = self.t, self.exe
         cid = ev.data.get("child_id")
@@ -601,6 +621,8 @@ def step(defn: Definition, exe: Execution, event: Event, now: float) -> StepResu
                     handled = run.on_finished(event)
                 elif name == CANCEL:
                     run.end("cancelled", None)
+                elif name == CATCH:
+                    handled = run.on_catch(event)
                 else:
                     handled = False  # a repeated start, or an unknown reserved name
             elif not run.dispatch(event):
@@ -612,6 +634,10 @@ def step(defn: Definition, exe: Execution, event: Event, now: float) -> StepResu
                 run.settle()
             if run.forks or run.invokes:
                 run.start_children()
+    except RetryableFailure as exc:
+        res.retry = exc  # the caller throws this step away: what it did to the execution does not count
+        res.emits, res.timers, res.spawns = [], [], []
+        return res
     except Exception as exc:
         msg = str(exc) if isinstance(exc, ExecutionFailed) else f"{type(exc).__name__}: {exc} (at {run.site})"
         res.spawns.clear()

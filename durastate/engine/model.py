@@ -109,7 +109,8 @@ class PendingRetry(BaseModel):
 
     event: Event
     attempt: int
-    """The attempt that failed (1 = the first try)."""
+    """The attempt that failed (1 = the first try); 0: not a retry but a redrive, whose event comes back
+    through the outbox (the execution waits for it, holding later events)."""
     error: str
     fire_at: float
 

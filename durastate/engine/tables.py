@@ -313,7 +313,7 @@ class _Builder:
                 checks.append(f"{at('states')}: a compound state needs child states")
             else:
                 self._initial(i, node.initial, at("initial"), kid_names, checks)
-            forbid("invoke", "on_error", "outcome", "history", "target", why="compound state")
+            forbid("invoke", "outcome", "history", "target", why="compound state")
             if node.on_done and not any(t.kind[k] == "final" for k in kids):
                 checks.append(f"{at('on_done')}: never taken, {site} has no final child state")
         elif kind == "atomic":
@@ -321,7 +321,8 @@ class _Builder:
                 checks.append(f"{at('states')}: an atomic state has no child states (drop `type: atomic`)")
             forbid("initial", "outcome", "history", "target", why="atomic state")
             if node.invoke is None:
-                forbid("on_done", "on_error", why="state without `invoke` (or a final child)")
+                # on_error stays allowed: it catches a failure whose retries ran out (engine.retry)
+                forbid("on_done", why="state without `invoke` (or a final child)")
         elif kind == "parallel":
             if not kids:
                 checks.append(f"{at('states')}: a parallel state needs at least one region")

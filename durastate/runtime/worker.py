@@ -29,9 +29,10 @@ from typing import Any, TypeVar, cast
 
 from pydantic import BaseModel
 
-from durastate.engine import Definition, DefinitionRegistry, control, step
+from durastate.engine import Definition, DefinitionRegistry, StepResult, control, step
 from durastate.engine.ids import (
     CANCEL,
+    CATCH,
     CHILD_SEPARATOR,
     FINISHED,
     RESERVED,
@@ -43,9 +44,10 @@ from durastate.engine.ids import (
     TERMINATE,
     TIMEOUT,
     child_execution_id,
+    derived_id,
     finished_event_id,
 )
-from durastate.engine.model import ENDED, Event, Execution
+from durastate.engine.model import ENDED, Event, Execution, PendingRetry
 from durastate.engine.values import check_execution_id
 from durastate.errors import (
     EventAlreadyProcessed,
@@ -226,7 +228,13 @@ class Worker:
                 return HandleResult.IGNORED
             defn = self.registry.get(exe.definition_id)
         batch = _Batch()
-        status = batch.step(self, defn, exe, event, now, before, fresh=before is None and exe.version == 0)
+        fresh = exe.version == 0
+        if fresh:
+            before = detached_copy(exe)  # the unstarted execution: what a retry of its start goes back to
+        status = batch.step(self, defn, exe, event, now, before, fresh=fresh)
+        if exe.held and exe.retry is None and exe.status == "running":
+            held, exe.held = exe.held, []
+            self._apply_held(batch, exe, held, now)  # the retry went through: what waited for it applies
         self._commit(exe, batch.emits, event.id, blind, timers=batch.timers, spawns=batch.spawns,
                      trace=batch.trace())
         return status
@@ -295,12 +303,23 @@ class Worker:
         return HandleResult.APPLIED
 
     def _apply_held(self, batch: _Batch, exe: Execution, held: list[Event], now: float) -> None:
+        """Apply held events in arrival order; while a retry is pending, all but its own timer wait."""
         defn = self.registry.get(exe.definition_id)
-        for i, ev in enumerate(held):
-            if exe.status != "running" or exe.retry is not None:
-                if exe.status == "running":
-                    exe.held.extend(held[i:])  # a retry is pending again: the rest waits for it
+        queue = list(held)
+        while queue:
+            if exe.status != "running":
+                if exe.status == "failed":
+                    exe.held = queue  # kept: a redrive picks them up after the failed one
                 break
+            if exe.retry is not None:
+                fire = next((e for e in queue if _fires_retry(exe, e)), None)
+                if fire is None:
+                    exe.held = queue
+                    break
+                queue.remove(fire)
+                batch.step(self, defn, exe, fire, now, detached_copy(exe), fresh=False)
+                continue
+            ev = queue.pop(0)
             if ev.name == FINISHED and not self._finished_is_true(exe, ev):
                 continue
             batch.step(self, defn, exe, ev, now, detached_copy(exe), fresh=False)
@@ -449,8 +468,12 @@ def _control_record(exe: Execution, event: Event, effects: control.Effects) -> d
 
 
 def _fires_retry(exe: Execution, event: Event) -> bool:
-    """Whether ``event`` is the timeout of the execution's pending retry (the one event it waits for)."""
-    return event.name == TIMEOUT and event.data.get("path") == RETRY_PATH
+    """Whether ``event`` is what the execution's pending retry waits for: its timer's timeout, or (for a
+    redrive) the re-applied event itself coming back through the outbox."""
+    if event.name == TIMEOUT and event.data.get("path") == RETRY_PATH:
+        return True
+    pending = exe.retry
+    return pending is not None and pending.attempt == 0 and event.id == pending.event.id
 
 
 class _Batch:
@@ -463,23 +486,84 @@ class _Batch:
         self.spawns: list[Spawn] = []
         self.records: list[dict[str, Any]] = []
 
+    def add(self, res: StepResult | control.Effects) -> None:
+        self.emits.extend(res.emits)
+        self.timers.extend(res.timers)
+        if isinstance(res, StepResult):
+            self.spawns.extend(res.spawns)
+        if res.trace:
+            self.records.append(res.trace)
+
     def step(self, worker: Worker, defn: Definition, exe: Execution, event: Event, now: float,
-             before: Execution | None, *, fresh: bool) -> HandleResult:
-        """Step ``event``; ``before``: the execution before it (``None``: read it back if it fails)."""
+             before: Execution | None, *, fresh: bool, attempt: int = 1) -> HandleResult:
+        """Step ``event`` (try number ``attempt``); ``before``: the execution before it (``None``: read
+        it back from the store if it is needed, i.e. if the step fails)."""
+        if _fires_retry(exe, event):
+            return self._fire_retry(worker, defn, exe, event, now)
         was_running = exe.status == "running" and exe.active_path is not None
         res = step(defn, exe, event, now)
+        if res.retry is not None:
+            if before is None:
+                before = worker.store.load(exe.id)  # the committed state the step started from
+            assert before is not None
+            _restore(exe, before)  # the step is thrown away: the execution stays where it was
+            failure = res.retry
+            if attempt < failure.policy.max_attempts:
+                fire_at = now + failure.policy.delay(attempt)
+                exe.retry = PendingRetry(event=event, attempt=attempt, error=str(failure), fire_at=fire_at)
+                exe.timers[RETRY_PATH] = fire_at
+                self.timers.append(TimerOp("schedule", RETRY_PATH, fire_at))
+                self.records.append({"event": event.name, "event_id": event.id, "from": exe.active_path,
+                                     "to": exe.active_path, "status": exe.status, "attempt": attempt,
+                                     "error": str(failure), "retry_at": fire_at, "site": failure.site})
+                log.info("%s: %s failed on attempt %d (%s); retry at %.3f", exe.id, event.name, attempt, failure,
+                         fire_at)
+                return HandleResult.APPLIED
+            return self._catch(worker, defn, exe, event, str(failure), attempt, now)
         if exe.status == "failed" and (was_running or fresh):
             if before is None and not fresh:
-                before = worker.store.load(exe.id)  # the committed state the step started from
+                before = worker.store.load(exe.id)
             control.record_failure(exe, before if was_running else None, event)
         if exe.status == "cancelled" and event.name == CANCEL:
             exe.reason = _reason(event)
-        self.emits.extend(res.emits)
-        self.timers.extend(res.timers)
-        self.spawns.extend(res.spawns)
-        if res.trace is not None:
-            self.records.append(res.trace)
+        if exe.status in ENDED:
+            exe.retry = None
+        self.add(res)
         return HandleResult.IGNORED if res.ignored else HandleResult.APPLIED
+
+    def _catch(self, worker: Worker, defn: Definition, exe: Execution, event: Event, error: str, attempts: int,
+               now: float) -> HandleResult:
+        """The attempts ran out: the nearest ``on_error``, else the execution fails (and can be redriven)."""
+        data = {"error": error, "event": event.name, "attempts": attempts}
+        if exe.active_path is None:  # it failed entering its first state: there is no state to catch it
+            self.add(control.fail(exe, error, now))
+        else:
+            before = detached_copy(exe)
+            self.add(step(defn, exe, Event.model_construct(id=derived_id(event.id, "catch"), name=CATCH,
+                                                           data=data), now))
+            if exe.status != "failed":
+                return HandleResult.APPLIED
+            control.record_failure(exe, before, event)
+            return HandleResult.APPLIED
+        control.record_failure(exe, None, event)
+        return HandleResult.APPLIED
+
+    def _fire_retry(self, worker: Worker, defn: Definition, exe: Execution, event: Event,
+                    now: float) -> HandleResult:
+        """The timer of a pending retry fired: apply its event again (a stale or forged one is ignored)."""
+        pending = exe.retry
+        if pending is not None and pending.attempt == 0:  # a redrive's event is back: apply it
+            exe.retry = None
+            return self.step(worker, defn, exe, event, now, detached_copy(exe), fresh=False)
+        if pending is None or exe.timers.get(RETRY_PATH) != event.data.get("fire_at"):
+            self.records.append({"event": event.name, "event_id": event.id, "from": exe.active_path,
+                                 "to": exe.active_path, "status": exe.status, "ignored": True})
+            return HandleResult.IGNORED
+        exe.retry = None
+        del exe.timers[RETRY_PATH]
+        self.timers.append(TimerOp("cancel", RETRY_PATH))
+        return self.step(worker, defn, exe, pending.event, now, detached_copy(exe), fresh=False,
+                         attempt=pending.attempt + 1)
 
     def trace(self) -> dict[str, Any] | None:
         if not self.records:
@@ -489,3 +573,10 @@ class _Batch:
         first = self.records[0]
         return {**first, "to": self.records[-1].get("to", first.get("to")),
                 "status": self.records[-1].get("status", first.get("status")), "steps": self.records[1:]}
+
+
+def _restore(exe: Execution, before: Execution) -> None:
+    """Put ``exe`` (the object to commit) back to ``before``, keeping its identity and version."""
+    version = exe.version
+    exe.__dict__.update(detached_copy(before).__dict__)
+    exe.__dict__["version"] = version

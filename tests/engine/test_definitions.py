@@ -339,13 +339,3 @@ def test_registry_imports_python_defined_definitions_by_fqn() -> None:
     defn = reg.for_execution(exe)
     assert defn.id == "ticket" and "ticket" in reg
 
-
-def test_the_reference_documentation_examples_run() -> None:
-    doc = (Path(__file__).resolve().parents[2] / "docs" / "definitions.md").read_text()
-    yaml_block = doc.split("```yaml\n", 1)[1].split("```", 1)[0]
-    defn = load_definition(yaml_block)
-    assert defn.id == "order" and "processing.resume_point" in defn.paths
-    python_block = doc.split("```python\n", 1)[1].split("```", 1)[0]
-    namespace: dict[str, Any] = {}
-    exec(compile(python_block, "definitions.md", "exec"), namespace)
-    assert namespace["exe"].active_path == "open" and namespace["exe"].timers == {"open": 60.0}
