@@ -14,9 +14,12 @@ this process or another — applies them:
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import parse_qs, urlsplit
+
+from durastate.errors import DurastateError
 
 if TYPE_CHECKING:
     from durastate.store import ExecutionStore
@@ -28,16 +31,33 @@ def sqlite_path(url: str) -> str:
     return url[len("sqlite:///"):] if url.startswith("sqlite:///") else ""
 
 
-def open_cli_store(url: str, retries: int) -> ExecutionStore:
-    """Open the store of ``url``; networked backends get ``retries`` connection attempts."""
+class NoStore(DurastateError):
+    """A command that reads was pointed at a SQLite file that does not exist (a typo, most often)."""
+
+
+def open_cli_store(url: str, retries: int, *, create: bool = True) -> ExecutionStore:
+    """Open the store of ``url``; networked backends get ``retries`` connection attempts.
+
+    ``create=False`` (every command but ``start`` and ``serve``): a SQLite file that does not exist is an
+    error, not a new empty store — ``durastate list --store sqlite:///typo.db`` must say so, not answer
+    "no executions". A file this process may not write is opened read-only.
+    """
     from durastate.store import open_store
 
     scheme = urlsplit(url).scheme.lower()
     if scheme == "sqlite":
         path = sqlite_path(url)
         if path and path != ":memory:":
+            file = Path(path).expanduser()
+            if not create and not file.is_file():
+                raise NoStore(f"no store at {path!r}: check --store / DURASTATE_STORE (only `durastate start` "
+                              "and `durastate serve` create a SQLite store)")
+            if file.is_file() and not os.access(file, os.W_OK):
+                from durastate.store.sqlite.sync import SqliteStore
+
+                return SqliteStore(file, read_only=True)
             # Creating the file is what a user expects of an embedded database; creating its folder too.
-            Path(path).expanduser().parent.mkdir(parents=True, exist_ok=True)
+            file.parent.mkdir(parents=True, exist_ok=True)
         return open_store(url)
     if scheme in ("postgresql", "postgres"):
         from durastate.store.postgres.sync import PostgresStore

@@ -19,11 +19,15 @@ DefinitionsOption = Annotated[str | None, typer.Option(
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table (for scripts).")]
 
 
-def session(ctx: typer.Context, store: str | None = None, definitions: str | None = None) -> Session:
-    """The command's :class:`Session` (global options + the command's own), closed when it ends."""
+def session(ctx: typer.Context, store: str | None = None, definitions: str | None = None, *,
+            creates: bool = False) -> Session:
+    """The command's :class:`Session` (global options + the command's own), closed when it ends.
+
+    ``creates``: the command may create the store (``start``, ``serve``); for every other command a
+    SQLite store that does not exist is an error rather than a new empty file."""
     root = ctx.find_root()
     settings = root.obj if isinstance(root.obj, Settings) else Settings()
-    sess = Session(settings, store=store, definitions=definitions)
+    sess = Session(settings, store=store, definitions=definitions, creates=creates)
     ctx.call_on_close(sess.close)
     return sess
 

@@ -163,7 +163,11 @@ def viz(
         raise UsageError("name a definition FILE (or id), or an --execution ID")
     text = (to_markdown if markdown else to_mermaid)(defn, active)
     if out is not None:
-        out.write_text(text, encoding="utf-8")
+        try:
+            out.write_text(text, encoding="utf-8")
+        except OSError as exc:
+            raise UsageError(f"cannot write {out}: {exc.strerror or exc} (does its folder exist, and may you "
+                             "write there?)") from None
         output.note(f"wrote {out}")
     else:
         output.console.file.write(text)

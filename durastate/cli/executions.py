@@ -46,7 +46,7 @@ def start(
     definitions: DefinitionsOption = None,
 ) -> None:
     """Start an execution of DEFINITION."""
-    sess = session(ctx, store, definitions)
+    sess = session(ctx, store, definitions, creates=True)
     data_context = parse_json_object(context, "--context")
     defn = sess.registry.get(definition)
     exe_id = _check_id(execution_id) if execution_id is not None else new_id()

@@ -11,6 +11,13 @@ them at a time.
 ``--until-idle`` and ``--once`` make it a batch job for scripts; ``--advance SECONDS`` runs on a clock
 that far ahead of real time, to fire timers in a demo or a test without waiting for them.
 
+An event that can never apply as it is (a definition missing from ``--definitions``, an event for an
+execution that does not exist, …) is kept as a dead letter with its reason — in the store's
+``dead_letters`` table, where ``durastate dead-letters list`` shows it and ``… replay`` puts it back once
+the cause is fixed — and ``serve`` prints one line per dead letter naming the command that shows it. It
+still exits 0: a dead letter is data kept for the user, not a failure of the server, which went on
+with everything else (the summary counts them and says where to look).
+
 A round that fails with a transient error (the store unavailable, throttled or locked, the queue not
 taking a send: :func:`~durastate.runtime.local.is_transient`) does not end the server: it prints one
 warning line saying when it retries, waits — half a second at first, twice as long after each failed
@@ -34,11 +41,14 @@ from rich.text import Text
 
 from durastate.cli import output
 from durastate.cli.common import DefinitionsOption, StoreOption, session
+from durastate.cli.dead_letters import command_hint
+from durastate.cli.dead_letters import describe as describe_letter
 from durastate.cli.session import Session, redact
 from durastate.engine.model import CANCEL, FINISHED, START, TIMEOUT, Event
 from durastate.runtime import HandleResult, LocalRuntime, RunStats, Worker
 from durastate.runtime.clock import Backoff
 from durastate.runtime.local import is_transient
+from durastate.transport.base import DeadLetter
 
 EXCLUSIVE_KEEP = 4096
 """Executions ``--exclusive`` keeps (a few MB for typical ones; older ones are read again)."""
@@ -88,7 +98,7 @@ def serve(
     definitions: DefinitionsOption = None,
 ) -> None:
     """Apply queued events, relay what executions emit and fire due timers, until stopped."""
-    sess = session(ctx, store, definitions)
+    sess = session(ctx, store, definitions, creates=True)
     _configure_logging()
     clock = _offset_clock(advance)
     transport = sess.inbox
@@ -97,7 +107,8 @@ def serve(
                     "(outbox, spawns, due timers)")
     runtime = LocalRuntime(sess.store, sess.registry, transport, clock, batch_size=batch,
                            sink=_PrintSink(quiet), lease_seconds=lease,
-                           keep_committed=EXCLUSIVE_KEEP if exclusive else 0)
+                           keep_committed=EXCLUSIVE_KEEP if exclusive else 0,
+                           on_dead_letter=lambda letter: _print_dead_letter(sess, letter))
     if exclusive and not runtime.worker.keep_committed:
         output.note(f"--exclusive has no effect on {sess.scheme}:// (its commits cannot check the event "
                     "themselves): every event is read first")
@@ -172,14 +183,20 @@ def _merge(total: RunStats, stats: RunStats) -> None:
     total.idle = stats.idle
 
 
+def _print_dead_letter(sess: Session, letter: DeadLetter) -> None:
+    """One line per dead letter, as it happens: what, for whom, why, and the command that shows it."""
+    output.warn(f"dead letter {letter.id}: {describe_letter(letter)} for {letter.target_id} could not be applied "
+                f"({letter.error}: {letter.reason}); see `{command_hint(sess, 'show', letter.id)}`")
+
+
 def _summary(sess: Session, total: RunStats, clock: Callable[[], float], interrupted: bool) -> None:
-    """One closing line (dead letters were logged as they happened, with their reasons)."""
+    """One closing line (dead letters were printed as they happened, with their reasons)."""
     parts = [f"{total.applied} applied", f"{total.ignored} ignored", f"{total.duplicates} duplicate",
              f"{total.fired} timer(s) fired", f"{total.spawned} child(ren) spawned"]
     if total.retried:
         parts.append(f"{total.retried} retried")
     if total.dead_lettered:
-        parts.append(f"{total.dead_lettered} dead-lettered")
+        parts.append(f"{total.dead_lettered} dead-lettered (see `{command_hint(sess, 'list')}`)")
     head = "stopped" if interrupted else "idle"
     output.note(f"{head}: " + ", ".join(parts))
     if not interrupted and sess.scheme in ("sqlite", "memory"):
@@ -251,10 +268,16 @@ class _PrintSink:
 
 
 def _configure_logging() -> None:
-    """The runtime's warnings (retries, dead letters) to stderr, once."""
+    """The runtime's warnings (retries) to stderr, once; its dead-letter records are printed by
+    :func:`_print_dead_letter` instead, as one line each."""
     log = logging.getLogger("durastate")
     if not log.handlers:
         handler = logging.StreamHandler()
         handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+        handler.addFilter(_not_a_dead_letter)
         log.addHandler(handler)
         log.setLevel(logging.WARNING)
+
+
+def _not_a_dead_letter(record: logging.LogRecord) -> bool:
+    return getattr(record, "dead_letter", None) is None

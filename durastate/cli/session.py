@@ -62,8 +62,11 @@ def redact(url: str) -> str:
 class Session:
     """The resources of one invocation. Close it when the command ends (the app does)."""
 
-    def __init__(self, settings: Settings, store: str | None = None, definitions: str | None = None) -> None:
+    def __init__(self, settings: Settings, store: str | None = None, definitions: str | None = None, *,
+                 creates: bool = False) -> None:
         self.settings = settings
+        self.creates = creates
+        """Whether this command may create the store (``start``, ``serve``); the others need it to exist."""
         self._store_opt = store
         self._definitions_opt = definitions
         self._closers: list[Any] = []
@@ -123,7 +126,7 @@ class Session:
 
         url = self.store_url
         try:
-            store = open_cli_store(url, self.connect_retries)
+            store = open_cli_store(url, self.connect_retries, create=self.creates)
         except DurastateError as exc:
             _check_credentials(exc, url)
             raise

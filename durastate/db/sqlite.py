@@ -37,17 +37,24 @@ class SqliteDatabase:
         path: str | os.PathLike[str],
         busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
         synchronous: Synchronous = "NORMAL",
+        *,
+        read_only: bool = False,
     ) -> None:
         if synchronous not in ("OFF", "NORMAL", "FULL", "EXTRA"):
             raise ValueError(f"synchronous must be NORMAL or FULL (or OFF/EXTRA), got {synchronous!r}")
         self.path = Path(path)
-        if str(path) != ":memory:":
+        self.read_only = read_only
+        """Opened with ``mode=ro``: reads work on a file this process may not write (a read-only copy, a
+        file owned by another user); a write raises :class:`StoreUnavailable` saying so."""
+        if str(path) != ":memory:" and not read_only:
             self.path.parent.mkdir(parents=True, exist_ok=True)
+        target = f"{self.path.resolve().as_uri()}?mode=ro" if read_only else str(path)
         try:
             # isolation_level=None: we issue BEGIN IMMEDIATE/COMMIT ourselves (the module's implicit
             # transactions would start a deferred one and upgrade it later, which can deadlock two writers).
             self.conn = sqlite3.connect(
-                str(path),
+                target,
+                uri=read_only,
                 timeout=busy_timeout,
                 isolation_level=None,
                 check_same_thread=False,
@@ -76,6 +83,8 @@ class SqliteDatabase:
     def _configure(self, busy_timeout: float, synchronous: Synchronous) -> None:
         c = self.cur
         c.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
+        if self.read_only:
+            return  # the file's journal mode is the writer's business; reading needs no pragma
         mode = c.execute("PRAGMA journal_mode = WAL").fetchone()[0]
         if str(mode).lower() != "wal" and str(self.path) != ":memory:":
             raise StoreUnavailable(
@@ -105,6 +114,9 @@ class SqliteDatabase:
                 with self.savepoint():
                     yield cur
                 return
+            if self.read_only:
+                raise StoreUnavailable(f"SQLite database {str(self.path)!r} is open read-only (this process "
+                                       "may not write it); run the command as a user who can write the file")
             try:
                 cur.execute("BEGIN IMMEDIATE")
             except sqlite3.OperationalError as exc:

@@ -50,6 +50,7 @@ def running_counter(cli: Cli) -> str:
     (["--definitions", "/nonexistent/defs", "start", "counter"], ["definitions folder", "does not exist"]),
 ])
 def test_bad_input_is_one_line(cli: Cli, args: list[str], fragments: list[str]) -> None:
+    assert cli("start", "counter", "--id", "exists").code == 0  # a store to read (read commands create none)
     assert_one_line_error(cli(*args), *fragments)
 
 
@@ -100,14 +101,17 @@ def test_validate_of_an_invalid_file_exits_1(cli: Cli, env: Env) -> None:
 
 
 def test_an_unwritable_sqlite_store_is_one_line(cli: Cli) -> None:
-    assert_one_line_error(cli("--store", "sqlite:////proc/durastate-nope/x.db", "list"), "sqlite")
+    assert_one_line_error(cli("--store", "sqlite:////proc/durastate-nope/x.db", "list"), "no store at")
+    assert_one_line_error(cli("--store", "sqlite:////proc/durastate-nope/x.db", "start", "counter"), "sqlite")
 
 
 # -- through the real executable -----------------------------------------------------------------------
 @pytest.mark.slow
 def test_proc_unknown_id_and_bad_json(durastate_proc: Callable[..., Outcome]) -> None:
-    assert_one_line_error(durastate_proc("show", "missing"), "no execution 'missing'")
+    assert_one_line_error(durastate_proc("show", "missing"), "no store at")  # and none is created
     assert_one_line_error(durastate_proc("start", "counter", "--context", "{"), "--context is not valid JSON")
+    assert durastate_proc("start", "counter", "--id", "c").code == 0
+    assert_one_line_error(durastate_proc("show", "missing"), "no execution 'missing'")
     assert_one_line_error(durastate_proc("start", "nosuch"), "unknown definition 'nosuch'")
 
 

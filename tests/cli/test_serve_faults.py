@@ -50,7 +50,7 @@ def flaky(env: Env, monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Exception 
     script: list[Exception | None] = []
     monkeypatch.setattr(FlakyOutboxStore, "script", script)
     monkeypatch.setattr(backends, "open_cli_store",
-                        lambda url, retries: FlakyOutboxStore(backends.sqlite_path(url)))
+                        lambda url, retries, **_: FlakyOutboxStore(backends.sqlite_path(url)))
     yield script
 
 
@@ -163,7 +163,7 @@ class Flaky(SqliteStore):
             raise StoreUnavailable("database is down (injected)")
         return super().pending_outbox(limit)
 
-backends.open_cli_store = lambda url, retries: Flaky(backends.sqlite_path(url))
+backends.open_cli_store = lambda url, retries, **_: Flaky(backends.sqlite_path(url))
 serve._wait = lambda stop, seconds: stop.is_set()
 main(sys.argv[1:])
 """

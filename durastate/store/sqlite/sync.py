@@ -37,6 +37,7 @@ import json
 import os
 import sqlite3
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 from typing import Any
 
 from durastate.db.sqlite import DEFAULT_BUSY_TIMEOUT, SqliteDatabase, Synchronous
@@ -73,10 +74,19 @@ class SqliteStore:
         trace_max: int | None = DEFAULT_TRACE_MAX,
         busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
         synchronous: Synchronous = "NORMAL",
+        *,
+        read_only: bool = False,
     ) -> None:
+        """``read_only``: open an existing file for reading only (``load``, listings, the trace); every
+        write raises :class:`StoreUnavailable`. Nothing is created, not even the schema."""
         self.trace_max: int | None = trace_max
-        self.db = SqliteDatabase(path, busy_timeout, synchronous)
+        if read_only and not Path(path).is_file():
+            raise StoreUnavailable(f"no SQLite database at {str(path)!r}; check the path (reading does not "
+                                   "create one)")
+        self.db = SqliteDatabase(path, busy_timeout, synchronous, read_only=read_only)
         self.path = self.db.path
+        if read_only:
+            return
         try:
             self.db.ensure_schema(_sql.create_statements(_sql.SQLITE))
             with self.db.lock:
