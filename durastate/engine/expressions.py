@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from durastate.engine.model import Event
 from durastate.engine.retry import RetryableFailure, RetryPolicy, parse_retry
+from durastate.engine.values import check_json
 
 if TYPE_CHECKING:
     from durastate.engine.interpreter import Run
@@ -398,6 +399,10 @@ def _compile_assign(args: Any, where: str, issues: Issues) -> Action | None:
         ctx, ev = run.exe.context, run.event
         # Evaluate every value before writing any: `{a: $context.b, b: $context.a}` swaps.
         values = [val(ctx, ev) for _, val in pairs]
+        for value in values:
+            if type(value) is float and not math.isfinite(value):  # arithmetic can overflow to inf
+                raise ValueError(f"assign computed {value!r}, which no store can keep (JSON has no "
+                                 "non-finite numbers); guard the computation")
         for (put, _), value in zip(pairs, values, strict=True):
             put(ctx, value)
 
@@ -504,6 +509,7 @@ def _compile_call(args: Any, where: str, issues: Issues, policy: RetryPolicy | N
                 f"{getattr(user, '__qualname__', user)!s} returned {type(out).__name__}; "
                 "a call action returns a dict (merged into the context) or None"
             )
+        check_json(out, f"{getattr(user, '__qualname__', user)!s}() result")  # what no store could keep
         run.exe.context.update(out)
 
     return call

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from durastate.engine import DefinitionRegistry, step
-from durastate.engine.ids import start_event_id
+from durastate.engine.ids import FINISHED, finished_event_id, start_event_id
 from durastate.engine.model import START, Event, Execution
 from durastate.errors import DeliveryFailed, StoreConflict
 from durastate.runtime.clock import Clock
@@ -84,8 +84,11 @@ class Relay:
 
     def create_child(self, s: SpawnEntry) -> None:
         """Create the region child of one spawn intent, unless it exists already (idempotent)."""
-        if self.store.load(s.child_id) is not None:
-            return
+        existing = self.store.load(s.child_id)
+        if existing is not None:
+            if existing.parent_id != s.parent_id or existing.root_path != s.root_path:
+                self._refuse_adoption(s, existing)
+            return  # created by an earlier pass (idempotent)
         parent = self.store.load(s.parent_id)
         if parent is None:
             log.error("spawn %s: parent %s no longer exists; child %s not created", s.seq, s.parent_id,
@@ -103,6 +106,19 @@ class Relay:
                               spawns=res.spawns, trace=res.trace)
         except StoreConflict:
             log.debug("spawn %s: child %s already exists", s.seq, s.child_id)
+
+    def _refuse_adoption(self, s: SpawnEntry, existing: Execution) -> None:
+        """A region's id is taken by an execution that is not that region: never adopt it.
+
+        Child ids live in a namespace user ids cannot enter, so this means data written by something
+        else. The parent is told its region failed (its ``on_error`` can react) rather than wait forever.
+        """
+        reason = (f"region {s.root_path} of {s.parent_id}: id {s.child_id} is taken by an execution that is not "
+                  f"this region (parent {existing.parent_id!r}, region {existing.root_path!r}); not adopted")
+        log.error("spawn %s: %s", s.seq, reason)
+        notice = Event(id=finished_event_id(s.child_id), name=FINISHED, data={
+            "child_id": s.child_id, "status": "failed", "outcome": None, "output": {}, "error": reason})
+        self.transport.send([(s.parent_id, notice)])
 
     # -- outbox -------------------------------------------------------------------------------------
     def _drain(self, entries: Sequence[OutboxEntry]) -> tuple[int, int]:

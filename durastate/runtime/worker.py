@@ -420,8 +420,12 @@ class Worker:
         child = self.store.load(child_id)
         if child is None:
             return False
-        return (child.parent_id == exe.id and child.status != "running"
-                and child.status == event.data.get("status", "finished"))
+        if child.parent_id != exe.id or (child.root_path != exe.children[child_id].path and \
+                exe.children[child_id].kind == "region"):
+            # The id is taken by an execution that is not this child (the relay refused to adopt it):
+            # the only true notice is that the child failed to start.
+            return event.data.get("status") == "failed"
+        return child.status != "running" and child.status == event.data.get("status", "finished")
 
     def _fail_child(self, target_id: str, event: Event, definition_id: str, context: dict[str, Any],
                     refs: dict[str, str | None], err: UnknownDefinition, now: float) -> None:

@@ -190,3 +190,30 @@ def test_bad_ids_get_the_same_typed_error_everywhere(rt: LocalRuntime, bad: str)
         deliver(rt, {"target_id": bad, "event": {"id": "e", "name": "durastate.start",
                                                  "data": {"definition_id": "counter"}}})
     assert rt.store.list_executions().items == []  # the store never saw any of them
+
+
+def test_an_assign_that_overflows_fails_the_step_instead_of_storing_null(store: ExecutionStore) -> None:
+    reg = DefinitionRegistry()
+    reg.register(load_definition({"id": "big", "initial": "a", "context": {"v": 1e308}, "states": {"a": {"on": {
+        "go": {"actions": [{"assign": {"v": {"mul": ["$context.v", 10]}}}]}}}}}))
+    rt = LocalRuntime(store, reg, clock=ManualClock(0.0))
+    rt.start("big", execution_id="b")
+    rt.send("b", Event(id="go", name="go"))
+    rt.run_until_idle()
+    exe = rt.get("b")
+    assert exe is not None and exe.status == "failed" and "assign computed inf" in (exe.error or "")
+    assert exe.context == {"v": 1e308}  # the step was not applied: nothing became null
+
+
+def test_a_region_never_adopts_an_execution_that_is_not_its_own(rt: LocalRuntime) -> None:
+    from durastate.engine.model import Execution
+
+    # Something other than durastate wrote an execution under the id x's first region will take.
+    rt.store.save(Execution(id="x~1", definition_id="counter", active_path="idle"))
+    rt.start("fork", execution_id="x")
+    rt.run_until_idle()
+    x = rt.get("x")
+    assert x is not None and x.status == "failed" and "is taken by an execution that is not this region" in (
+        x.error or "")
+    other = rt.get("x~1")
+    assert other is not None and other.definition_id == "counter" and other.parent_id is None  # untouched
