@@ -135,6 +135,9 @@ class Invoke(BaseModel):
     definition: str = Field(min_length=1)
     context: dict[str, Any] = Field(default_factory=dict)
     """Values (``$context.x`` references allowed) that seed the child's context."""
+    retry: dict[str, Any] | None = None
+    """A retry policy (:mod:`durastate.engine.retry`): a failed child is followed, after the backoff, by a
+    new one (its ``on`` names match the child's error type); ``on_error`` runs once the tries run out."""
 
 
 class State(BaseModel):

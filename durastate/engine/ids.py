@@ -19,6 +19,7 @@ __all__ = [
     "FINISHED",
     "FROM_OUTSIDE",
     "MAX_ID_LENGTH",
+    "REINVOKE_PREFIX",
     "RESERVED",
     "RESERVED_PREFIX",
     "RESUME",
@@ -65,6 +66,9 @@ RESERVED = frozenset((*FROM_OUTSIDE, TIMEOUT, FINISHED))
 CATCH = "durastate.catch"
 """Internal only (the worker's, never accepted from a queue): a failure whose retries ran out, handed to
 the ``on_error`` of the nearest active state."""
+
+REINVOKE_PREFIX = "~invoke:"
+"""The timer path (``~invoke:<state path>``) that starts the next try of a failed invoke with a retry."""
 
 RETRY_PATH = "~retry"
 """The timer path of a pending retry (``~`` cannot occur in a state path, so no state's timer collides)."""

@@ -32,6 +32,7 @@ from typing import Any
 from durastate.engine.definition import Definition
 from durastate.engine.ids import (
     CATCH,
+    REINVOKE_PREFIX,
     cancel_event_id,
     child_execution_id,
     emit_event_id,
@@ -137,6 +138,7 @@ class Run(StepResult):
     internal: list[Event] | None = None
     invokes: list[int] | None = None
     forks: list[int] | None = None
+    invoke_attempt = 1
 
     def __init__(self, t: Tables, exe: Execution, event: Event, now: float) -> None:
         self.emits = []
@@ -249,6 +251,10 @@ class Run(StepResult):
                 self._timer(TimerOp("cancel", path))
         if exe.children and (t.kind[s] == "parallel" or t.invoke[s] is not None):
             self._drop_children(s)
+        if t.invoke_retry[s] is not None and exe.timers:
+            again = REINVOKE_PREFIX + t.paths[s]
+            if exe.timers.pop(again, None) is not None:
+                self._timer(TimerOp("cancel", again))
 
     def _drop_children(self, s: int) -> None:
         """Cancel the running children the state owns and forget them all (late news is ignored)."""
@@ -470,7 +476,7 @@ class Run(StepResult):
         for s, definition_id, child_ctx in starts:
             exe.invoke_seq += 1
             cid = child_execution_id(exe.id, exe.invoke_seq)
-            exe.children[cid] = ChildRef(path=t.paths[s], kind="invoke")
+            exe.children[cid] = ChildRef(path=t.paths[s], kind="invoke", attempt=self.invoke_attempt)
             data = {
                 "definition_id": definition_id,
                 "context": _snapshot(child_ctx),
@@ -495,6 +501,8 @@ class Run(StepResult):
             return False  # stale (re-armed or cancelled since it was swept), or never armed (forged)
         del exe.timers[path]
         self._timer(TimerOp("cancel", path))
+        if path.startswith(REINVOKE_PREFIX):
+            return self.reinvoke(path[len(REINVOKE_PREFIX):])
         i = t.index.get(path, -1)
         after = t.after[i] if i >= 0 else None
         if after is None:
@@ -505,6 +513,35 @@ class Run(StepResult):
             if not ct.guard(exe.context, ev):
                 return True
         self.fire(ct)
+        return True
+
+    def _retry_invoke(self, s: int, ref: ChildRef, ev: Event) -> bool:
+        """A failed invoked child whose state has a retry policy with tries left: arm the timer that
+        starts the next child (the state stays active; leaving it disarms the timer)."""
+        policy = self.t.invoke_retry[s]
+        if policy is None or ref.attempt >= policy.max_attempts:
+            return False
+        error = str(ev.data.get("error") or "")
+        kind = error.split(":", 1)[0].strip()
+        if policy.on and kind not in policy.on:
+            return False
+        path = REINVOKE_PREFIX + self.t.paths[s]
+        fire_at = self.now + policy.delay(ref.attempt)
+        self.exe.timers[path] = fire_at
+        self._timer(TimerOp("schedule", path, fire_at))
+        return True
+
+    def reinvoke(self, path: str) -> bool:
+        """The retry timer of a failed invoke fired: start the next try, if the state is still active."""
+        t, exe = self.t, self.exe
+        s = t.index.get(path, -1)
+        if s < 0 or not (s == self.leaf or t.is_proper_ancestor(s, self.leaf)):
+            return False
+        tries = [ref.attempt for ref in exe.children.values() if ref.kind == "invoke" and ref.path == path]
+        for cid in [c for c, ref in exe.children.items() if ref.kind == "invoke" and ref.path == path]:
+            del exe.children[cid]
+        self.invoke_attempt = max(tries, default=0) + 1
+        self.invokes = [*(self.invokes or ()), s]
         return True
 
     def on_catch(self, ev: Event) -> bool:
@@ -541,6 +578,8 @@ class Run(StepResult):
             ):
                 return True  # wait for the other regions
             self.dispatch(_event(ev.id, t.done_event[owner], ev.data))
+            return True
+        if ref.kind == "invoke" and ref.status == "failed" and self._retry_invoke(s, ref, ev):
             return True
         if not self.dispatch(_event(ev.id, t.error_event[owner], ev.data)):
             err = ev.data.get("error") or ref.status

@@ -83,6 +83,9 @@ class ChildRef(BaseModel):
     kind: Literal["region", "invoke"] = "region"
     status: Status = "running"
     outcome: str | None = None
+    attempt: int = Field(default=1, exclude_if=lambda v: v == 1)
+    """Which try of the invoke this child is (an ``invoke`` with a ``retry`` policy starts a new child
+    after a failed one); left out of the stored JSON while it is the first."""
 
 
 def _empty(value: object) -> bool:

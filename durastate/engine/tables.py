@@ -35,6 +35,7 @@ from durastate.engine.expressions import (
     did_you_mean,
 )
 from durastate.engine.model import RESERVED_PREFIX
+from durastate.engine.retry import RetryPolicy, parse_retry
 
 if TYPE_CHECKING:
     from durastate.engine.definition import After, Definition, State, Transition
@@ -149,6 +150,7 @@ class Tables:
     exit: list[tuple[Action, ...]] = field(default_factory=list)
     after: list[tuple[float, CompiledTransition] | None] = field(default_factory=list)
     invoke: list[tuple[str, Value] | None] = field(default_factory=list)
+    invoke_retry: list[RetryPolicy | None] = field(default_factory=list)
     history_deep: list[bool] = field(default_factory=list)
     history_default: list[int] = field(default_factory=list)
     has_history: list[bool] = field(default_factory=list)
@@ -242,6 +244,7 @@ class _Builder:
         t.exit.append(())
         t.after.append(None)
         t.invoke.append(None)
+        t.invoke_retry.append(None)
         t.history_deep.append(False)
         t.history_default.append(-1)
         t.has_history.append(False)
@@ -421,6 +424,8 @@ class _Builder:
                 checks.append(f"{at('invoke')}: only an atomic state (without child states) can invoke")
             ctx = compile_value(node.invoke.context, f"{at('invoke')}.context", issues)
             t.invoke[i] = (node.invoke.definition, ctx)
+            if node.invoke.retry is not None:
+                t.invoke_retry[i] = parse_retry(node.invoke.retry, f"{at('invoke')}.retry", issues)
 
     def _put_on(self, i: int, descriptor: str) -> Callable[[CompiledTransition], None]:
         own_on = self.t.own_on[i]

@@ -203,3 +203,51 @@ def test_a_bad_retry_policy_is_a_definition_error(provider: Provider) -> None:
     for fragment in ("max_attempts: a whole number from 1 to 1000", "backoff.initial", "backoff.maxx: unknown key",
                      "backoff.factor: 1 or more"):
         assert fragment in text, text
+
+
+def test_a_failed_invoked_child_is_followed_by_a_new_one_after_the_backoff(
+        store: ExecutionStore, provider: Provider, clock: ManualClock) -> None:
+    reg = DefinitionRegistry()
+    reg.register(load_definition({"id": "pay", "initial": "charging", "context": {"amount": 5, "emails": 0},
+                                  "states": {"charging": {"entry": [provider.charge], "always": "paid"},
+                                             "paid": {"type": "final", "outcome": "paid"}}}))
+    reg.register(load_definition({"id": "order", "initial": "paying", "states": {
+        "paying": {"invoke": {"definition": "pay", "retry": {"max_attempts": 3, "backoff": {"initial": 5},
+                                                             "on": ["ConnectionError"]}},
+                   "on_done": "done", "on_error": "gave_up"},
+        "done": {"type": "final", "outcome": "paid"},
+        "gave_up": {"type": "final", "outcome": "gave up"}}}))
+    rt = LocalRuntime(store, reg, clock=clock)
+    provider.failures_left = 1
+    rt.start("order", execution_id="o")
+    rt.run_until_idle()
+    o = rt.get("o")
+    assert o is not None and o.status == "running" and list(o.timers) == ["~invoke:paying"]
+    first = rt.get("o~1")
+    assert first is not None and first.status == "failed"
+    clock.advance(5)
+    rt.run_until_idle()
+    o = rt.get("o")
+    assert o is not None and (o.status, o.outcome) == ("finished", "paid")
+    assert rt.get("o~2").status == "finished" and provider.calls == 2  # type: ignore[union-attr]
+
+
+def test_an_invoke_whose_tries_run_out_goes_to_on_error(store: ExecutionStore, provider: Provider,
+                                                        clock: ManualClock) -> None:
+    reg = DefinitionRegistry()
+    reg.register(load_definition({"id": "pay", "initial": "charging", "context": {"amount": 5, "emails": 0},
+                                  "states": {"charging": {"entry": [provider.charge], "always": "paid"},
+                                             "paid": {"type": "final"}}}))
+    reg.register(load_definition({"id": "order", "initial": "paying", "states": {
+        "paying": {"invoke": {"definition": "pay", "retry": {"max_attempts": 2, "backoff": {"initial": 5}}},
+                   "on_done": "done", "on_error": "gave_up"},
+        "done": {"type": "final", "outcome": "paid"},
+        "gave_up": {"type": "final", "outcome": "gave up"}}}))
+    rt = LocalRuntime(store, reg, clock=clock)
+    provider.failures_left = 5
+    rt.start("order", execution_id="o")
+    rt.run_until_idle()
+    clock.advance(5)
+    rt.run_until_idle()
+    o = rt.get("o")
+    assert o is not None and (o.status, o.outcome, provider.calls) == ("finished", "gave up", 2)
