@@ -880,6 +880,12 @@ class DynamoCore:
     def ack_ops(self, table: Literal["outbox", "spawns"], seq: int) -> Ops[None]:
         yield from self._call("delete_item", {"TableName": self.table(table), "Key": queue_key(seq)})
 
+    def ack_outbox_ops(self, seq: int) -> Ops[None]:
+        return self.ack_ops("outbox", seq)
+
+    def ack_spawn_ops(self, seq: int) -> Ops[None]:
+        return self.ack_ops("spawns", seq)
+
     def pending_spawns_ops(self, limit: int | None = None) -> Ops[list[SpawnEntry]]:
         rows = yield from self._oldest("spawns", limit)
         return [

@@ -5,7 +5,8 @@ boto3 is imported only by :meth:`DynamoDBStore.create`, never at ``import durast
 the commit (one conditional write or one ``TransactWriteItems``), the reads, the relay and the sweeper
 — lives in :mod:`durastate.store.dynamodb.core` (with the conflict classifier in
 :mod:`~durastate.store.dynamodb.errors` and DynamoDB's limits and item sizes in :mod:`~durastate.store.dynamodb.limits`)
-and is shared verbatim with ``AsyncDynamoDBStore``; this module only *drives* it with blocking calls.
+and is shared verbatim with ``AsyncDynamoDBStore``; this module only *drives* it with blocking calls
+(``_run``; the protocol methods that call it are :class:`~durastate.store.driven.SyncDriven`'s).
 Read :mod:`durastate.store.dynamodb.layout` for the layout and for every choice made beyond the seed
 design (and why).
 """
@@ -14,28 +15,20 @@ from __future__ import annotations
 
 import socket
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable
 from typing import Any, TypeVar
 
-from durastate.engine.model import Execution
 from durastate.errors import StoreUnavailable
-from durastate.store.base import (
-    DEFAULT_TRACE_MAX,
-    Emit,
-    ExecutionPage,
-    OutboxEntry,
-    Spawn,
-    SpawnEntry,
-    TimerOp,
-)
-from durastate.store.dynamodb.client import client_settings, retry_config
+from durastate.store.base import DEFAULT_TRACE_MAX
+from durastate.store.driven import SyncDriven
+from durastate.store.dynamodb.client import ClientSettings
 from durastate.store.dynamodb.core import DynamoCore, Ops, Probe, Sleep
 from durastate.store.dynamodb.errors import error_code, translate
 
 T = TypeVar("T")
 
 
-class DynamoDBStore(DynamoCore):
+class DynamoDBStore(DynamoCore, SyncDriven):
     """The DynamoDB :class:`~durastate.store.ExecutionStore`.
 
     ``DynamoDBStore(client, prefix="durastate")`` uses an injected boto3 DynamoDB client (its lifecycle
@@ -103,11 +96,6 @@ class DynamoDBStore(DynamoCore):
         region: str | None = None,
         *,
         ensure_tables: bool = True,
-        connect_attempts: int = 15,
-        connect_delay: float = 1.0,
-        max_attempts: int = 5,
-        connect_timeout: float = 5.0,
-        read_timeout: float = 10.0,
         sleep: Callable[[float], None] = time.sleep,
         session: Any = None,
         **options: Any,
@@ -117,21 +105,22 @@ class DynamoDBStore(DynamoCore):
         ``endpoint_url=None`` means real AWS (or the standard ``AWS_ENDPOINT_URL*`` variables). The
         endpoint is probed up to ``connect_attempts`` times, ``connect_delay`` seconds apart (a
         LocalStack still starting), then :class:`~durastate.errors.StoreUnavailable` says what to check.
+        ``options`` are :class:`~durastate.store.dynamodb.client.ClientSettings`' keywords (those two,
+        ``max_attempts``, ``connect_timeout``, ``read_timeout``, with their defaults) and the store's.
         ``session``: the ``boto3.session.Session`` to build the client from (a new one by default).
         """
         import boto3  # type: ignore[import-untyped]
         from botocore.config import Config  # type: ignore[import-untyped]
 
+        settings = ClientSettings.take(endpoint_url, region, options)
         session = session if session is not None else boto3.session.Session()
-        kwargs, endpoint, where = client_settings(endpoint_url, region, session.get_credentials() is not None)
-        client = session.client(
-            "dynamodb", config=Config(**retry_config(max_attempts, connect_timeout, read_timeout)), **kwargs
-        )
+        kwargs, endpoint, where = settings.client_kwargs(session.get_credentials() is not None)
+        client = session.client("dynamodb", config=Config(**settings.config()), **kwargs)
         store = cls(client, prefix, sleep=sleep, **options)
         store._owned = True
         store._where = where
         try:
-            store._run(store.wait_ready_ops(endpoint, connect_attempts, connect_delay, connect_timeout))
+            store._run(store.wait_ready_ops(endpoint, *settings.patience()))
             if ensure_tables:
                 store.ensure_tables()
         except BaseException:
@@ -142,64 +131,6 @@ class DynamoDBStore(DynamoCore):
     def ensure_tables(self) -> None:
         """Create the seven tables (and their indexes) if absent; wait until they are ACTIVE."""
         self._run(self.ensure_tables_ops())
-
-    # -- the protocol ----------------------------------------------------------------------------------
-    def load(self, execution_id: str) -> Execution | None:
-        return self._run(self.load_ops(execution_id))
-
-    def save(self, exe: Execution) -> None:
-        self._run(self.commit_ops(exe, [], None, (), (), None))
-
-    def commit(
-        self,
-        exe: Execution,
-        emits: Sequence[Emit],
-        processed_event_id: str | None = None,
-        timers: Iterable[TimerOp] = (),
-        spawns: Iterable[Spawn] = (),
-        trace: dict[str, Any] | None = None,
-    ) -> None:
-        self._run(self.commit_ops(exe, emits, processed_event_id, timers, spawns, trace))
-
-    def is_processed(self, execution_id: str, event_id: str) -> bool:
-        return self._run(self.is_processed_ops(execution_id, event_id))
-
-    def load_for_event(self, execution_id: str, event_id: str) -> tuple[Execution | None, bool]:
-        return self._run(self.load_for_event_ops(execution_id, event_id))
-
-    def pending_outbox(self, limit: int | None = None) -> list[OutboxEntry]:
-        return self._run(self.pending_outbox_ops(limit))
-
-    def ack_outbox(self, seq: int) -> None:
-        self._run(self.ack_ops("outbox", seq))
-
-    def pending_spawns(self, limit: int | None = None) -> list[SpawnEntry]:
-        return self._run(self.pending_spawns_ops(limit))
-
-    def ack_spawn(self, seq: int) -> None:
-        self._run(self.ack_ops("spawns", seq))
-
-    def due_timers(self, now: float) -> list[tuple[str, str, float]]:
-        return self._run(self.due_timers_ops(now))
-
-    def delete_timer(self, execution_id: str, path: str, fire_at: float) -> None:
-        self._run(self.delete_timer_ops(execution_id, path, fire_at))
-
-    def list_executions(
-        self,
-        definition_id: str | None = None,
-        status: str | Sequence[str] | None = None,
-        roots_only: bool = False,
-        limit: int = 100,
-        cursor: str | None = None,
-    ) -> ExecutionPage:
-        return self._run(self.list_ops(definition_id, status, roots_only, limit, cursor))
-
-    def read_trace(self, execution_id: str) -> list[dict[str, Any]]:
-        return self._run(self.read_trace_ops(execution_id))
-
-    def append_trace(self, execution_id: str, entry: dict[str, Any]) -> None:
-        self._run(self.append_trace_ops(execution_id, entry))
 
     def close(self) -> None:
         """Release the client if this store built it (``create``); an injected client is the caller's."""

@@ -2,11 +2,12 @@
 
 The same tables, statements, function and commit paths as :class:`~durastate.store.PostgresStore`:
 the logic is :mod:`durastate.store.postgres.core`, shared verbatim with the sync store, and this module
-only drives it with ``await`` (read that module's docstring for the design). The difference is
-concurrency. Each operation checks one connection out of the pool for its whole run (one transaction;
-a lost commit's read of why goes on the same connection), so many coroutines have real requests in
-flight against the server at once — size the pool (``pool_size``) to the concurrency you want. The
-sync store, by contrast, serialises everything through its one connection.
+only drives it with ``await`` (``_run``; the protocol methods that call it are
+:class:`~durastate.store.driven.AsyncEventChecking`'s). Read the core's docstring for the design. The
+difference is concurrency. Each operation checks one connection out of the pool for its whole run (one
+transaction; a lost commit's read of why goes on the same connection), so many coroutines have real
+requests in flight against the server at once — size the pool (``pool_size``) to the concurrency you
+want. The sync store, by contrast, serialises everything through its one connection.
 
 The pool is opened explicitly: :meth:`AsyncPostgresStore.from_dsn` builds it closed, waits until the
 server answers (15 attempts 1 s apart by default) and then opens it; a pool you pass to
@@ -17,22 +18,14 @@ and a fast-path commit one round trip each.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, nullcontext, suppress
 from typing import Any, TypeVar
 
 from durastate.db.postgres import DEFAULT_SCHEMA, conn_lost, is_autocommit, split_schema, unreachable_message
-from durastate.engine.model import Execution
 from durastate.errors import StoreUnavailable
-from durastate.store.base import (
-    DEFAULT_TRACE_MAX,
-    Emit,
-    ExecutionPage,
-    OutboxEntry,
-    Spawn,
-    SpawnEntry,
-    TimerOp,
-)
+from durastate.store.base import DEFAULT_TRACE_MAX
+from durastate.store.driven import AsyncEventChecking
 from durastate.store.postgres.core import Begin, End, Execute, Ops, PgCore, Pipeline, Query, Request
 
 __all__ = ["AsyncPostgresStore"]
@@ -40,7 +33,7 @@ __all__ = ["AsyncPostgresStore"]
 T = TypeVar("T")
 
 
-class AsyncPostgresStore(PgCore):
+class AsyncPostgresStore(PgCore, AsyncEventChecking):
     """The PostgreSQL :class:`~durastate.store.AsyncExecutionStore` over a connection pool."""
 
     def __init__(
@@ -199,70 +192,10 @@ class AsyncPostgresStore(PgCore):
             await cur.execute("BEGIN")
         return None
 
-    # -- the protocol ----------------------------------------------------------------------------------
+    # -- schema ----------------------------------------------------------------------------------------
     async def ensure_schema(self) -> None:
         """Tables, indexes and ``durastate_commit_cas``, idempotently, under a transaction advisory lock."""
         await self._run(self.ensure_schema_ops())
-
-    async def save(self, exe: Execution) -> None:
-        await self._run(self.commit_ops(exe, []))
-
-    async def commit(
-        self,
-        exe: Execution,
-        emits: Sequence[Emit],
-        processed_event_id: str | None = None,
-        timers: Iterable[TimerOp] = (),
-        spawns: Iterable[Spawn] = (),
-        trace: dict[str, Any] | None = None,
-        *,
-        check_event: bool = False,
-    ) -> None:
-        await self._run(self.commit_ops(exe, emits, processed_event_id, timers, spawns, trace, check_event))
-
-    async def load(self, execution_id: str) -> Execution | None:
-        return await self._run(self.load_ops(execution_id))
-
-    async def load_for_event(self, execution_id: str, event_id: str) -> tuple[Execution | None, bool]:
-        """The execution and whether ``event_id`` was already applied to it — one query, one round trip."""
-        return await self._run(self.load_for_event_ops(execution_id, event_id))
-
-    async def is_processed(self, execution_id: str, event_id: str) -> bool:
-        return await self._run(self.is_processed_ops(execution_id, event_id))
-
-    async def pending_outbox(self, limit: int | None = None) -> list[OutboxEntry]:
-        return await self._run(self.pending_outbox_ops(limit))
-
-    async def ack_outbox(self, seq: int) -> None:
-        await self._run(self.ack_outbox_ops(seq))
-
-    async def pending_spawns(self, limit: int | None = None) -> list[SpawnEntry]:
-        return await self._run(self.pending_spawns_ops(limit))
-
-    async def ack_spawn(self, seq: int) -> None:
-        await self._run(self.ack_spawn_ops(seq))
-
-    async def due_timers(self, now: float) -> list[tuple[str, str, float]]:
-        return await self._run(self.due_timers_ops(now))
-
-    async def delete_timer(self, execution_id: str, path: str, fire_at: float) -> None:
-        await self._run(self.delete_timer_ops(execution_id, path, fire_at))
-
-    async def list_executions(
-        self,
-        definition_id: str | None = None,
-        status: str | Sequence[str] | None = None,
-        roots_only: bool = False,
-        limit: int = 100,
-        cursor: str | None = None,
-    ) -> ExecutionPage:
-        return await self._run(self.list_ops(definition_id, status, roots_only, limit, cursor))
-
-    async def read_trace(self, execution_id: str) -> list[dict[str, Any]]:
-        return await self._run(self.read_trace_ops(execution_id))
-
-    async def append_trace(self, execution_id: str, entry: dict[str, Any]) -> None:
-        await self._run(self.append_trace_ops(execution_id, entry))
 
     async def close(self) -> None:
         """Close the pool if this store opened it (``from_dsn``); a pool you passed in stays yours."""

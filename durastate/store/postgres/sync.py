@@ -7,8 +7,9 @@ only :meth:`PostgresStore.from_dsn` imports it.
 
 The store's logic — the commit's fast path and pipelined path, the HR409 conflict trick, the event
 check, the reads — lives in :mod:`durastate.store.postgres.core` and is shared verbatim with
-``AsyncPostgresStore``; this module only *drives* it with blocking calls on one connection. Read that
-module's docstring for every choice made beyond the seed design (and why). What is this store's own:
+``AsyncPostgresStore``; this module only *drives* it with blocking calls on one connection (``_run``;
+the protocol methods that call it are :class:`~durastate.store.driven.SyncEventChecking`'s). Read the
+core's docstring for every choice made beyond the seed design (and why). What is this store's own:
 
 * **A lock serialises the store's own use of its connection** (:class:`~durastate.db.postgres.PgLink`),
   so a runtime that shares one store between threads cannot interleave two transactions on it. One
@@ -19,7 +20,6 @@ module's docstring for every choice made beyond the seed design (and why). What 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
 from contextlib import nullcontext
 from typing import Any, TypeVar
 
@@ -30,16 +30,8 @@ from durastate.db.postgres import (
     is_autocommit,
     split_schema,
 )
-from durastate.engine.model import Execution
-from durastate.store.base import (
-    DEFAULT_TRACE_MAX,
-    Emit,
-    ExecutionPage,
-    OutboxEntry,
-    Spawn,
-    SpawnEntry,
-    TimerOp,
-)
+from durastate.store.base import DEFAULT_TRACE_MAX
+from durastate.store.driven import SyncEventChecking
 from durastate.store.postgres.core import Begin, End, Execute, Ops, PgCore, Pipeline, Query, Request
 from durastate.store.postgres.schema import PgSql
 
@@ -48,7 +40,7 @@ __all__ = ["PgSql", "PostgresStore", "connect_with_retry", "split_schema"]
 T = TypeVar("T")
 
 
-class PostgresStore(PgLink, PgCore):
+class PostgresStore(PgLink, PgCore, SyncEventChecking):
     """The PostgreSQL :class:`~durastate.store.ExecutionStore` over one (injected) connection."""
 
     def __init__(
@@ -151,69 +143,8 @@ class PostgresStore(PgLink, PgCore):
             cur.execute("BEGIN")
         return None
 
-    # -- the protocol ----------------------------------------------------------------------------------
+    # -- schema ----------------------------------------------------------------------------------------
     def ensure_schema(self) -> None:
         """Create the tables, indexes and ``durastate_commit_cas`` if absent — safe from many processes
         (one transaction under an advisory lock; see :meth:`PgCore.ensure_schema_ops`)."""
         self._run(self.ensure_schema_ops())
-
-    def save(self, exe: Execution) -> None:
-        self._run(self.commit_ops(exe, []))
-
-    def commit(
-        self,
-        exe: Execution,
-        emits: Sequence[Emit],
-        processed_event_id: str | None = None,
-        timers: Iterable[TimerOp] = (),
-        spawns: Iterable[Spawn] = (),
-        trace: dict[str, Any] | None = None,
-        *,
-        check_event: bool = False,
-    ) -> None:
-        self._run(self.commit_ops(exe, emits, processed_event_id, timers, spawns, trace, check_event))
-
-    def load(self, execution_id: str) -> Execution | None:
-        return self._run(self.load_ops(execution_id))
-
-    def load_for_event(self, execution_id: str, event_id: str) -> tuple[Execution | None, bool]:
-        """The execution and whether ``event_id`` was already applied to it, in one query."""
-        return self._run(self.load_for_event_ops(execution_id, event_id))
-
-    def is_processed(self, execution_id: str, event_id: str) -> bool:
-        return self._run(self.is_processed_ops(execution_id, event_id))
-
-    def pending_outbox(self, limit: int | None = None) -> list[OutboxEntry]:
-        return self._run(self.pending_outbox_ops(limit))
-
-    def ack_outbox(self, seq: int) -> None:
-        self._run(self.ack_outbox_ops(seq))
-
-    def pending_spawns(self, limit: int | None = None) -> list[SpawnEntry]:
-        return self._run(self.pending_spawns_ops(limit))
-
-    def ack_spawn(self, seq: int) -> None:
-        self._run(self.ack_spawn_ops(seq))
-
-    def due_timers(self, now: float) -> list[tuple[str, str, float]]:
-        return self._run(self.due_timers_ops(now))
-
-    def delete_timer(self, execution_id: str, path: str, fire_at: float) -> None:
-        """Delete only if ``fire_at`` still matches: a timer re-armed since the sweep read it survives."""
-        self._run(self.delete_timer_ops(execution_id, path, fire_at))
-
-    def list_executions(
-        self,
-        definition_id: str | None = None,
-        status: str | Sequence[str] | None = None,
-        roots_only: bool = False,
-        limit: int = 100,
-        cursor: str | None = None,
-    ) -> ExecutionPage:
-        return self._run(self.list_ops(definition_id, status, roots_only, limit, cursor))
-
-    def read_trace(self, execution_id: str) -> list[dict[str, Any]]:
-        return self._run(self.read_trace_ops(execution_id))
-
-    def append_trace(self, execution_id: str, entry: dict[str, Any]) -> None:
-        self._run(self.append_trace_ops(execution_id, entry))
