@@ -14,19 +14,27 @@ twice — SQS deduplicates it within five minutes, the worker's dedupe mark afte
 execution that already exists is a no-op anyway. Without ``execution_id`` a fresh one is generated.
 ``send`` takes an optional ``event_id`` for the same reason: a caller that retries a send after a timeout
 passes the same id, and the event is applied once.
+
+Control: ``cancel``, ``suspend`` and ``resume`` are events, queued behind the execution's others;
+``terminate`` and ``redrive`` are compare-and-swap commits to the store (the client needs one). Dead
+letters — the events the worker could never apply — are read, replayed and dropped through the
+transport's box: ``dead_letters()``, ``replay_dead_letters()``, ``drop_dead_letter()`` (on AWS build the
+client with ``dlq_url``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from durastate.engine.ids import cancel_event_id, start_event_id
+from durastate.engine import control
+from durastate.engine.ids import CANCEL, RESUME, SUSPEND, cancel_event_id, derived_id, start_event_id
 from durastate.engine.model import START, Event, Execution, new_id
 from durastate.engine.values import check_event_id, check_execution_id
-from durastate.errors import DurastateError, MalformedEvent
+from durastate.errors import DurastateError, MalformedEvent, StoreConflict, UnknownExecution
 from durastate.store.base import ExecutionPage, ExecutionStore
-from durastate.transport.base import Transport
+from durastate.transport.base import DeadLetter, DeadLetterBox, DeadLetterPage, Transport
 from durastate.transport.wire import new_event
 
 __all__ = ["DurastateClient", "start_event", "start_event_id"]
@@ -48,22 +56,28 @@ class DurastateClient:
     """
 
     def __init__(self, transport: Transport, store: ExecutionStore | None = None,
-                 definitions: Any = None) -> None:
+                 definitions: Any = None, *, dead_letter_box: DeadLetterBox | None = None,
+                 clock: Callable[[], float] = time.time) -> None:
         self.transport = transport
         self.store = store
         self.definitions = definitions
+        self.dead_letter_box = dead_letter_box or getattr(transport, "dead_letter_box", None)
+        """Where the worker keeps what it cannot apply: given, else the transport's (``None``: none)."""
+        self.clock = clock
 
     @classmethod
     def for_aws(cls, queue_url: str, table_prefix: str | None = "durastate", *, region: str | None = None,
-                endpoint_url: str | None = None, definitions: Any = None) -> DurastateClient:
+                endpoint_url: str | None = None, definitions: Any = None,
+                dlq_url: str | None = None) -> DurastateClient:
         """A client over :class:`~durastate.transport.sqs.SqsTransport` and ``DynamoDBStore`` (boto3, lazily).
 
         ``table_prefix=None`` gives a send-only client. ``endpoint_url`` applies to both services; leave it
         ``None`` to let botocore read ``AWS_ENDPOINT_URL`` / ``AWS_ENDPOINT_URL_SQS`` / ``…_DYNAMODB``.
+        ``dlq_url`` (the stack's dead-letter queue) lets it list, replay and drop dead letters.
         """
         from durastate.transport.sqs import SqsTransport
 
-        transport = SqsTransport.create(queue_url, region=region, endpoint_url=endpoint_url)
+        transport = SqsTransport.create(queue_url, region=region, endpoint_url=endpoint_url, dlq_url=dlq_url)
         store: ExecutionStore | None = None
         if table_prefix is not None:
             import boto3  # type: ignore[import-untyped]
@@ -100,15 +114,98 @@ class DurastateClient:
         """Enqueue several prepared ``(execution_id, event)`` pairs in as few calls as the transport can."""
         self.transport.send(list(messages))
 
-    def cancel(self, execution_id: str, event_id: str | None = None) -> str:
-        """Ask an execution to cancel itself (and its children)."""
-        return self.send(execution_id, "durastate.cancel", event_id=event_id or cancel_event_id(execution_id))
+    # -- control -------------------------------------------------------------------------------------
+    def cancel(self, execution_id: str, reason: str | None = None, *, event_id: str | None = None) -> str:
+        """Ask an execution to cancel itself (exit actions run, children are cancelled, the parent is
+        told); queued behind its other events. Returns the event id (by default one derived from the
+        execution id: cancelling twice is one cancel)."""
+        return self._control(execution_id, CANCEL, reason, event_id or cancel_event_id(execution_id))
+
+    def suspend(self, execution_id: str, reason: str | None = None, *, event_id: str | None = None) -> str:
+        """Queue ``durastate.suspend``: what reaches the execution afterwards is held until a resume."""
+        return self._control(execution_id, SUSPEND, reason, event_id)
+
+    def resume(self, execution_id: str, *, event_id: str | None = None) -> str:
+        """Queue ``durastate.resume``: what the suspended execution held applies, in order."""
+        return self._control(execution_id, RESUME, None, event_id)
+
+    def _control(self, execution_id: str, name: str, reason: str | None, event_id: str | None) -> str:
+        check_event_id(execution_id, "execution id")
+        data: dict[str, Any] = {} if reason is None else {"reason": reason}
+        event = new_event(name, data, event_id or derived_id(execution_id, name.rsplit(".", 1)[1], time.time_ns()))
+        self.transport.send([(execution_id, event)])
+        return event.id
+
+    def terminate(self, execution_id: str, reason: str | None = None) -> Execution:
+        """End the execution now, in the store: no action runs, timers are disarmed, children are
+        terminated. Works while a failing message blocks its queue. Needs the store."""
+        return self._commit_control(execution_id, lambda exe: (control.terminate(exe, reason, self.clock()), []))
+
+    def redrive(self, execution_id: str) -> Event:
+        """Restore a failed execution to the state before its failed step and queue that step's event
+        again (through the outbox: the relay delivers it). Returns that event. Needs the store."""
+        again: list[Event] = []
+
+        def change(exe: Execution) -> tuple[control.Effects, list[tuple[str | None, Event]]]:
+            effects, event = control.redrive(exe, self.clock())
+            again[:] = [event]
+            return effects, [(exe.id, event)]
+
+        self._commit_control(execution_id, change)
+        return again[0]
+
+    def _commit_control(self, execution_id: str,
+                        change: Callable[[Execution], tuple[control.Effects, list[tuple[str | None, Event]]]],
+                        attempts: int = 8) -> Execution:
+        """Load, change, commit with a compare-and-swap, again on a conflict (what ``durastate terminate`` /
+        ``redrive`` do through :mod:`durastate.runtime.control`, which a client does not import)."""
+        store = self._store("terminate or redrive an execution")
+        for _ in range(attempts):
+            exe = store.load(execution_id)
+            if exe is None:
+                raise UnknownExecution(execution_id)
+            try:
+                effects, extra = change(exe)
+            except control.ControlError as err:
+                raise DurastateError(str(err)) from None
+            try:
+                store.commit(exe, [*effects.emits, *extra], timers=effects.timers,
+                             trace={"event": effects.trace.get("control"), "from": exe.active_path,
+                                    "to": exe.active_path, "status": exe.status, **effects.trace})
+            except StoreConflict:
+                continue
+            return exe
+        raise StoreConflict(execution_id, None, None)
+
+    # -- dead letters ----------------------------------------------------------------------------------
+    def _box(self) -> DeadLetterBox:
+        if self.dead_letter_box is None:
+            raise DurastateError("this client has no dead-letter box: on AWS build it with "
+                                 "DurastateClient.for_aws(..., dlq_url=...), else over the store's own queue "
+                                 "(SqliteTransport, PostgresTransport)")
+        return self.dead_letter_box
+
+    def dead_letters(self, limit: int = 100, cursor: str | None = None) -> DeadLetterPage:
+        """One page of dead letters (events the worker could never apply, with why), oldest first."""
+        return self._box().list(limit, cursor)
+
+    def dead_letter(self, letter_id: str) -> DeadLetter | None:
+        """One dead letter by id, or ``None``."""
+        return self._box().get(letter_id)
+
+    def replay_dead_letters(self, ids: Sequence[str] | None = None) -> list[DeadLetter]:
+        """Put dead letters back on the queue (all for ``None``), keeping their event ids: one already
+        applied changes nothing. Returns those replayed."""
+        return self._box().replay(ids)
+
+    def drop_dead_letter(self, letter_id: str) -> DeadLetter:
+        """Forget a dead letter for good; returns it."""
+        return self._box().drop(letter_id)
 
     # -- reading -------------------------------------------------------------------------------------
-    def _store(self) -> ExecutionStore:
+    def _store(self, what: str = "read executions") -> ExecutionStore:
         if self.store is None:
-            raise DurastateError("this client has no store: build it with a store (or a table prefix) to read "
-                             "executions")
+            raise DurastateError(f"this client has no store: build it with a store (or a table prefix) to {what}")
         return self.store
 
     def get(self, execution_id: str) -> Execution | None:

@@ -14,6 +14,13 @@ Why this shape:
   dead-letter queue by the handler with its reason and counts as *processed* — retrying it would only
   block its group until ``maxReceiveCount``. A transient failure (throttling, a conflict past the retry
   bound) raises, so SQS redelivers the record later, in order.
+* **Metrics** (EMF through Powertools, namespace ``POWERTOOLS_METRICS_NAMESPACE``): ``EventsApplied``,
+  ``Duplicates``, ``EventsIgnored``; ``DeadLettered`` (moved to the DLQ with a reason); ``Failures``
+  (records handed back for SQS to redeliver) and ``Retries`` (records received again after such a
+  failure: ``ApproximateReceiveCount`` > 1 — a record that keeps failing is moved to the DLQ by the
+  queue's redrive policy after ``maxReceiveCount``); ``Redrives`` (records replayed from the dead-letter
+  queue, e.g. ``durastate dead-letters replay``, recognised by their ``durastate.replay_of`` attribute);
+  ``Conflicts`` (commits that lost the compare-and-swap and were retried).
 * **Thin.** Parsing, applying and dead-lettering live in :mod:`durastate.runtime.aws`, shared with the local
   stack and the tests; this module only wires Powertools around it.
 """
@@ -34,6 +41,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from durastate.errors import StoreConflict
 from durastate.runtime import aws
+from durastate.transport.sqs import REPLAY_OF
 from durastate.transport.wire import Envelope
 
 DEFINITIONS_DIR = Path(__file__).resolve().parent / "definitions"
@@ -67,10 +75,15 @@ def record_handler(record: SQSRecord) -> str:
     def parsed(env: Envelope) -> None:
         logger.append_keys(execution_id=env.target_id, event_id=env.event.id, event_name=env.event.name)
 
+    attempts = _receive_count(record)
+    if attempts > 1:
+        _count("Retries")
+    if REPLAY_OF in (record.raw_event.get("messageAttributes") or {}):
+        _count("Redrives")
     conflicts_before = rt.worker.conflicts
     try:
         outcome = rt.process(record.body, message_id=record.message_id,
-                             group_id=record.attributes.message_group_id, on_parsed=parsed)
+                             group_id=record.attributes.message_group_id, on_parsed=parsed, attempts=attempts)
     except StoreConflict:
         _count("Failures")
         logger.warning("conflicts past the retry bound; SQS will redeliver", exc_info=True)
@@ -89,6 +102,13 @@ def record_handler(record: SQSRecord) -> str:
     finally:
         _count("Conflicts", rt.worker.conflicts - conflicts_before)
         logger.remove_keys(_RECORD_KEYS)
+
+
+def _receive_count(record: SQSRecord) -> int:
+    try:
+        return max(1, int(record.attributes.get("ApproximateReceiveCount") or 1))
+    except ValueError:
+        return 1
 
 
 @logger.inject_lambda_context(clear_state=True)

@@ -27,6 +27,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "durastate.cli.control",  # cancel, suspend, resume, terminate, redrive
     "durastate.cli.aws_queue",  # adds --queue-url / DURASTATE_QUEUE_URL to start and send
     "durastate.cli.serve",
+    "durastate.cli.dead_letters",  # durastate dead-letters list | show | replay | drop
     "durastate.cli.definitions",
     "durastate.cli.local",  # durastate local: the no-Docker AWS stack on moto
 )

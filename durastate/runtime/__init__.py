@@ -7,7 +7,7 @@ around these classes.
 from __future__ import annotations
 
 from durastate.runtime.clock import Clock, ManualClock
-from durastate.runtime.local import PERMANENT_ERRORS, DeadLetter, LocalRuntime, RunStats
+from durastate.runtime.local import PERMANENT_ERRORS, DeadLetter, LocalRuntime, RunStats, check_replay
 from durastate.runtime.relay import Relay, RelayStats
 from durastate.runtime.sweeper import Sweeper
 from durastate.runtime.worker import HandleResult, Worker
@@ -24,4 +24,5 @@ __all__ = [
     "RunStats",
     "Sweeper",
     "Worker",
+    "check_replay",
 ]

@@ -49,7 +49,7 @@ from durastate.runtime.sweeper import Sweeper
 from durastate.runtime.worker import HandleResult, Worker
 from durastate.store.base import ExecutionStore
 from durastate.transport.base import Sink, Transport
-from durastate.transport.sqs import dead_letter, sqs_id
+from durastate.transport.sqs import SqsDeadLetters, dead_letter, sqs_id
 from durastate.transport.wire import Envelope, parse_envelope
 
 __all__ = [
@@ -176,16 +176,18 @@ class AwsRuntime:
         return self.worker.handle(env.target_id, env.event)
 
     def process(self, body: str, *, message_id: str, group_id: str | None = None,
-                on_parsed: Callable[[Envelope], None] | None = None) -> Outcome:
+                on_parsed: Callable[[Envelope], None] | None = None, attempts: int = 1) -> Outcome:
         """One SQS record, end to end: parse, apply, dead-letter what can never succeed.
 
-        Returns the outcome; raises only on a *transient* failure, which the handler reports as a batch
-        item failure so SQS redelivers the record (and, FIFO, the rest of its group) later.
+        Returns the outcome; raises only on a failure that is not permanent, which the handler reports as
+        a batch item failure so SQS redelivers the record (and, FIFO, the rest of its group) later — until
+        the queue's redrive policy moves it to the DLQ. ``attempts`` (the record's receive count) goes
+        with a dead letter.
         """
         try:
             env = self.parse(body)
         except MalformedEvent as exc:
-            self.dead_letter(body, exc, message_id=message_id, group_id=group_id)
+            self.dead_letter(body, exc, message_id=message_id, group_id=group_id, attempts=attempts)
             return "dead-lettered"
         if on_parsed is not None:
             on_parsed(env)
@@ -196,13 +198,14 @@ class AwsRuntime:
             result = self.apply(env)
         except PERMANENT_ERRORS as exc:  # malformed start data, unknown definition/execution, too large
             self.dead_letter(body, exc, message_id=message_id, group_id=group_id, target_id=env.target_id,
-                             event=env.event)
+                             event=env.event, attempts=attempts)
             return "dead-lettered"
         return _OUTCOMES[result]
 
     def dead_letter(self, body: str, exc: BaseException, *, message_id: str, group_id: str | None,
-                    target_id: str | None = None, event: Event | None = None) -> None:
-        """Move a record that can never succeed to the DLQ, with why; raise if there is no DLQ."""
+                    target_id: str | None = None, event: Event | None = None, attempts: int = 1) -> None:
+        """Move a record that can never succeed to the DLQ, with why, when and after how many receives
+        (the attributes :class:`~durastate.transport.sqs.SqsDeadLetters` reads); raise if there is no DLQ."""
         reason = " ".join(str(exc).split()) or type(exc).__name__
         if self.settings.dlq_url is None:
             raise DeadLetterUnavailable(
@@ -212,8 +215,15 @@ class AwsRuntime:
                  "durastate.event_id": event.id if event else "", "durastate.event_name": event.name if event else ""}
         dead_letter(self.sqs, self.settings.dlq_url, body, reason=reason, error=type(exc).__name__,
                     group_id=group_id or (sqs_id(target_id) if target_id else None), dedup_id=message_id,
-                    extra=extra)
+                    extra=extra, attempts=attempts, at=self.clock())
         log.error("dead-lettered message %s: %s", message_id, reason)
+
+    @property
+    def dead_letter_box(self) -> SqsDeadLetters:
+        """The DLQ as a :class:`~durastate.transport.DeadLetterBox` (list, replay to the event queue, drop)."""
+        if self.settings.dlq_url is None:
+            raise DeadLetterUnavailable("no DURASTATE_DLQ_URL configured: there is no dead-letter queue to read")
+        return SqsDeadLetters(self.sqs, self.settings.dlq_url, self.settings.queue_url)
 
     # -- relay / sweeper -------------------------------------------------------------------------------
     def run_relay(self, budget: int | None = None,

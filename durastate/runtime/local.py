@@ -4,17 +4,23 @@ This is what ``durastate serve`` runs and what embedding durastate in a Python p
 rounds — claim and apply a batch of messages, relay what they emitted, fire due timers — until a round
 finds nothing to do. Failures are sorted once, here:
 
-- a **permanent** one (:data:`PERMANENT_ERRORS`: the message can never succeed) is acked and kept as a
-  dead letter with its reason — the only way a message is ever dead-lettered;
-- anything else is released for a retry after a delay that grows with the message's attempts
-  (:class:`~durastate.runtime.clock.Backoff`: exponential, jittered, capped), however many attempts that
-  takes. A transient error (:func:`is_transient`: the store unavailable or throttled, a conflict past
-  the worker's bound, SQLite locked) says nothing about the message; dead-lettering it would lose it — and
-  for a ``durastate.start``, every later event of its execution, found "unknown". The delay is what keeps a
-  burst of fast errors from using up attempts within one round (a message released at once is claimable
-  again at once). Meanwhile the message stays its target's next one (the queue's FIFO per target), so
-  the events queued behind it wait rather than overtake it. An error that is neither (most likely a bug)
-  is retried the same way, logged as an error once it has failed ``max_attempts`` times.
+- a **permanent** one (:data:`PERMANENT_ERRORS`: the message can never succeed as it is — malformed, an
+  unknown definition or execution, over the backend's limits, an event refused because the execution's
+  held queue is full, a forged reserved event) is acked and kept as a **dead letter** with its reason,
+  error type, time and attempts, in the transport's :class:`~durastate.transport.DeadLetterBox`
+  (``dead_letter_box``: durable on SQLite and PostgreSQL), where a user lists, shows, replays or drops
+  it (``durastate dead-letters …``). A definition that no longer has an execution's state is not one:
+  the engine fails that execution, and it is redriven once the definition is fixed;
+- a **transient** one (:func:`is_transient`: the store unavailable or throttled, a conflict past the
+  worker's bound, SQLite locked) says nothing about the message: it is released for a retry after a
+  delay that grows with the message's attempts (:class:`~durastate.runtime.clock.Backoff`: exponential,
+  jittered, capped), however many attempts that takes — never dead-lettered, since that would drop it
+  (and for a ``durastate.start``, every later event of its execution would be found "unknown"). The
+  delay keeps a burst of fast errors from using up attempts within one round; meanwhile the message
+  stays its target's next one (the queue's FIFO per target), so the events behind it wait;
+- an error that is **neither** (most likely a bug in an action or in durastate) is retried the same way
+  until it has failed ``max_attempts`` times, then dead-lettered too: kept durably, it no longer holds
+  back its execution's later events forever, and once the bug is fixed a replay applies it.
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ import random
 import sqlite3
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,14 +50,39 @@ from durastate.errors import (
     UnknownExecution,
 )
 from durastate.runtime.clock import Backoff, Clock
+from durastate.runtime.control import (
+    Redriven,
+    cancel_event,
+    redrive,
+    resume_event,
+    suspend_event,
+    terminate,
+)
 from durastate.runtime.relay import Relay
 from durastate.runtime.sweeper import Sweeper
 from durastate.runtime.worker import HandleResult, Worker
 from durastate.store.base import ExecutionStore
-from durastate.transport.base import Claimed, QueueTransport, Sink
-from durastate.transport.memory import InMemoryTransport
+from durastate.transport.base import (
+    Claimed,
+    DeadLetter,
+    DeadLetterBox,
+    DeadLetterPage,
+    QueueTransport,
+    ReplayRefused,
+    Sink,
+    UnknownDeadLetter,
+)
+from durastate.transport.memory import InMemoryDeadLetters, InMemoryTransport
 
-__all__ = ["PERMANENT_ERRORS", "TRANSIENT_ERRORS", "DeadLetter", "LocalRuntime", "RunStats", "is_transient"]
+__all__ = [
+    "PERMANENT_ERRORS",
+    "TRANSIENT_ERRORS",
+    "DeadLetter",
+    "LocalRuntime",
+    "RunStats",
+    "check_replay",
+    "is_transient",
+]
 
 log = logging.getLogger("durastate.runtime")
 
@@ -88,19 +119,6 @@ def is_transient(err: BaseException) -> bool:
         if module.startswith("botocore") and cls.__name__ in ("ConnectionError", "HTTPClientError"):
             return True
     return False
-
-
-@dataclass(frozen=True, slots=True)
-class DeadLetter:
-    """A message the runtime gave up on, and why."""
-
-    target_id: str
-    event: Event
-    reason: str
-    error: str
-    """The exception class name, e.g. ``UnknownExecution``."""
-    attempts: int
-    at: float
 
 
 @dataclass(slots=True)
@@ -140,8 +158,14 @@ class LocalRuntime:
     A message that fails with anything but a permanent error is released to be retried after
     ``retry_backoff.delay(attempts)`` seconds of the transport's clock (pass the same clock to the
     transport and the runtime: a :class:`~durastate.runtime.ManualClock` then makes retries due by
-    advancing it). It is never dead-lettered for such an error; ``max_attempts`` only marks when the
-    retries of an error that is not known to be transient start being logged as errors.
+    advancing it). A transient error is retried for as long as it takes; any other error (a bug) is
+    dead-lettered once it has failed ``max_attempts`` times.
+
+    Dead letters go to ``dead_letter_box``: the one given, else the transport's own (the ``dead_letters``
+    table of a SQLite or PostgreSQL inbox, a list beside an in-memory queue), else a list in this process
+    (a transport without a box: then they do not outlive it, and a warning says so). ``dead_letters``
+    lists the ones *this runtime* dead-lettered since it was made, as before; ``on_dead_letter`` is called
+    with each, once it is kept.
     """
 
     def __init__(self, store: ExecutionStore, registry: DefinitionRegistry,
@@ -151,7 +175,8 @@ class LocalRuntime:
                  max_conflict_retries: int = 8, copy_on_load: bool | None = None,
                  on_dead_letter: Callable[[DeadLetter], None] | None = None,
                  keep_committed: int = 0, retry_backoff: Backoff | None = None,
-                 rand: Callable[[], float] = random.random) -> None:
+                 rand: Callable[[], float] = random.random,
+                 dead_letter_box: DeadLetterBox | None = None) -> None:
         self.store = store
         self.registry = registry
         self.clock = clock
@@ -171,10 +196,19 @@ class LocalRuntime:
                              keep_committed=keep_committed)
         self.relay = Relay(store, registry, self.transport, sink, clock)
         self.sweeper = Sweeper(store, self.transport, clock)
+        if dead_letter_box is None:
+            dead_letter_box = getattr(self.transport, "dead_letter_box", None)
+            if dead_letter_box is None:
+                log.warning("%s keeps no dead letters: this runtime keeps them in memory, and they are lost "
+                            "when the process ends", type(self.transport).__name__)
+                dead_letter_box = InMemoryDeadLetters(self.transport)
+        self.dead_letter_box: DeadLetterBox = dead_letter_box
+        """Where dead letters are kept, listed, replayed and dropped."""
         self.dead_letters: list[DeadLetter] = []
+        """The letters this runtime dead-lettered since it was made (all of them: ``dead_letter_box``)."""
         self._settled = False
         self.on_dead_letter = on_dead_letter
-        """Called with each dead letter (e.g. to persist it or print it); the list above keeps them too."""
+        """Called with each dead letter once it is kept (e.g. to print it)."""
 
     # -- input ----------------------------------------------------------------------------------------
     def send(self, target_id: str, event: Event) -> None:
@@ -197,6 +231,55 @@ class LocalRuntime:
     def get(self, execution_id: str) -> Execution | None:
         """The stored execution (load it again after running: the store may replace the object)."""
         return self.store.load(execution_id)
+
+    # -- control --------------------------------------------------------------------------------------
+    def cancel(self, execution_id: str, reason: str | None = None) -> str:
+        """Queue ``durastate.cancel`` behind the execution's other events; returns the event id."""
+        event = cancel_event(execution_id, reason)
+        self.send(execution_id, event)
+        return event.id
+
+    def suspend(self, execution_id: str, reason: str | None = None) -> str:
+        """Queue ``durastate.suspend``: the events after it are held until a resume. Returns the event id."""
+        event = suspend_event(execution_id, reason)
+        self.send(execution_id, event)
+        return event.id
+
+    def resume(self, execution_id: str) -> str:
+        """Queue ``durastate.resume``: what the execution held applies, in order. Returns the event id."""
+        event = resume_event(execution_id)
+        self.send(execution_id, event)
+        return event.id
+
+    def terminate(self, execution_id: str, reason: str | None = None) -> Execution:
+        """End the execution now, in the store (works while a failing message blocks its queue)."""
+        return terminate(self.store, execution_id, reason, self.clock)
+
+    def redrive(self, execution_id: str) -> Redriven:
+        """Restore a failed execution and queue its failed event again (the relay delivers it)."""
+        return redrive(self.store, execution_id, self.clock)
+
+    # -- dead letters ---------------------------------------------------------------------------------
+    def list_dead_letters(self, limit: int = 100, cursor: str | None = None) -> DeadLetterPage:
+        """One page of the dead letters, oldest first; pass ``next_cursor`` back for the next."""
+        return self.dead_letter_box.list(limit, cursor)
+
+    def replay_dead_letters(self, ids: Sequence[str] | None = None, *, check: bool = True) -> list[DeadLetter]:
+        """Put dead letters back on the queue (every one for ``None``); the next rounds apply them.
+
+        With ``check`` (the default) a replay that could only be dead-lettered again — a start whose
+        definition is still missing, an event for an execution that does not exist and whose start is
+        neither queued nor replayed with it — raises :class:`~durastate.transport.ReplayRefused` and
+        nothing moves (see :func:`check_replay`).
+        """
+        if check:
+            chosen = _chosen(self.dead_letter_box, ids)
+            check_replay(chosen, self.registry, self.store, _queued(self.transport))
+        return self.dead_letter_box.replay(ids)
+
+    def drop_dead_letter(self, letter_id: str) -> DeadLetter:
+        """Forget a dead letter for good; returns it."""
+        return self.dead_letter_box.drop(letter_id)
 
     # -- running --------------------------------------------------------------------------------------
     def run_until_idle(self, max_rounds: int = 10_000) -> RunStats:
@@ -318,18 +401,23 @@ class LocalRuntime:
             self.transport.ack(c)
             return
         except Exception as err:  # transient (store unavailable, conflicts past the bound) or a bug
-            # Never dead-lettered: retried later, after a delay that grows with the attempts. Meanwhile
-            # the message stays its target's head, so what was sent after it waits behind it.
+            # Retried later, after a delay that grows with the attempts. Meanwhile the message stays its
+            # target's head, so what was sent after it waits behind it. A transient error is never
+            # dead-lettered; a bug is, once it has failed max_attempts times (kept: replayable once fixed).
+            transient = is_transient(err)
+            if not transient and c.attempts >= self.max_attempts:
+                log.error("event %s (%s) for %s failed %d times with an unexpected %s: %s; dead-lettering it "
+                          "so that it stops holding back its execution's later events (replay it once the "
+                          "cause is fixed)", c.event.id, c.event.name, c.target_id, c.attempts,
+                          type(err).__name__, err, exc_info=err)
+                self._dead_letter(c, err, stats)
+                self.transport.ack(c)
+                return
             delay = self.retry_backoff.delay(c.attempts, self._rand)
             stats.retried += 1
-            if is_transient(err):
+            if transient:
                 log.warning("event %s (%s) for %s failed on attempt %d, will retry in %.1fs: %s: %s",
                             c.event.id, c.event.name, c.target_id, c.attempts, delay, type(err).__name__, err)
-            elif c.attempts >= self.max_attempts:
-                log.error("event %s (%s) for %s still fails after %d attempts with an unexpected %s: %s; "
-                          "it holds back its execution's later events and is retried every %.0fs or so "
-                          "until the cause is fixed", c.event.id, c.event.name, c.target_id, c.attempts,
-                          type(err).__name__, err, delay, exc_info=err)
             else:
                 log.warning("event %s (%s) for %s failed on attempt %d with an unexpected %s, will retry "
                             "in %.1fs: %s", c.event.id, c.event.name, c.target_id, c.attempts,
@@ -345,10 +433,88 @@ class LocalRuntime:
             stats.ignored += 1
 
     def _dead_letter(self, c: Claimed, err: Exception, stats: RunStats) -> None:
-        letter = DeadLetter(c.target_id, c.event, str(err), type(err).__name__, c.attempts, self.clock())
+        """Keep the letter — before the caller acks the message, so a crash in between keeps it twice
+        (one letter: its id is derived), never zero times."""
+        reason = " ".join(str(err).split()) or type(err).__name__
+        letter = DeadLetter(c.target_id, c.event, reason, type(err).__name__, c.attempts, self.clock())
+        self.dead_letter_box.add(letter)
         self.dead_letters.append(letter)
         stats.dead_lettered += 1
-        log.error("dead letter: event %s (%s) for %s after %d attempt(s): %s: %s", c.event.id, c.event.name,
-                  c.target_id, c.attempts, letter.error, letter.reason)
+        log.error("dead letter %s: event %s (%s) for %s after %d attempt(s): %s: %s", letter.id, c.event.id,
+                  c.event.name, c.target_id, c.attempts, letter.error, letter.reason,
+                  extra={"dead_letter": letter.id})
         if self.on_dead_letter is not None:
             self.on_dead_letter(letter)
+
+
+def check_replay(letters: Sequence[DeadLetter], registry: DefinitionRegistry | None,
+                 store: ExecutionStore | None, queued: Iterable[tuple[str, Event]] = ()) -> None:
+    """Refuse (:class:`~durastate.transport.ReplayRefused`, naming each) a replay of ``letters`` that could
+    only come back as dead letters, before anything moves:
+
+    - one without an event (a body that is not the wire format): it can only be dropped;
+    - a ``durastate.start`` of a definition ``registry`` does not have (a user's start, not an invoked
+      child's: a child of an unknown definition fails and tells its parent);
+    - an event for an execution ``store`` does not have, whose start is neither among ``letters`` nor
+      ``queued``, or of an execution whose definition ``registry`` no longer has.
+
+    ``registry`` / ``store`` ``None``: that check is skipped (e.g. replaying on AWS without the worker's
+    definitions). Other reasons (bad data, a refused control event) cannot be foreseen: such a letter
+    comes back, with its reason, if nothing changed.
+    """
+    starts = {d.target_id for d in letters if d.replayable and d.event.name == START}
+    starts |= {t for t, e in queued if e.name == START}
+    problems: list[str] = []
+    for d in letters:
+        event = d.event
+        if not d.replayable:
+            problems.append(f"{d.id} has no event to replay (its body is not the wire format): drop it")
+            continue
+        if event.name == START:
+            definition_id = event.data.get("definition_id")
+            if (registry is not None and isinstance(definition_id, str) and definition_id not in registry
+                    and event.data.get("parent_id") is None and (store is None or store.load(d.target_id) is None)):
+                problems.append(f"{d.id} starts {d.target_id} from definition {definition_id!r}, which is still "
+                                "missing (add its file to the definitions folder)")
+            continue
+        if store is None:
+            continue
+        exe = store.load(d.target_id)
+        if exe is None:
+            if d.target_id not in starts:
+                problems.append(f"{d.id} is {event.name} for execution {d.target_id}, which does not exist and "
+                                "whose start is neither queued nor replayed with it")
+        elif registry is not None and exe.definition_id not in registry and exe.status in ("running",
+                                                                                            "suspended"):
+            problems.append(f"{d.id} is {event.name} for {d.target_id}, whose definition "
+                            f"{exe.definition_id!r} is missing (add its file to the definitions folder)")
+    if problems:
+        more = f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise ReplayRefused(f"dead letter {problems[0]}{more}; replayed now, it would only come back as a dead "
+                            "letter; nothing was replayed")
+
+
+def _chosen(box: DeadLetterBox, ids: Sequence[str] | None) -> list[DeadLetter]:
+    """The letters a replay of ``ids`` would move (every replayable one for ``None``)."""
+    if ids is not None:
+        out: list[DeadLetter] = []
+        for letter_id in dict.fromkeys(ids):
+            letter = box.get(letter_id)
+            if letter is None:
+                raise UnknownDeadLetter(letter_id)
+            out.append(letter)
+        return out
+    letters: list[DeadLetter] = []
+    cursor: str | None = None
+    while True:
+        page = box.list(500, cursor)
+        letters += [d for d in page.items if d.replayable]
+        if page.next_cursor is None:
+            return letters
+        cursor = page.next_cursor
+
+
+def _queued(transport: object) -> list[tuple[str, Event]]:
+    """What waits in the transport, if it can show it (the SQLite, PostgreSQL and in-memory queues can)."""
+    messages = getattr(transport, "messages", None)
+    return list(messages()) if callable(messages) else []

@@ -7,6 +7,7 @@ Nothing survives the process; the durable inbox of the embedded runtime is the S
 
 from __future__ import annotations
 
+import builtins
 import itertools
 import threading
 import time
@@ -14,9 +15,17 @@ from collections import deque
 from collections.abc import Callable, Sequence
 
 from durastate.engine.model import Event
-from durastate.transport.base import Claimed
+from durastate.transport.base import (
+    Claimed,
+    DeadLetter,
+    DeadLetterPage,
+    Transport,
+    UnknownDeadLetter,
+    check_replayable,
+    seq_cursor,
+)
 
-__all__ = ["InMemorySink", "InMemoryTransport"]
+__all__ = ["InMemoryDeadLetters", "InMemorySink", "InMemoryTransport"]
 
 
 class _Message:
@@ -45,6 +54,8 @@ class InMemoryTransport:
         self._ready: dict[str, None] = {}  # ordered set of targets that may have a claimable head
         self._inflight: dict[str, _Message] = {}  # claimed, or released with a delay: until msg.deadline
         self._tokens = itertools.count(1)
+        self.dead_letter_box = InMemoryDeadLetters(self)
+        """Its dead letters: in memory like the queue (replayed onto it)."""
 
     # -- Transport ----------------------------------------------------------------------------------
     def send(self, messages: Sequence[tuple[str, Event]]) -> None:
@@ -131,6 +142,59 @@ class InMemoryTransport:
                 # someone claims it again (then the new token wins).
                 del self._inflight[target_id]
                 self._ready[target_id] = None
+
+
+class InMemoryDeadLetters:
+    """A :class:`~durastate.transport.DeadLetterBox` in memory, replaying onto ``transport``.
+
+    The box of :class:`InMemoryTransport`, and what :class:`~durastate.runtime.LocalRuntime` keeps dead
+    letters in when its transport has no box of its own. Nothing survives the process.
+    """
+
+    def __init__(self, transport: Transport) -> None:
+        self._transport = transport
+        self._lock = threading.Lock()
+        self._letters: dict[str, tuple[int, DeadLetter]] = {}  # id -> (seq, letter), in seq order
+        self._seq = itertools.count(1)
+
+    def add(self, letter: DeadLetter) -> None:
+        with self._lock:
+            kept = self._letters.get(letter.id)
+            self._letters[letter.id] = (kept[0] if kept else next(self._seq), letter)
+
+    def list(self, limit: int = 100, cursor: str | None = None) -> DeadLetterPage:
+        after = seq_cursor(cursor)
+        with self._lock:
+            rows = [(seq, d) for seq, d in self._letters.values() if seq > after]
+        page = rows[:max(1, limit)]
+        more = len(rows) > len(page)
+        return DeadLetterPage([d for _, d in page], str(page[-1][0]) if more and page else None)
+
+    def get(self, letter_id: str) -> DeadLetter | None:
+        with self._lock:
+            kept = self._letters.get(letter_id)
+        return kept[1] if kept else None
+
+    def drop(self, letter_id: str) -> DeadLetter:
+        with self._lock:
+            kept = self._letters.pop(letter_id, None)
+        if kept is None:
+            raise UnknownDeadLetter(letter_id)
+        return kept[1]
+
+    def replay(self, ids: Sequence[str] | None = None) -> builtins.list[DeadLetter]:
+        with self._lock:
+            chosen = check_replayable({i: d for i, (_, d) in self._letters.items()}, ids)
+            if chosen:
+                # Sent before it leaves the box: a failed send leaves every letter where it was.
+                self._transport.send([(d.target_id, d.event) for d in chosen])
+            for d in chosen:
+                del self._letters[d.id]
+        return chosen
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._letters)
 
 
 class InMemorySink:

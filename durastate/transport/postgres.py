@@ -23,16 +23,21 @@ as an SQS FIFO message group and as the SQLite transport:
   send then sees whether its target already has a head, and an ack sees every message sent before it
   promotes the next one — no message is ever stranded without a head, and no target gets two.
 
+**Dead letters** are rows of the ``dead_letters`` table of the same schema (:class:`PostgresDeadLetters`,
+the transport's ``dead_letter_box``); a replay deletes the letters and queues their events in one
+transaction, under the same per-target locks as a send.
+
 A claim is one statement (one round trip on the autocommit connection ``from_dsn`` opens); a send and
 an ack are each one pipelined transaction (``BEGIN``, lock, write, ``COMMIT``): one round trip too.
 """
 
 from __future__ import annotations
 
+import builtins
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from contextlib import nullcontext
+from contextlib import nullcontext, suppress
 from typing import Any
 
 from durastate.db.postgres import (
@@ -44,9 +49,19 @@ from durastate.db.postgres import (
     split_schema,
 )
 from durastate.engine.model import Event
-from durastate.transport.base import Claimed
+from durastate.transport.base import (
+    Claimed,
+    DeadLetter,
+    DeadLetterPage,
+    UnknownDeadLetter,
+    check_replayable,
+    seq_cursor,
+    stored_event,
+)
 
-__all__ = ["PostgresTransport"]
+__all__ = ["PostgresDeadLetters", "PostgresTransport"]
+
+_DL_COLUMNS = "seq, id, target_id, event, body, reason, error, at, attempts"
 
 
 class PostgresTransport(PgLink):
@@ -72,6 +87,9 @@ class PostgresTransport(PgLink):
             f"CREATE UNIQUE INDEX IF NOT EXISTS inbox_target_event ON {s}.inbox (target_id, event_id)",
             f"CREATE INDEX IF NOT EXISTS inbox_target_seq ON {s}.inbox (target_id, seq)",
             f"CREATE INDEX IF NOT EXISTS inbox_heads ON {s}.inbox (seq) WHERE head",
+            f"CREATE TABLE IF NOT EXISTS {s}.dead_letters (seq BIGSERIAL PRIMARY KEY, id TEXT NOT NULL UNIQUE, "
+            "target_id TEXT NOT NULL, event TEXT, body TEXT, reason TEXT NOT NULL, error TEXT NOT NULL, "
+            "at DOUBLE PRECISION NOT NULL, attempts INTEGER NOT NULL)",
         )
         self._lock_key = f"durastate:{schema}:inbox"
         # Sends and acks of one target serialise on this lock, taken in a statement of its own (so the
@@ -104,6 +122,8 @@ class PostgresTransport(PgLink):
         self._release = f"UPDATE {s}.inbox SET token = NULL, lease_until = %s WHERE seq = %s AND token = %s"
         self._pending = f"SELECT count(*) FROM {s}.inbox"
         self._messages = f"SELECT target_id, event FROM {s}.inbox"
+        self.dead_letter_box = PostgresDeadLetters(self)
+        """The dead letters of this queue: the ``dead_letters`` table of the same schema."""
         if create_schema:
             self.ensure_schema()
 
@@ -226,6 +246,103 @@ class PostgresTransport(PgLink):
             rows = cur.fetchall()
             self._conn.commit()
         return [(t, Event.model_validate_json(e)) for t, e in rows]
+
+
+class PostgresDeadLetters:
+    """A durable :class:`~durastate.transport.DeadLetterBox`: the ``dead_letters`` table beside the inbox.
+
+    Keeping a letter again (same id) replaces its reason, time and attempts and keeps its place. A replay
+    is one transaction: the target locks a send takes, the letters deleted (``RETURNING`` what they
+    were), their events queued in the order they were kept — or, if one named is unknown or cannot be
+    replayed, a rollback that leaves everything as it was.
+    """
+
+    def __init__(self, transport: PostgresTransport) -> None:
+        self._t = transport
+        s = quote_ident(transport.schema)
+        self._table = f"{s}.dead_letters"
+        self._add = (
+            f"INSERT INTO {self._table} (id, target_id, event, body, reason, error, at, attempts) "
+            "VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (id) DO UPDATE SET event = excluded.event, "
+            "body = excluded.body, reason = excluded.reason, error = excluded.error, at = excluded.at, "
+            "attempts = excluded.attempts"
+        )
+
+    def _query(self, sql: str, args: tuple[Any, ...]) -> builtins.list[tuple[Any, ...]]:
+        t = self._t
+        with t._cursor() as cur:
+            cur.execute(sql, args)
+            rows = list(cur.fetchall())
+            t._conn.commit()
+        return rows
+
+    def add(self, letter: DeadLetter) -> None:
+        event = letter.event.model_dump_json()
+        self._t._transaction([(self._add, [(letter.id, letter.target_id, event, letter.body, letter.reason,
+                                            letter.error, letter.at, letter.attempts)])])
+
+    def list(self, limit: int = 100, cursor: str | None = None) -> DeadLetterPage:
+        after, n = seq_cursor(cursor), max(1, limit)
+        rows = self._query(f"SELECT {_DL_COLUMNS} FROM {self._table} WHERE seq > %s ORDER BY seq LIMIT %s",
+                           (after, n + 1))
+        page = rows[:n]
+        return DeadLetterPage([_letter(r) for r in page], str(page[-1][0]) if len(rows) > n else None)
+
+    def get(self, letter_id: str) -> DeadLetter | None:
+        rows = self._query(f"SELECT {_DL_COLUMNS} FROM {self._table} WHERE id = %s", (letter_id,))
+        return _letter(rows[0]) if rows else None
+
+    def drop(self, letter_id: str) -> DeadLetter:
+        rows = self._query(f"DELETE FROM {self._table} WHERE id = %s RETURNING {_DL_COLUMNS}", (letter_id,))
+        if not rows:
+            raise UnknownDeadLetter(letter_id)
+        return _letter(rows[0])
+
+    def replay(self, ids: Sequence[str] | None = None) -> builtins.list[DeadLetter]:
+        t = self._t
+        with t._cursor() as cur:
+            conn = t._conn
+            explicit = is_autocommit(conn)
+            if explicit:
+                cur.execute("BEGIN")
+            try:
+                if ids is None:
+                    cur.execute(f"SELECT target_id FROM {self._table}")
+                else:
+                    cur.execute(f"SELECT target_id FROM {self._table} WHERE id = ANY(%s)", (list(ids),))
+                targets = sorted({r[0] for r in cur.fetchall()})
+                for target in targets:  # sorted, as a send takes them: no deadlock with one
+                    cur.execute(t._target_lock, (t._lock_key, target))
+                # Only letters of the locked targets: one kept meanwhile for another waits for the next replay.
+                if ids is None:
+                    cur.execute(f"DELETE FROM {self._table} WHERE body IS NULL AND target_id = ANY(%s) "
+                                f"RETURNING {_DL_COLUMNS}", (targets,))
+                else:
+                    cur.execute(f"DELETE FROM {self._table} WHERE id = ANY(%s) AND target_id = ANY(%s) "
+                                f"RETURNING {_DL_COLUMNS}", (list(ids), targets))
+                rows = sorted(cur.fetchall(), key=lambda r: r[0])
+                chosen = check_replayable({r[1]: _letter(r) for r in rows}, ids)  # raises: rolled back
+                for d in chosen:
+                    cur.execute(t._send, (d.target_id, d.event.id, d.event.model_dump_json(), d.target_id))
+            except BaseException:
+                if explicit:
+                    with suppress(Exception):  # a lost connection took the transaction with it
+                        cur.execute("ROLLBACK")
+                raise
+            if explicit:
+                cur.execute("COMMIT")
+            else:
+                conn.commit()
+        return chosen
+
+    def __len__(self) -> int:
+        return int(self._query(f"SELECT count(*) FROM {self._table}", ())[0][0])
+
+
+def _letter(row: Sequence[Any]) -> DeadLetter:
+    _, letter_id, target_id, event, body, reason, error, at, attempts = row
+    return DeadLetter(target_id, stored_event(event, body), reason, error, int(attempts), float(at), letter_id,
+                      body)
 
 
 def _seq(c: Claimed) -> int:

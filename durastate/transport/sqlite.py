@@ -25,6 +25,11 @@ process dies (with ``synchronous="FULL"`` not even on power loss). Delivery foll
 - **dedupe on send** — a message whose ``(target_id, event.id)`` is already waiting is not queued twice
   (as SQS FIFO's deduplication id does); once acked, the worker's dedupe marks take over.
 
+**Dead letters** — what the runtime cannot apply for good is kept in the ``dead_letters`` table of the same
+file (:class:`SqliteDeadLetters`, the transport's ``dead_letter_box``), with its reason, error, time and
+attempts; a replay moves letters back into the inbox and out of the table in one transaction, so a crash
+leaves each either replayed or still a dead letter, never both or neither.
+
 Open it on the store (``SqliteTransport(store)``) to share the store's connection — one file, one
 connection, no lock contention inside the process — or on a path to get a connection of its own (for
 example ``durastate send`` while ``durastate serve`` runs in another process).
@@ -32,23 +37,37 @@ example ``durastate send`` while ``durastate serve`` runs in another process).
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import os
 import time
 import uuid
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from durastate.db.sqlite import DEFAULT_BUSY_TIMEOUT, HasSqliteDatabase, SqliteDatabase, Synchronous
 from durastate.engine.model import Event
-from durastate.transport.base import Claimed
+from durastate.transport.base import (
+    Claimed,
+    DeadLetter,
+    DeadLetterPage,
+    UnknownDeadLetter,
+    check_replayable,
+    seq_cursor,
+    stored_event,
+)
 
-__all__ = ["SqliteTransport"]
+__all__ = ["SqliteDeadLetters", "SqliteTransport"]
 
 _DDL = (
     # ``head`` is last so that a fresh table and one migrated by ``ALTER TABLE … ADD COLUMN`` are alike.
     "CREATE TABLE IF NOT EXISTS inbox (seq INTEGER PRIMARY KEY AUTOINCREMENT, target_id TEXT NOT NULL, "
     "event_id TEXT NOT NULL, event TEXT NOT NULL, attempts INTEGER NOT NULL DEFAULT 0, token TEXT, "
     "lease_until REAL, head INTEGER NOT NULL DEFAULT 0)",
+    # Dead letters: one row per letter id (derived from target and event id), in the order first kept.
+    "CREATE TABLE IF NOT EXISTS dead_letters (seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL UNIQUE, "
+    "target_id TEXT NOT NULL, event TEXT, body TEXT, reason TEXT NOT NULL, error TEXT NOT NULL, "
+    "at REAL NOT NULL, attempts INTEGER NOT NULL)",
 )
 # Run after the ``head`` column is known to exist (a file of an older durastate gets it first).
 _INDEXES = (
@@ -80,6 +99,12 @@ _PROMOTE = "UPDATE inbox SET head = 1 WHERE seq = (SELECT MIN(seq) FROM inbox WH
 # A release with a delay keeps the row a head whose "lease" (no token: nobody holds it) ends at the retry
 # time, so the claim above skips it until then, and the target's later messages wait behind it.
 _RELEASE = "UPDATE inbox SET token = NULL, lease_until = ? WHERE seq = ? AND token = ?"
+_DL_COLUMNS = "seq, id, target_id, event, body, reason, error, at, attempts"
+# Kept again (the same event failed again): the newest reason, time and attempts; its place is kept.
+_DL_ADD = ("INSERT INTO dead_letters (id, target_id, event, body, reason, error, at, attempts) "
+           "VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET event = excluded.event, "
+           "body = excluded.body, reason = excluded.reason, error = excluded.error, at = excluded.at, "
+           "attempts = excluded.attempts")
 
 
 class SqliteTransport:
@@ -98,6 +123,8 @@ class SqliteTransport:
             self.close()
             raise
         self.path = self._db.path
+        self.dead_letter_box = SqliteDeadLetters(self)
+        """The dead letters of this inbox: the ``dead_letters`` table of the same file."""
 
     def _ensure_schema(self) -> None:
         """Create the inbox, or give an older file's inbox the head flag: one write transaction.
@@ -214,6 +241,76 @@ class SqliteTransport:
         """Close the connection if this transport opened it (a store's connection stays the store's)."""
         if self._owned:
             self._db.close()
+
+
+class SqliteDeadLetters:
+    """A durable :class:`~durastate.transport.DeadLetterBox`: the ``dead_letters`` table next to the inbox.
+
+    Every operation is one transaction (inside a ``serve`` round, a savepoint of the round's: a letter is
+    kept together with the ack of its message, or neither is). A replay moves the letters into the inbox
+    — in the order they were kept, so a target's start goes before its later events — and deletes them in
+    the same transaction.
+    """
+
+    def __init__(self, transport: SqliteTransport) -> None:
+        self._db = transport._db
+
+    def add(self, letter: DeadLetter) -> None:
+        event = letter.event.model_dump_json()
+        with self._db.write() as cur:
+            cur.execute(_DL_ADD, (letter.id, letter.target_id, event, letter.body, letter.reason, letter.error,
+                                  letter.at, letter.attempts))
+
+    def list(self, limit: int = 100, cursor: str | None = None) -> DeadLetterPage:
+        after = seq_cursor(cursor)
+        with self._db.lock:
+            rows = self._db.cur.execute(f"SELECT {_DL_COLUMNS} FROM dead_letters WHERE seq > ? ORDER BY seq "
+                                        "LIMIT ?", (after, max(1, limit) + 1)).fetchall()
+        page = rows[:max(1, limit)]
+        more = len(rows) > len(page)
+        return DeadLetterPage([_letter(r) for r in page], str(page[-1][0]) if more else None)
+
+    def get(self, letter_id: str) -> DeadLetter | None:
+        with self._db.lock:
+            row = self._db.cur.execute(f"SELECT {_DL_COLUMNS} FROM dead_letters WHERE id = ?",
+                                       (letter_id,)).fetchone()
+        return _letter(row) if row else None
+
+    def drop(self, letter_id: str) -> DeadLetter:
+        with self._db.write() as cur:
+            row = cur.execute(f"SELECT {_DL_COLUMNS} FROM dead_letters WHERE id = ?", (letter_id,)).fetchone()
+            if row is None:
+                raise UnknownDeadLetter(letter_id)
+            cur.execute("DELETE FROM dead_letters WHERE id = ?", (letter_id,))
+        return _letter(row)
+
+    def replay(self, ids: Sequence[str] | None = None) -> builtins.list[DeadLetter]:
+        with self._db.write() as cur:
+            if ids is None:
+                rows = cur.execute(f"SELECT {_DL_COLUMNS} FROM dead_letters ORDER BY seq").fetchall()
+            else:
+                wanted = list(dict.fromkeys(ids))
+                rows = []
+                for start in range(0, len(wanted), 500):
+                    part = wanted[start:start + 500]
+                    rows += cur.execute(f"SELECT {_DL_COLUMNS} FROM dead_letters WHERE id IN "
+                                        f"({', '.join('?' * len(part))})", part).fetchall()
+                rows.sort(key=lambda r: r[0])
+            chosen = check_replayable({r[1]: _letter(r) for r in rows}, ids)  # raises: nothing changed
+            cur.executemany(_SEND, [(d.target_id, d.event.id, d.event.model_dump_json(), d.target_id)
+                                    for d in chosen])
+            cur.executemany("DELETE FROM dead_letters WHERE id = ?", [(d.id,) for d in chosen])
+        return chosen
+
+    def __len__(self) -> int:
+        with self._db.lock:
+            return int(self._db.cur.execute("SELECT COUNT(*) FROM dead_letters").fetchone()[0])
+
+
+def _letter(row: Sequence[Any]) -> DeadLetter:
+    _, letter_id, target_id, event, body, reason, error, at, attempts = row
+    return DeadLetter(target_id, stored_event(event, body), reason, error, int(attempts), float(at), letter_id,
+                      body)
 
 
 def _seq_of(token: str) -> int:

@@ -21,6 +21,11 @@ dropped: if one is still undelivered after the retries, it and everything after 
 rejected as the sender's fault (reported as permanent). Entries that did go out stay sent — a retry of
 the whole call is harmless because of the deduplication id.
 
+Dead letters: a message that can never apply goes to the FIFO dead-letter queue with why in its message
+attributes (:func:`dead_letter`); SQS's redrive policy moves there, without a reason, what kept failing.
+:class:`SqsDeadLetters` reads that queue as a :class:`~durastate.transport.DeadLetterBox` and replays
+from it (receive, send to the event queue, then delete: see its docstring).
+
 The consumer side (:meth:`SqsTransport.claim` / ``ack`` / ``release``) exists for the local stack, the
 CLI and tests; on Lambda the event source mapping receives and deletes messages and the worker handler
 (``functions/worker.py``) never calls it.
@@ -31,7 +36,9 @@ takes any boto3-compatible SQS client (tests pass a moto-backed one).
 
 from __future__ import annotations
 
+import builtins
 import hashlib
+import json
 import logging
 import math
 import random
@@ -44,13 +51,25 @@ from dataclasses import dataclass
 from typing import Any
 
 from durastate.engine.model import Event
-from durastate.errors import DeliveryFailed, MalformedEvent
-from durastate.transport.base import Claimed, QueueTransport
+from durastate.errors import DeliveryFailed, DurastateError, InvalidCursor, MalformedEvent
+from durastate.transport.base import (
+    Claimed,
+    DeadLetter,
+    DeadLetterPage,
+    QueueTransport,
+    UnknownDeadLetter,
+    check_replayable,
+    dead_letter_id,
+    unreadable_event,
+)
 from durastate.transport.wire import dump_envelope, parse_envelope
 
 __all__ = [
     "MAX_BATCH_BYTES",
     "MAX_BATCH_ENTRIES",
+    "REDRIVE_POLICY",
+    "REPLAY_OF",
+    "SqsDeadLetters",
     "SqsTransport",
     "dead_letter",
     "sqs_id",
@@ -78,16 +97,27 @@ def sqs_id(value: str) -> str:
     return "h-" + hashlib.sha256(value.encode("utf-8")).hexdigest()
 
 
+REDRIVE_POLICY = "RedrivePolicy"
+"""The ``error`` of a dead letter SQS's redrive policy moved (it carries no reason of durastate's)."""
+REPLAY_OF = "durastate.replay_of"
+"""Message attribute of an event replayed from the dead-letter queue: the dead-letter message's id."""
+
+
 def dead_letter(client: Any, dlq_url: str, body: str, *, reason: str, error: str,
-                group_id: str | None, dedup_id: str, extra: dict[str, str] | None = None) -> None:
+                group_id: str | None, dedup_id: str, extra: dict[str, str] | None = None,
+                attempts: int | None = None, at: float | None = None) -> None:
     """Move one undeliverable message to the FIFO dead-letter queue, its reason attached.
 
-    The original body is kept verbatim (so a fixed deployment can redrive it to the source queue with SQS's
-    own "start DLQ redrive"); why it was dead-lettered travels in message attributes ``durastate.reason`` and
-    ``durastate.error`` (plus ``extra``, e.g. the source message id and target). The deduplication id is the
-    source message id, so dead-lettering the same delivery twice stores it once.
+    The original body is kept verbatim (so it can be replayed as it was); why it was dead-lettered travels
+    in message attributes — ``durastate.reason``, ``durastate.error``, ``durastate.at`` (epoch seconds,
+    default now) and ``durastate.attempts`` (deliveries so far), plus ``extra``, e.g. the source message
+    id and target — which :class:`SqsDeadLetters` reads back. The deduplication id is the source message
+    id, so dead-lettering the same delivery twice stores it once.
     """
-    attrs = {"durastate.reason": reason[:1024] or "unknown", "durastate.error": error or "unknown"}
+    attrs = {"durastate.reason": reason[:1024] or "unknown", "durastate.error": error or "unknown",
+             "durastate.at": repr(time.time() if at is None else at)}
+    if attempts:
+        attrs["durastate.attempts"] = str(attempts)
     attrs.update({k: v[:1024] for k, v in (extra or {}).items() if v})
     params: dict[str, Any] = {
         "QueueUrl": dlq_url,
@@ -129,6 +159,8 @@ class SqsTransport(QueueTransport):
         self._sleep = sleep
         self._wait_seconds = wait_seconds
         self._lock = threading.Lock()
+        self.dead_letter_box = SqsDeadLetters(client, dlq_url, queue_url) if dlq_url else None
+        """The dead-letter queue as a box (``None`` without ``dlq_url``)."""
         self._inflight: dict[str, str] = {}  # receipt handle -> group handed out and not yet acked
         self._busy_groups: set[str] = set()
         self._buffer: deque[_Received] = deque()  # received but held back: their group is busy
@@ -324,20 +356,20 @@ class SqsTransport(QueueTransport):
             try:
                 env = parse_envelope(m.get("Body") or "")
             except MalformedEvent as exc:
-                self._poison(m, group, str(exc))
+                self._poison(m, group, str(exc), int(attrs.get("ApproximateReceiveCount", 1)))
                 continue
             out.append(_Received(m["ReceiptHandle"], group or sqs_id(env.target_id), env.target_id,
                                  env.event, int(attrs.get("ApproximateReceiveCount", 1))))
         return out
 
-    def _poison(self, m: dict[str, Any], group: str, reason: str) -> None:
+    def _poison(self, m: dict[str, Any], group: str, reason: str, attempts: int) -> None:
         """A body that is not the wire format can never be applied: dead-letter it, or leave it to redrive."""
         if self.dlq_url is None:
             log.error("malformed message %s left for the queue's redrive policy: %s", m.get("MessageId"),
                       reason)
             return
         dead_letter(self._sqs, self.dlq_url, m.get("Body") or "", reason=reason, error="MalformedEvent",
-                    group_id=group or None, dedup_id=str(m.get("MessageId")),
+                    group_id=group or None, dedup_id=str(m.get("MessageId")), attempts=attempts,
                     extra={"durastate.source_message_id": str(m.get("MessageId"))})
         self._sqs.delete_message(QueueUrl=self.queue_url, ReceiptHandle=m["ReceiptHandle"])
 
@@ -360,6 +392,274 @@ class SqsTransport(QueueTransport):
             self._buffer.clear()
         if held:
             self._change_visibility(held, 0)
+
+
+@dataclass(slots=True)
+class _Held:
+    """A dead-letter message received (in flight) while a box operation runs."""
+
+    letter: DeadLetter
+    receipt: str
+    message_id: str
+    group: str
+    body: str
+    order: tuple[float, str, int, str] = (0.0, "", 0, "")
+    """Where it lists: dead-lettered at, then its message group and place in it (a group's FIFO order,
+    for letters of the same instant), then the id."""
+
+
+class SqsDeadLetters:
+    """The FIFO dead-letter queue ``dlq_url`` of the event queue ``queue_url`` as a
+    :class:`~durastate.transport.DeadLetterBox`.
+
+    **Reading.** A queue cannot be peeked at: every operation receives the visible messages (holding
+    them for ``lease_seconds``), works on them, and makes what it kept visible again at once. A message
+    durastate dead-lettered carries its reason, error, time and attempts in message attributes; one that
+    SQS's redrive policy moved carries none and is shown as "moved by the queue's redrive policy after N
+    receives", N from its ``ApproximateReceiveCount`` (which counts receives on every queue: the one that
+    reads it here is taken off, and N is capped at the queue's ``maxReceiveCount`` when ``queue_url``'s
+    redrive policy can be read, since earlier readings of the DLQ count too). A FIFO queue hands out
+    nothing of a message group while an earlier message of it is in flight, and at most ten per receive,
+    so an execution with more than ten dead letters shows its first ones; replaying or dropping them
+    brings up the next. At most ``max_scan`` messages are read per operation.
+
+    **Replay** moves each chosen message back *in order per message group*: send it to the event queue
+    (same body, so the same event id; ``MessageGroupId`` = target; a deduplication id derived from the
+    dead-letter message, so a replay repeated after a crash within SQS's five minutes is dropped by SQS
+    and after them by the worker's dedupe marks), and only once that send succeeded, delete it from the
+    dead-letter queue. A crash between the two leaves the letter in the dead-letter queue *and* the event
+    on the event queue: replaying again sends it again, which applies nothing twice. A failed send stops
+    its group (later messages of the group stay dead letters, in order) and is reported as
+    :class:`~durastate.errors.DeliveryFailed` once the other groups are done. (SQS's own message move
+    tasks were not used: they move a whole queue, not chosen letters, to the queue each message came
+    from, and moto does not emulate them.)
+
+    ``add`` puts a letter on the dead-letter queue with its attributes (what a runtime consuming the
+    event queue with :class:`SqsTransport` does). ``queue_url`` may be left out: the queue whose redrive
+    policy names ``dlq_url`` is looked up when a replay needs it.
+    """
+
+    def __init__(self, client: Any, dlq_url: str, queue_url: str | None = None, *, lease_seconds: int = 300,
+                 max_scan: int = 1000) -> None:
+        self._sqs = client
+        self.dlq_url = dlq_url
+        self._queue_url = queue_url
+        self.lease_seconds = lease_seconds
+        self.max_scan = max_scan
+        self._max_receives: int | None = None
+        self._looked_up = False
+
+    # -- the event queue -------------------------------------------------------------------------------
+    @property
+    def queue_url(self) -> str:
+        """The event queue replays go to: given, or the one whose redrive policy names this DLQ."""
+        if self._queue_url is None:
+            sources = self._sqs.list_dead_letter_source_queues(QueueUrl=self.dlq_url).get("queueUrls") or []
+            if len(sources) != 1:
+                found = f"{len(sources)} queues ({', '.join(sources)})" if sources else "no queue"
+                raise DurastateError(f"{found} send their dead letters to {self.dlq_url}: name the event queue "
+                                     "to replay to (--queue-url / DURASTATE_QUEUE_URL)")
+            self._queue_url = str(sources[0])
+        return self._queue_url
+
+    def _max_receive_count(self) -> int | None:
+        if not self._looked_up:
+            self._looked_up = True
+            try:
+                url = self.queue_url
+                got = self._sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["RedrivePolicy"])
+                policy = json.loads((got.get("Attributes") or {}).get("RedrivePolicy") or "{}")
+                self._max_receives = int(policy["maxReceiveCount"])
+            except Exception:  # only a nicer number in a listing: never a reason to fail one
+                log.debug("no redrive policy found for %s", self.dlq_url, exc_info=True)
+        return self._max_receives
+
+    # -- DeadLetterBox ---------------------------------------------------------------------------------
+    def add(self, letter: DeadLetter) -> None:
+        body = dump_envelope(letter.target_id, letter.event) if letter.body is None else letter.body
+        extra = {"durastate.target_id": letter.target_id, "durastate.event_id": letter.event.id,
+                 "durastate.event_name": letter.event.name}
+        # Kept again after a replay within five minutes is a new message: its dedup id says when.
+        dead_letter(self._sqs, self.dlq_url, body, reason=letter.reason, error=letter.error,
+                    group_id=letter.target_id or None, dedup_id=f"{letter.id}.{letter.at!r}", extra=extra,
+                    attempts=letter.attempts, at=letter.at)
+
+    def list(self, limit: int = 100, cursor: str | None = None) -> DeadLetterPage:
+        after = _letter_cursor(cursor)
+        held = sorted(self._snapshot().values(), key=lambda h: h.order)
+        rest = [h for h in held if after is None or h.order > after]
+        n = max(1, limit)
+        page = rest[:n]
+        more = len(rest) > n
+        last = page[-1].order if page else None
+        cursor = f"{last[0]!r}/{last[2]}/{last[3]}/{last[1]}" if more and last is not None else None
+        return DeadLetterPage([h.letter for h in page], cursor)
+
+    def get(self, letter_id: str) -> DeadLetter | None:
+        h = self._snapshot().get(letter_id)
+        return h.letter if h is not None else None
+
+    def drop(self, letter_id: str) -> DeadLetter:
+        held = self._scan()
+        try:
+            mine = [h for h in held if h.letter.id == letter_id]
+            if not mine:
+                raise UnknownDeadLetter(letter_id)
+            for h in mine:
+                self._delete(h)
+                held.remove(h)
+            return mine[0].letter
+        finally:
+            self._release(held)
+
+    def replay(self, ids: Sequence[str] | None = None) -> builtins.list[DeadLetter]:
+        queue_url = self.queue_url  # an error about it before anything moved
+        wanted = None if ids is None else set(ids)
+        kept: builtins.list[_Held] = []  # received and not replayed: visible again at the end
+        done: builtins.list[_Held] = []
+        sent: set[str] = set()
+        stopped: dict[str, tuple[str, str, str]] = {}  # group -> the failure that stopped it
+        pending = self._scan()
+        try:
+            if ids is not None:
+                first: dict[str, DeadLetter] = {}
+                for h in pending:
+                    first.setdefault(h.letter.id, h.letter)
+                check_replayable(first, ids)  # unknown or without an event: raises, nothing moved
+            while pending:
+                moved = False
+                for h in pending:  # receive order: per message group, the order of the group
+                    chosen = h.letter.replayable and (wanted is None or h.letter.id in wanted)
+                    if not chosen or h.group in stopped:
+                        kept.append(h)
+                        continue
+                    if h.letter.id not in sent:  # a second copy of a letter (a crash mid-replay) is only deleted
+                        failure = self._send_back(queue_url, h)
+                        if failure is not None:
+                            stopped[h.group] = failure
+                            kept.append(h)
+                            continue
+                        sent.add(h.letter.id)
+                        done.append(h)
+                    self._delete(h)  # only now: its event is on the event queue
+                    moved = True
+                pending = self._scan() if moved else []  # a group's next messages, now reachable
+        finally:
+            self._release(kept + pending)
+        if stopped:
+            raise DeliveryFailed(f"SQS queue {queue_url}", [(f, code, msg) for f, code, msg in stopped.values()])
+        return [h.letter for h in done]  # in the order sent: per group, the group's order
+
+    # -- plumbing --------------------------------------------------------------------------------------
+    def _snapshot(self) -> dict[str, _Held]:
+        """Every letter once (the first copy of one held twice), its messages visible again at once."""
+        held = self._scan()
+        self._release(held)
+        out: dict[str, _Held] = {}
+        for h in held:
+            out.setdefault(h.letter.id, h)
+        return out
+
+    def _scan(self) -> builtins.list[_Held]:
+        """Receive every visible message (up to ``max_scan``), in receive order; the caller releases them."""
+        out: builtins.list[_Held] = []
+        while len(out) < self.max_scan:
+            resp = self._sqs.receive_message(
+                QueueUrl=self.dlq_url, MaxNumberOfMessages=min(MAX_BATCH_ENTRIES, self.max_scan - len(out)),
+                VisibilityTimeout=self.lease_seconds, WaitTimeSeconds=0,
+                MessageSystemAttributeNames=["All"], MessageAttributeNames=["All"])
+            got = resp.get("Messages") or []
+            if not got:
+                break
+            out.extend(self._held(m) for m in got)
+        places: dict[str, int] = {}
+        for h in out:  # receive order is each group's FIFO order
+            place = places[h.group] = places.get(h.group, -1) + 1
+            h.order = (h.letter.at, h.group, place, h.letter.id)
+        return out
+
+    def _held(self, m: dict[str, Any]) -> _Held:
+        attrs = m.get("Attributes") or {}
+        values = {k: str(v.get("StringValue") or "") for k, v in (m.get("MessageAttributes") or {}).items()}
+        body = str(m.get("Body") or "")
+        message_id = str(m.get("MessageId"))
+        try:
+            env = parse_envelope(body)
+            target_id, event = env.target_id, env.event
+            letter_id = dead_letter_id(target_id, event.id)
+        except MalformedEvent:
+            source = values.get("durastate.source_message_id") or message_id
+            target_id, event = values.get("durastate.target_id", ""), unreadable_event(source)
+            letter_id = dead_letter_id("", "message:" + source)
+        sent_at = float(attrs.get("SentTimestamp", 0)) / 1000.0
+        at = _float(values.get("durastate.at"), sent_at)
+        if "durastate.reason" in values:
+            reason, error = values["durastate.reason"], values.get("durastate.error") or "unknown"
+            attempts = int(_float(values.get("durastate.attempts"), 1))
+        else:
+            # This receive counts too; so do earlier readings of the DLQ, which the policy's cap removes.
+            attempts = max(1, int(attrs.get("ApproximateReceiveCount", 1)) - 1)
+            cap = self._max_receive_count()
+            if cap is not None:
+                attempts = min(attempts, cap)
+            reason = (f"moved by the queue's redrive policy after {attempts} receives (a worker kept failing "
+                      "on it without deciding it could never apply: see the worker's logs)")
+            error = REDRIVE_POLICY
+        unreadable = not event.name
+        letter = DeadLetter(target_id, event, reason, error, attempts, at, letter_id, body if unreadable else None)
+        return _Held(letter, str(m["ReceiptHandle"]), message_id, str(attrs.get("MessageGroupId") or ""), body)
+
+    def _send_back(self, queue_url: str, h: _Held) -> tuple[str, str, str] | None:
+        """Put a letter's message back on the event queue; ``None``, or what failed (event id, code, text)."""
+        from botocore.exceptions import ClientError  # type: ignore[import-untyped]
+
+        event = h.letter.event
+        params: dict[str, Any] = {
+            "QueueUrl": queue_url, "MessageBody": h.body,
+            "MessageAttributes": {REPLAY_OF: {"DataType": "String", "StringValue": h.message_id}}}
+        if queue_url.endswith(".fifo"):
+            params["MessageGroupId"] = sqs_id(h.letter.target_id)
+            params["MessageDeduplicationId"] = sqs_id(f"{event.id}.replay.{h.message_id}")
+        try:
+            self._sqs.send_message(**params)
+        except ClientError as exc:
+            err = exc.response.get("Error", {})
+            return event.id, str(err.get("Code", "ClientError")), str(err.get("Message", ""))
+        return None
+
+    def _delete(self, h: _Held) -> None:
+        self._sqs.delete_message(QueueUrl=self.dlq_url, ReceiptHandle=h.receipt)
+
+    def _release(self, held: Sequence[_Held]) -> None:
+        for start in range(0, len(held), MAX_BATCH_ENTRIES):
+            part = held[start:start + MAX_BATCH_ENTRIES]
+            try:
+                self._sqs.change_message_visibility_batch(QueueUrl=self.dlq_url, Entries=[
+                    {"Id": str(i), "ReceiptHandle": h.receipt, "VisibilityTimeout": 0}
+                    for i, h in enumerate(part)])
+            except Exception:  # they come back by themselves once the lease ends
+                log.warning("could not make %d dead letter(s) visible again; they are after %ss", len(part),
+                            self.lease_seconds, exc_info=True)
+
+
+def _letter_cursor(cursor: str | None) -> tuple[float, str, int, str] | None:
+    """``at/place/id/group`` (the group last: it may hold a slash) as the order tuple of a letter."""
+    if cursor is None:
+        return None
+    parts = cursor.split("/", 3)
+    try:
+        if len(parts) != 4 or not parts[2]:
+            raise ValueError(cursor)
+        return (float(parts[0]), parts[3], int(parts[1]), parts[2])
+    except ValueError:
+        raise InvalidCursor(cursor) from None
+
+
+def _float(raw: str | None, default: float) -> float:
+    try:
+        return float(raw) if raw else default
+    except ValueError:
+        return default
 
 
 def _batch(candidates: list[tuple[int, int]]) -> list[int]:

@@ -64,7 +64,7 @@ def test_bad_input_becomes_dead_letters_not_retries_or_silent_drops(
     assert rt.transport.claim(10) == []
 
 
-def test_failures_that_are_not_permanent_are_retried_later_and_never_dead_lettered(
+def test_transient_failures_are_retried_later_and_never_dead_lettered_a_bug_is_after_max_attempts(
         registry: DefinitionRegistry, clock: ManualClock, caplog: pytest.LogCaptureFixture) -> None:
     class Flaky(DictStore):
         failures = 0
@@ -80,25 +80,31 @@ def test_failures_that_are_not_permanent_are_retried_later_and_never_dead_letter
     rt = LocalRuntime(store, registry, InMemoryTransport(clock), clock, max_attempts=3)
     rt.start("counter", execution_id="c1")
     rt.run_until_idle()
-    store.failures = 2
+    store.failures = 8  # transient: past max_attempts, and still never dead-lettered
     rt.send("c1", ev("inc", "i1"))
     stats = rt.run_until_idle()
     assert (stats.retried, stats.applied, stats.dead_lettered) == (1, 0, 0)  # the retry is not due yet
-    for _ in range(2):
+    for _ in range(8):
         clock.advance(rt.retry_backoff.cap)
         stats = rt.run_until_idle()
-    assert (stats.retried, stats.applied, stats.dead_lettered) == (0, 1, 0)
+    assert (stats.applied, stats.dead_lettered) == (1, 0) and rt.dead_letters == []
     store.failures, store.error = 8, KeyError("a bug")  # neither transient nor permanent
     rt.send("c1", ev("inc", "i2"))
     with caplog.at_level(logging.WARNING, logger="durastate.runtime"):
-        for _ in range(9):
+        for _ in range(4):
             rt.run_until_idle()
             clock.advance(rt.retry_backoff.cap)
-    assert rt.dead_letters == []
-    exe = rt.get("c1")
-    assert exe is not None and exe.context["count"] == 2
     assert caplog.text.count("with an unexpected KeyError, will retry") == 2  # attempts 1 and 2
-    assert caplog.text.count("still fails after") == 6  # attempts 3 to 8: max_attempts marks an error
+    [letter] = rt.dead_letters  # attempt 3: kept as a dead letter, no longer retried
+    assert (letter.error, letter.attempts, letter.event.id) == ("KeyError", 3, "i2")
+    assert rt.list_dead_letters().items == [letter]
+    exe = rt.get("c1")
+    assert exe is not None and exe.context["count"] == 1
+    store.failures = 0  # the bug is fixed: the replay applies it
+    assert rt.replay_dead_letters() == [letter]
+    rt.run_until_idle()
+    exe = rt.get("c1")
+    assert exe is not None and exe.context["count"] == 2 and rt.list_dead_letters().items == []
 
 
 def test_run_until_idle_reports_when_it_stopped_early(registry: DefinitionRegistry) -> None:
