@@ -26,6 +26,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from durastate.errors import (
+    ControlRefused,
     DefinitionError,
     DeliveryFailed,
     DurastateError,
@@ -67,6 +68,7 @@ _LAZY: dict[str, str] = {
 }
 
 __all__ = [
+    "ControlRefused",
     "Definition",
     "DefinitionError",
     "DefinitionRegistry",

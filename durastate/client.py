@@ -28,11 +28,11 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from durastate.engine import control
 from durastate.engine.ids import CANCEL, RESUME, SUSPEND, cancel_event_id, derived_id, start_event_id
 from durastate.engine.model import START, Event, Execution, new_id
 from durastate.engine.values import check_event_id, check_execution_id
-from durastate.errors import DurastateError, MalformedEvent, StoreConflict, UnknownExecution
+from durastate.errors import DurastateError, MalformedEvent
+from durastate.store import control as store_control
 from durastate.store.base import ExecutionPage, ExecutionStore
 from durastate.transport.base import DeadLetter, DeadLetterBox, DeadLetterPage, Transport
 from durastate.transport.wire import new_event
@@ -139,43 +139,12 @@ class DurastateClient:
     def terminate(self, execution_id: str, reason: str | None = None) -> Execution:
         """End the execution now, in the store: no action runs, timers are disarmed, children are
         terminated. Works while a failing message blocks its queue. Needs the store."""
-        return self._commit_control(execution_id, lambda exe: (control.terminate(exe, reason, self.clock()), []))
+        return store_control.terminate(self._store("terminate an execution"), execution_id, reason, self.clock)
 
     def redrive(self, execution_id: str) -> Event:
         """Restore a failed execution to the state before its failed step and queue that step's event
         again (through the outbox: the relay delivers it). Returns that event. Needs the store."""
-        again: list[Event] = []
-
-        def change(exe: Execution) -> tuple[control.Effects, list[tuple[str | None, Event]]]:
-            effects, event = control.redrive(exe, self.clock())
-            again[:] = [event]
-            return effects, [(exe.id, event)]
-
-        self._commit_control(execution_id, change)
-        return again[0]
-
-    def _commit_control(self, execution_id: str,
-                        change: Callable[[Execution], tuple[control.Effects, list[tuple[str | None, Event]]]],
-                        attempts: int = 8) -> Execution:
-        """Load, change, commit with a compare-and-swap, again on a conflict (what ``durastate terminate`` /
-        ``redrive`` do through :mod:`durastate.runtime.control`, which a client does not import)."""
-        store = self._store("terminate or redrive an execution")
-        for _ in range(attempts):
-            exe = store.load(execution_id)
-            if exe is None:
-                raise UnknownExecution(execution_id)
-            try:
-                effects, extra = change(exe)
-            except control.ControlError as err:
-                raise DurastateError(str(err)) from None
-            try:
-                store.commit(exe, [*effects.emits, *extra], timers=effects.timers,
-                             trace={"event": effects.trace.get("control"), "from": exe.active_path,
-                                    "to": exe.active_path, "status": exe.status, **effects.trace})
-            except StoreConflict:
-                continue
-            return exe
-        raise StoreConflict(execution_id, None, None)
+        return store_control.redrive(self._store("redrive an execution"), execution_id, self.clock).event
 
     # -- dead letters ----------------------------------------------------------------------------------
     def _box(self) -> DeadLetterBox:

@@ -114,6 +114,11 @@ class UnknownExecution(DurastateError):
         return (type(self), (self.execution_id,))
 
 
+class ControlRefused(DurastateError):
+    """A control operation (terminate, redrive, resume…) that does not apply to the execution as it is:
+    the message says why (it has already ended, it is not failed…). Nothing was changed."""
+
+
 class MalformedEvent(DurastateError):
     """A message or event does not match the wire format."""
 

@@ -19,7 +19,7 @@ from durastate.cli.delivery import deliver, queued_start
 from durastate.cli.session import Session, UsageError
 from durastate.engine.model import Event
 from durastate.errors import UnknownExecution
-from durastate.runtime.control import (
+from durastate.store.control import (
     ControlRefused,
     cancel_event,
     redrive,

@@ -50,7 +50,11 @@ from durastate.errors import (
     UnknownExecution,
 )
 from durastate.runtime.clock import Backoff, Clock
-from durastate.runtime.control import (
+from durastate.runtime.relay import Relay
+from durastate.runtime.sweeper import Sweeper
+from durastate.runtime.worker import HandleResult, Worker
+from durastate.store.base import ExecutionStore
+from durastate.store.control import (
     Redriven,
     cancel_event,
     redrive,
@@ -58,10 +62,6 @@ from durastate.runtime.control import (
     suspend_event,
     terminate,
 )
-from durastate.runtime.relay import Relay
-from durastate.runtime.sweeper import Sweeper
-from durastate.runtime.worker import HandleResult, Worker
-from durastate.store.base import ExecutionStore
 from durastate.transport.base import (
     Claimed,
     DeadLetter,

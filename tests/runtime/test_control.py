@@ -17,7 +17,8 @@ import pytest
 from durastate.engine import DefinitionRegistry, load_definition
 from durastate.engine.model import Event
 from durastate.runtime import LocalRuntime, ManualClock
-from durastate.runtime.control import (
+from durastate.store.base import ExecutionStore
+from durastate.store.control import (
     ControlRefused,
     cancel_event,
     redrive,
@@ -26,7 +27,6 @@ from durastate.runtime.control import (
     suspend_event,
     terminate,
 )
-from durastate.store.base import ExecutionStore
 from tests.conformance.backends import BACKENDS, BackendRequest, open_backend
 
 from .conftest import COUNTER, FORK

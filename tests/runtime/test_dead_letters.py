@@ -19,8 +19,8 @@ from durastate.engine import DefinitionRegistry, control, load_definition
 from durastate.engine.model import START, Event
 from durastate.errors import DurastateError, UnknownExecution
 from durastate.runtime import LocalRuntime, ManualClock
-from durastate.runtime.control import ControlRefused
 from durastate.store import DictStore, SqliteStore
+from durastate.store.control import ControlRefused
 from durastate.transport import Claimed, InMemoryTransport
 from durastate.transport.base import DeadLetter, ReplayRefused, UnknownDeadLetter, dead_letter_id
 from durastate.transport.sqlite import SqliteTransport

@@ -19,8 +19,8 @@ from durastate.engine import DefinitionRegistry, load_definition
 from durastate.engine.model import Event
 from durastate.errors import DefinitionError
 from durastate.runtime import LocalRuntime, ManualClock
-from durastate.runtime.control import redrive
 from durastate.store.base import ExecutionStore
+from durastate.store.control import redrive
 from tests.conformance.backends import BACKENDS, BackendRequest, open_backend
 
 STORES = ["dict", "sqlite", "postgres", "dynamodb-moto"]

@@ -1,5 +1,8 @@
 """Control operations a user runs against a store: terminate, redrive, and the control events.
 
+They live with the store seam, not in the runtime, because anything holding a store does them: the
+CLI, ``LocalRuntime``, the producer-side ``DurastateClient`` and a Lambda all share this one loop.
+
 ``cancel``, ``suspend`` and ``resume`` travel as events through the execution's own queue, so they keep
 their order with its other events (on SQS FIFO: the same message group). ``terminate`` and ``redrive``
 are commits straight to the store, each one compare-and-swap: ``terminate`` must work even when the
@@ -18,7 +21,7 @@ from typing import Any
 from durastate.engine import control
 from durastate.engine.ids import CANCEL, RESUME, SUSPEND, derived_id
 from durastate.engine.model import Event, Execution
-from durastate.errors import DurastateError, StoreConflict, UnknownExecution
+from durastate.errors import ControlRefused, StoreConflict, UnknownExecution
 from durastate.store.base import ExecutionStore
 
 __all__ = [
@@ -31,10 +34,6 @@ __all__ = [
     "suspend_event",
     "terminate",
 ]
-
-
-class ControlRefused(DurastateError):
-    """A control operation that does not apply to the execution as it is; nothing was changed."""
 
 
 @dataclass(frozen=True)
