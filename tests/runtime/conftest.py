@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ from durastate.runtime import ManualClock
 from durastate.runtime.worker import returns_live_objects
 from durastate.store import DictStore
 from durastate.store.base import Emit, ExecutionStore, Spawn, TimerOp
+from tests.conformance.backends import BACKENDS, BackendRequest, open_backend
 
 INC = {"assign": {"count": {"add": ["$context.count", 1]}}}
 
@@ -135,3 +137,16 @@ def any_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Execut
 
 def ev(name: str, eid: str | None = None, **data: Any) -> Event:
     return Event(id=eid or name, name=name, data=data)
+
+
+SYNC_STORES = ["dict", "sqlite", "postgres", "dynamodb-moto"]
+"""The sync stores the runtime's end-to-end tests run on: every backend a worker uses (the async twins share
+their logic and have the conformance suite)."""
+
+
+@pytest.fixture(params=[pytest.param(n, marks=BACKENDS[n].marks) for n in SYNC_STORES])
+def every_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ExecutionStore]:
+    """A fresh, empty store of each sync backend (real SQLite file, real PostgreSQL schema, moto)."""
+    req = BackendRequest(tmp_path, unique=f"h{uuid.uuid4().hex[:16]}")
+    with open_backend(BACKENDS[request.param], req) as s:
+        yield s

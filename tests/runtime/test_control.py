@@ -7,9 +7,6 @@ stuck ahead of it; a failed execution is redriven after the fix and finishes as 
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -27,11 +24,8 @@ from durastate.store.control import (
     suspend_event,
     terminate,
 )
-from tests.conformance.backends import BACKENDS, BackendRequest, open_backend
 
 from .conftest import COUNTER, FORK
-
-STORES = ["dict", "sqlite", "postgres", "dynamodb-moto"]
 
 
 class Provider:
@@ -62,11 +56,9 @@ def order(provider: Provider) -> dict[str, Any]:
     }
 
 
-@pytest.fixture(params=[pytest.param(n, marks=BACKENDS[n].marks) for n in STORES])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ExecutionStore]:
-    req = BackendRequest(tmp_path, unique=f"h{uuid.uuid4().hex[:16]}")
-    with open_backend(BACKENDS[request.param], req) as s:
-        yield s
+@pytest.fixture
+def store(every_store: ExecutionStore) -> ExecutionStore:
+    return every_store
 
 
 @pytest.fixture

@@ -9,9 +9,6 @@ a typed error (or is ignored as stale), and what is stored stays loadable and un
 from __future__ import annotations
 
 import json
-import uuid
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,11 +21,8 @@ from durastate.errors import InvalidValue, MalformedEvent
 from durastate.runtime import LocalRuntime, ManualClock
 from durastate.store.base import ExecutionStore
 from durastate.transport import InMemoryTransport, parse_envelope
-from tests.conformance.backends import BACKENDS, BackendRequest, open_backend
 
 from .conftest import COUNTER, FORK
-
-STORES = ["dict", "sqlite", "postgres", "dynamodb-moto"]
 
 INVOKER = {
     "id": "invoker",
@@ -41,11 +35,9 @@ INVOKER = {
 }
 
 
-@pytest.fixture(params=[pytest.param(n, marks=BACKENDS[n].marks) for n in STORES])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ExecutionStore]:
-    req = BackendRequest(tmp_path, unique=f"h{uuid.uuid4().hex[:16]}")
-    with open_backend(BACKENDS[request.param], req) as s:
-        yield s
+@pytest.fixture
+def store(every_store: ExecutionStore) -> ExecutionStore:
+    return every_store
 
 
 @pytest.fixture

@@ -8,9 +8,6 @@ moves time; the sweeper fires the retry timers as it fires any timer.
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,9 +18,7 @@ from durastate.errors import DefinitionError
 from durastate.runtime import LocalRuntime, ManualClock
 from durastate.store.base import ExecutionStore
 from durastate.store.control import redrive
-from tests.conformance.backends import BACKENDS, BackendRequest, open_backend
 
-STORES = ["dict", "sqlite", "postgres", "dynamodb-moto"]
 RETRY = {"max_attempts": 3, "backoff": {"initial": 10, "factor": 3, "max": 60}, "on": ["ConnectionError"]}
 
 
@@ -67,11 +62,9 @@ def shop(provider: Provider, *, on_error: bool = True) -> dict[str, Any]:
     return {"id": "shop", "initial": "cart", "context": {"amount": 5, "emails": 0, "notes": 0}, "states": states}
 
 
-@pytest.fixture(params=[pytest.param(n, marks=BACKENDS[n].marks) for n in STORES])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ExecutionStore]:
-    req = BackendRequest(tmp_path, unique=f"h{uuid.uuid4().hex[:16]}")
-    with open_backend(BACKENDS[request.param], req) as s:
-        yield s
+@pytest.fixture
+def store(every_store: ExecutionStore) -> ExecutionStore:
+    return every_store
 
 
 @pytest.fixture
