@@ -38,6 +38,7 @@ SKIPPED_PARTS = {"__pycache__", "build", "cdk.out", "node_modules", ".venv"}
 LAYER_OF: dict[str, str] = {
     "durastate": "facade",
     "durastate.errors": "errors",
+    "durastate._lazy": "errors",
     "durastate.engine": "engine",
     "durastate.db": "db",
     "durastate.store": "store",

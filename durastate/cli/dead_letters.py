@@ -44,7 +44,6 @@ from durastate.cli.aws_queue import (
 from durastate.cli.common import DefinitionsOption, JsonOption, StoreOption, session
 from durastate.cli.session import DEFAULT_STORE, DEFINITIONS_ENV, STORE_ENV, Session, UsageError, redact
 from durastate.engine import DefinitionRegistry
-from durastate.engine.model import CANCEL, FINISHED, START, TIMEOUT
 from durastate.runtime.local import check_replay
 from durastate.transport.base import DeadLetter, DeadLetterBox, UnknownDeadLetter
 
@@ -148,16 +147,7 @@ def describe(letter: DeadLetter) -> str:
     """What the letter carried, in a few words."""
     if not letter.replayable and letter.body is not None:
         return "a message that is not the wire format"
-    event = letter.event
-    if event.name == START:
-        return f"start ({event.data.get('definition_id', '?')})"
-    if event.name == TIMEOUT:
-        return f"timeout ({event.data.get('path', '?')})"
-    if event.name == FINISHED:
-        return f"child {event.data.get('child_id', '?')} {event.data.get('status', 'finished')}"
-    if event.name == CANCEL:
-        return "cancel"
-    return event.name
+    return output.describe_event(letter.event)
 
 
 # -- commands -------------------------------------------------------------------------------------------

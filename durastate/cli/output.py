@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from durastate.engine.model import Execution
+from durastate.engine.model import CANCEL, FINISHED, START, TIMEOUT, Event, Execution
 from durastate.store import ExecutionSummary
 
 _WIDTH = None if sys.stdout.isatty() else 160
@@ -248,3 +248,17 @@ def show_trace(execution_id: str, steps: Sequence[Mapping[str, Any]], show_ids: 
         return
     for step in steps:
         console.print(trace_line(step, show_ids))
+
+
+def describe_event(event: Event) -> str:
+    """A short, human name for an event, reserved ones included (``start (order)``, ``timeout (paying)``)."""
+    data = event.data
+    if event.name == START:
+        return f"start ({data.get('definition_id', '?')})"
+    if event.name == TIMEOUT:
+        return f"timeout ({data.get('path', '?')})"
+    if event.name == FINISHED:
+        return f"child {data.get('child_id', '?')} {data.get('status', 'finished')}"
+    if event.name == CANCEL:
+        return "cancel"
+    return event.name

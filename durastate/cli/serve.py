@@ -44,7 +44,7 @@ from durastate.cli.common import DefinitionsOption, StoreOption, session
 from durastate.cli.dead_letters import command_hint
 from durastate.cli.dead_letters import describe as describe_letter
 from durastate.cli.session import Session, redact
-from durastate.engine.model import CANCEL, FINISHED, START, TIMEOUT, Event
+from durastate.engine.model import FINISHED, Event
 from durastate.runtime import HandleResult, LocalRuntime, RunStats, Worker
 from durastate.runtime.clock import Backoff
 from durastate.runtime.local import is_transient
@@ -209,20 +209,6 @@ def _summary(sess: Session, total: RunStats, clock: Callable[[], float], interru
                         f"(durastate serve --advance SECONDS fires them early)")
 
 
-def describe_event(event: Event) -> str:
-    """A short, human name for an event, reserved ones included."""
-    data = event.data
-    if event.name == START:
-        return f"start ({data.get('definition_id', '?')})"
-    if event.name == TIMEOUT:
-        return f"timeout ({data.get('path', '?')})"
-    if event.name == FINISHED:
-        return f"child {data.get('child_id', '?')} {data.get('status', 'finished')}"
-    if event.name == CANCEL:
-        return "cancel"
-    return event.name
-
-
 class _ReportingWorker(Worker):
     """The runtime's worker, plus one progress line per event: who, what, and where it ended up."""
 
@@ -237,7 +223,7 @@ class _ReportingWorker(Worker):
         line = Text()
         line.append(time.strftime("%H:%M:%S "), style="dim")
         line.append(f"{target_id:<14}", style="bold")
-        line.append(f" ← {describe_event(event):<22}")
+        line.append(f" ← {output.describe_event(event):<22}")
         if result is HandleResult.APPLIED:
             exe = self.committed(target_id) or self.store.load(target_id)
             if exe is not None:

@@ -8,9 +8,9 @@ never needs psycopg, boto3 or aiobotocore.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from durastate._lazy import lazy_attributes
 from durastate.store.base import (
     DEFAULT_TRACE_MAX,
     AsyncExecutionStore,
@@ -63,7 +63,4 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_attributes(__name__, _LAZY)

@@ -8,9 +8,9 @@ on AWS :class:`~durastate.transport.sqs.SqsDeadLetters` reads the dead-letter qu
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from durastate._lazy import lazy_attributes
 from durastate.transport.base import (
     Claimed,
     DeadLetter,
@@ -64,7 +64,4 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_attributes(__name__, _LAZY)
