@@ -98,7 +98,7 @@ def send(
     definition_id: str | None
     if exe is not None:
         definition_id = exe.definition_id
-        if exe.status != "running" and not force:
+        if exe.status not in ("running", "suspended") and not force:  # a suspended one holds events
             outcome = f" ({exe.outcome})" if exe.outcome else ""
             raise UsageError(f"execution {execution_id} has {exe.status}{outcome} and takes no more events "
                              "(--force sends it anyway)")

@@ -115,7 +115,10 @@ def show_execution(exe: Execution, children: Sequence[Execution] = (), now: floa
                                        f"durastate redrive {exe.id}"))
     if exe.failure is not None and exe.failure.redrives:
         grid.add_row("redriven", Text(f"{exe.failure.redrives} time(s)"))
-    if exe.retry is not None:
+    if exe.retry is not None and exe.retry.attempt == 0:
+        grid.add_row("redriving", Text(f"{exe.retry.event.name} is on its way back through the outbox (event "
+                                       f"{exe.retry.event.id}); later events wait for it"))
+    elif exe.retry is not None:
         grid.add_row("retrying", Text(f"{exe.retry.event.name} (attempt {exe.retry.attempt} failed: "
                                       f"{exe.retry.error}); next attempt {when(exe.retry.fire_at, now)}"))
     if exe.held:

@@ -139,3 +139,15 @@ def test_bad_control_input_is_one_line_and_changes_nothing(ok: Callable[..., Out
     before = show(ok, "r1")
     assert_one_line_error(cli(*args), *fragments)
     assert show(ok, "r1") == before
+
+
+def test_events_sent_to_a_suspended_execution_are_held_not_refused(ok: Callable[..., Outcome]) -> None:
+    ok("start", "counter", "--id", "s1")
+    ok("suspend", "s1")
+    ok("serve", "--until-idle")  # the suspend is applied: s1 is suspended now
+    ok("send", "s1", "inc")
+    ok("serve", "--until-idle")
+    assert "1 event(s) waiting: inc" in ok("show", "s1").stdout
+    ok("resume", "s1")
+    ok("serve", "--until-idle")
+    assert show(ok, "s1")["context"] == {"count": 1}
