@@ -25,7 +25,7 @@ from durastate.errors import DefinitionError, DurastateError
 COMMAND_MODULES: tuple[str, ...] = (
     "durastate.cli.executions",
     "durastate.cli.control",  # cancel, suspend, resume, terminate, redrive
-    "durastate.cli.aws_queue",  # adds --queue-url / DURASTATE_QUEUE_URL to start and send
+    "durastate.cli.aws_queue",  # adds --queue-url / DURASTATE_QUEUE_URL to start, send, cancel, suspend, resume
     "durastate.cli.serve",
     "durastate.cli.dead_letters",  # durastate dead-letters list | show | replay | drop
     "durastate.cli.definitions",

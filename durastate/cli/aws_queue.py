@@ -1,13 +1,18 @@
-"""``--queue-url`` for ``durastate start`` and ``durastate send``: enqueue on an SQS FIFO queue (the AWS stack's).
+"""``--queue-url`` for the commands that queue an event: enqueue on an SQS FIFO queue (the AWS stack's).
 
-When a queue URL is given (``--queue-url URL`` or ``DURASTATE_QUEUE_URL``), ``start`` and ``send`` do not
-touch a local store or inbox at all: they put the event on the queue in the wire format
-(``MessageGroupId`` = execution id, ``MessageDeduplicationId`` = event id) and the deployed worker applies
-it. Without a queue URL the commands behave exactly as before — this module only *adds* the option.
+Those commands are ``start`` and ``send``, and the control events ``cancel``, ``suspend`` and ``resume``.
+When a queue URL is given (``--queue-url URL`` or ``DURASTATE_QUEUE_URL``), they do not touch a local store
+or inbox at all: they put the event on the queue in the wire format (``MessageGroupId`` = execution id,
+``MessageDeduplicationId`` = event id) and the deployed worker applies it — a control event in the
+execution's own FIFO group, so it keeps its order with the execution's other events. Without a queue URL
+the commands behave exactly as before — this module only *adds* the option. (``terminate`` and ``redrive``
+commit straight to the store and take no queue: ``--store dynamodb://…`` on AWS.)
 
 It is loaded like every command module (listed in ``durastate.cli.app.COMMAND_MODULES`` after
-``durastate.cli.executions``); its :func:`register` wraps the two registered callbacks with one extra
-parameter instead of redefining the commands, so their own options, checks and output stay theirs.
+``durastate.cli.executions`` and ``durastate.cli.control``); its :func:`register` wraps the registered
+callbacks of :data:`_WRAPPED` with one extra parameter instead of redefining the commands, so their own
+options, checks and output stay theirs; with a queue URL the wrapper hands the command's arguments to the
+command's handler in :data:`_ON_QUEUE`.
 
 Endpoints and region come from the standard AWS variables (``AWS_REGION``, ``AWS_ENDPOINT_URL``,
 ``AWS_ENDPOINT_URL_SQS``), which boto3 resolves itself; a queue URL on this machine (``durastate local``
@@ -31,6 +36,7 @@ import typer
 
 from durastate.cli import output
 from durastate.cli.common import parse_json_object
+from durastate.cli.control import control_event
 from durastate.cli.session import UsageError
 from durastate.errors import DurastateError
 
@@ -49,11 +55,12 @@ QueueUrlOption = Annotated[str | None, typer.Option(
     help="Enqueue on this SQS FIFO queue (the AWS stack's) instead of the local store's inbox; "
          "the deployed worker applies it.")]
 
-_WRAPPED = ("start", "send")
+_WRAPPED = ("start", "send", "cancel", "suspend", "resume")
+"""The commands that get ``--queue-url``: those that queue an event for one execution."""
 
 
 def register(app: typer.Typer) -> None:
-    """Add ``--queue-url`` to the already registered ``start`` and ``send`` commands."""
+    """Add ``--queue-url`` to the already registered commands of :data:`_WRAPPED`."""
     for info in app.registered_commands:
         name = info.name or (info.callback.__name__ if info.callback else None)
         if name in _WRAPPED and info.callback is not None and not getattr(info.callback, "_durastate_queue", 0):
@@ -62,7 +69,7 @@ def register(app: typer.Typer) -> None:
 
 def _with_queue_url(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
     sig = inspect.signature(original, eval_str=True)
-    handler = _start_on_queue if name == "start" else _send_on_queue
+    handler = _ON_QUEUE[name]
 
     @functools.wraps(original)
     def wrapper(*args: Any, queue_url: str | None = None, **kwargs: Any) -> Any:
@@ -220,3 +227,26 @@ def _send_on_queue(url: str, args: dict[str, Any]) -> None:
         output.say(eid)
     else:
         output.say(f"sent {name} to {execution_id} (event {eid}): queued on {url}, the worker applies it")
+
+
+def _control_on_queue(verb: str) -> Callable[[str, dict[str, Any]], None]:
+    """The handler of ``cancel``, ``suspend`` or ``resume``: the very event the command queues in a local
+    inbox (:func:`~durastate.cli.control.control_event`), sent in the execution's FIFO group."""
+
+    def handler(url: str, args: dict[str, Any]) -> None:
+        execution_id = str(args["execution_id"])
+        event = control_event(verb, execution_id, args.get("reason"), args.get("event_id"))
+        client = queue_client(url)
+        with aws_errors("SQS", _where(url)):
+            client.send_many([(execution_id, event)])
+        output.say(f"queued {verb} for {execution_id} (event {event.id}) on {url}; the worker applies it")
+
+    return handler
+
+
+_ON_QUEUE: dict[str, Callable[[str, dict[str, Any]], None]] = {
+    "start": _start_on_queue,
+    "send": _send_on_queue,
+    **{verb: _control_on_queue(verb) for verb in ("cancel", "suspend", "resume")},
+}
+"""What each command of :data:`_WRAPPED` does with a queue URL, given its arguments by name."""

@@ -18,6 +18,7 @@ from durastate.cli.common import StoreOption, session
 from durastate.cli.delivery import deliver, queued_start
 from durastate.cli.session import Session, UsageError
 from durastate.engine.model import Event
+from durastate.engine.values import check_event_id
 from durastate.errors import UnknownExecution
 from durastate.store.control import (
     ControlRefused,
@@ -43,6 +44,19 @@ def register(app: typer.Typer) -> None:
     app.command("redrive")(redrive_)
 
 
+def control_event(verb: str, execution_id: str, reason: str | None = None, event_id: str | None = None) -> Event:
+    """The event ``cancel``, ``suspend`` or ``resume`` queues for ``execution_id``, whichever way it travels
+    (the store's inbox, or the SQS queue with ``--queue-url``): ``--id``, else a new id; a bad id is one
+    line of error, not a traceback."""
+    check_event_id(execution_id, "execution id")
+    if event_id:
+        check_event_id(event_id)
+    if verb == "resume":
+        return resume_event(execution_id, event_id)
+    build = {"cancel": cancel_event, "suspend": suspend_event}[verb]
+    return build(execution_id, reason, event_id)
+
+
 def _deliver(sess: Session, execution_id: str, event: Event, verb: str) -> None:
     if sess.store.load(execution_id) is None and queued_start(sess, execution_id) is None:
         raise UnknownExecution(execution_id)  # (a start still queued counts: this queues behind it)
@@ -63,7 +77,7 @@ def cancel(
     store: StoreOption = None,
 ) -> None:
     """Cancel execution ID: its active states' exit actions run, children are cancelled, the parent is told."""
-    _deliver(session(ctx, store), execution_id, cancel_event(execution_id, reason, event_id), "cancel")
+    _deliver(session(ctx, store), execution_id, control_event("cancel", execution_id, reason, event_id), "cancel")
 
 
 def suspend(
@@ -74,7 +88,7 @@ def suspend(
     store: StoreOption = None,
 ) -> None:
     """Suspend execution ID: events and due timers that reach it are kept until `durastate resume`."""
-    _deliver(session(ctx, store), execution_id, suspend_event(execution_id, reason, event_id), "suspend")
+    _deliver(session(ctx, store), execution_id, control_event("suspend", execution_id, reason, event_id), "suspend")
 
 
 def resume(
@@ -84,7 +98,7 @@ def resume(
     store: StoreOption = None,
 ) -> None:
     """Resume suspended execution ID: what it kept meanwhile applies now, in order."""
-    _deliver(session(ctx, store), execution_id, resume_event(execution_id, event_id), "resume")
+    _deliver(session(ctx, store), execution_id, control_event("resume", execution_id, event_id=event_id), "resume")
 
 
 def terminate_(
