@@ -26,35 +26,14 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
+from durastate.store.dynamodb import limits
+
 KB = 1024
 
 
-def value_size(v: dict[str, Any]) -> int:
-    ((kind, x),) = v.items()
-    if kind == "S":
-        return len(x.encode())
-    if kind == "N":
-        digits = x.lstrip("-").replace(".", "").strip("0") or "0"
-        return (len(digits) + 1) // 2 + 1
-    if kind == "B":
-        return len(x)
-    if kind in ("BOOL", "NULL"):
-        return 1
-    if kind == "L":
-        return 3 + sum(value_size(e) + 1 for e in x)
-    if kind == "M":
-        return 3 + sum(len(k.encode()) + value_size(e) + 1 for k, e in x.items())
-    if kind in ("SS", "BS"):
-        return sum(len(e.encode() if isinstance(e, str) else e) for e in x)
-    if kind == "NS":
-        return sum(value_size({"N": e}) for e in x)
-    raise ValueError(kind)
-
-
 def item_size(item: dict[str, Any] | None) -> int:
-    if not item:
-        return 0
-    return sum(len(k.encode()) + value_size(v) for k, v in item.items())
+    """The billed size of an item the meter saw (the store's own rules: one copy of them)."""
+    return limits.item_size(item) if item else 0
 
 
 @dataclass
