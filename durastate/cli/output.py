@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from durastate.engine.ids import RESUME, SUSPEND, TERMINATE
 from durastate.engine.model import CANCEL, FINISHED, START, TIMEOUT, Event, Execution
 from durastate.store import ExecutionSummary
 
@@ -262,6 +263,10 @@ def describe_event(event: Event) -> str:
         return f"timeout ({data.get('path', '?')})"
     if event.name == FINISHED:
         return f"child {data.get('child_id', '?')} {data.get('status', 'finished')}"
-    if event.name == CANCEL:
-        return "cancel"
+    if event.name in _CONTROL:
+        reason = data.get("reason")
+        return _CONTROL[event.name] + (f" ({reason})" if reason else "")
     return event.name
+
+
+_CONTROL = {CANCEL: "cancel", SUSPEND: "suspend", RESUME: "resume", TERMINATE: "terminate"}

@@ -177,7 +177,7 @@ def _stop_on_signals(stop: threading.Event) -> Iterator[None]:
 
 
 def _merge(total: RunStats, stats: RunStats) -> None:
-    for name in ("rounds", "handled", "applied", "duplicates", "ignored", "retried", "dead_lettered",
+    for name in ("rounds", "handled", "applied", "duplicates", "ignored", "held", "retried", "dead_lettered",
                  "spawned", "sent", "published", "fired"):
         setattr(total, name, getattr(total, name) + getattr(stats, name))
     total.idle = stats.idle
@@ -193,6 +193,8 @@ def _summary(sess: Session, total: RunStats, clock: Callable[[], float], interru
     """One closing line (dead letters were printed as they happened, with their reasons)."""
     parts = [f"{total.applied} applied", f"{total.ignored} ignored", f"{total.duplicates} duplicate",
              f"{total.fired} timer(s) fired", f"{total.spawned} child(ren) spawned"]
+    if total.held:
+        parts.append(f"{total.held} held (by suspended or retrying executions)")
     if total.retried:
         parts.append(f"{total.retried} retried")
     if total.dead_lettered:

@@ -130,6 +130,8 @@ class RunStats:
     applied: int = 0
     duplicates: int = 0
     ignored: int = 0
+    held: int = 0
+    """Events kept by a suspended execution, or one waiting for a retry (applied later, in order)."""
     retried: int = 0
     dead_lettered: int = 0
     spawned: int = 0
@@ -429,6 +431,8 @@ class LocalRuntime:
             stats.applied += 1
         elif result is HandleResult.DUPLICATE:
             stats.duplicates += 1
+        elif result is HandleResult.HELD:
+            stats.held += 1
         else:
             stats.ignored += 1
 
