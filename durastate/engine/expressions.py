@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from durastate.engine.model import Event
 from durastate.engine.retry import RetryableFailure, RetryPolicy, parse_retry
-from durastate.engine.values import check_json
+from durastate.engine.values import check_event_id, check_json
 
 if TYPE_CHECKING:
     from durastate.engine.interpreter import Run
@@ -455,6 +455,8 @@ def _compile_send(args: Any, where: str, issues: Issues) -> Action | None:
             target = exe.id
         else:
             target = to
+        if target is not None:
+            check_event_id(target, "send target")  # an id no store can key fails the step, not the relay
         payload = data(exe.context, run.event)
         if not isinstance(payload, dict):
             raise TypeError(f"send data must evaluate to a mapping, got {type(payload).__name__}")

@@ -209,3 +209,16 @@ def test_a_region_never_adopts_an_execution_that_is_not_its_own(rt: LocalRuntime
         x.error or "")
     other = rt.get("x~1")
     assert other is not None and other.definition_id == "counter" and other.parent_id is None  # untouched
+
+
+def test_a_send_to_an_id_no_store_can_key_fails_the_step(store: ExecutionStore) -> None:
+    reg = DefinitionRegistry()
+    reg.register(load_definition({"id": "fwd", "initial": "a", "context": {"peer": ""}, "states": {"a": {"on": {
+        "go": {"actions": [{"send": {"event": "ping", "to": "$context.peer"}}]}}}}}))
+    rt = LocalRuntime(store, reg, clock=ManualClock(0.0))
+    rt.start("fwd", execution_id="f")
+    rt.send("f", Event(id="go", name="go"))
+    rt.run_until_idle()
+    exe = rt.get("f")
+    assert exe is not None and exe.status == "failed" and "send target is empty" in (exe.error or "")
+    assert rt.dead_letters == [] and rt.store.pending_outbox() == []
