@@ -163,6 +163,14 @@ def _num2(name: str, fn: Callable[[Any, Any], Any]) -> Callable[[list[Value]], V
     return make
 
 
+def _mul(a: Any, b: Any) -> Any:
+    """Numbers only: Python's ``*`` also repeats a string or a list, which a chart never means (and a
+    large count would build gigabytes)."""
+    if not (isinstance(a, int | float) and isinstance(b, int | float)) or isinstance(a, bool) or isinstance(b, bool):
+        raise TypeError(f"mul takes two numbers, got {type(a).__name__} and {type(b).__name__}")
+    return a * b
+
+
 def _fold(fn: Callable[[list[Any]], Any]) -> Callable[[list[Value]], Value]:
     def make(args: list[Value]) -> Value:
         return lambda ctx, ev: fn([a(ctx, ev) for a in args])
@@ -179,7 +187,7 @@ def _len(args: list[Value]) -> Value:
 VALUE_OPS: dict[str, tuple[int, int | None, Callable[[list[Value]], Value]]] = {
     "add": (2, 2, _num2("add", operator.add)),
     "sub": (2, 2, _num2("sub", operator.sub)),
-    "mul": (2, 2, _num2("mul", operator.mul)),
+    "mul": (2, 2, _num2("mul", _mul)),
     "div": (2, 2, _num2("div", operator.truediv)),
     "min": (1, None, _fold(min)),
     "max": (1, None, _fold(max)),
@@ -389,20 +397,24 @@ def _compile_assign(args: Any, where: str, issues: Issues) -> Action | None:
         issues.append(f"{where}: takes a mapping of context keys to values")
         return None
     pairs: list[tuple[Callable[[dict[str, Any], Any], None], Value]] = []
+    keys: list[tuple[str, None]] = []
     for k, v in args.items():
         if not isinstance(k, str) or not k or any(p == "" for p in k.split(".")):
             issues.append(f"{where}: {k!r} is not a context key")
             continue
         pairs.append((_setter(k), compile_value(v, f"{where}.{k}", issues)))
+        keys.append((k, None))
 
     def assign(run: Run) -> None:
         ctx, ev = run.exe.context, run.event
         # Evaluate every value before writing any: `{a: $context.b, b: $context.a}` swaps.
         values = [val(ctx, ev) for _, val in pairs]
-        for value in values:
-            if type(value) is float and not math.isfinite(value):  # arithmetic can overflow to inf
-                raise ValueError(f"assign computed {value!r}, which no store can keep (JSON has no "
-                                 "non-finite numbers); guard the computation")
+        for (key, _), value in zip(keys, values, strict=True):
+            if type(value) is not int or value.bit_length() > 64:  # a small int needs no look
+                try:  # arithmetic can overflow to inf or grow an int past what JSON reads back
+                    check_json(value, f"assign {key}")
+                except ValueError as exc:
+                    raise ValueError(f"{exc} (no store could keep it; guard the computation)") from None
         for (put, _), value in zip(pairs, values, strict=True):
             put(ctx, value)
 
@@ -460,6 +472,7 @@ def _compile_send(args: Any, where: str, issues: Issues) -> Action | None:
         payload = data(exe.context, run.event)
         if not isinstance(payload, dict):
             raise TypeError(f"send data must evaluate to a mapping, got {type(payload).__name__}")
+        check_json(payload, "send data")  # an event no store could keep must not reach the outbox
         run.emit(target, name, payload)
 
     return send

@@ -20,6 +20,7 @@ stored is touched. They are pure functions of the value: no I/O.
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 from durastate.engine.ids import CHILD_SEPARATOR, MAX_ID_LENGTH
@@ -32,7 +33,14 @@ __all__ = [
     "check_execution_id",
     "check_json",
     "id_problem",
+    "printable",
 ]
+
+MAX_INT_BITS = 13_000
+"""Integers up to about 3,900 digits: JSON parsers (and Python's own int-to-text limit) refuse longer ones,
+so a longer one would commit and then never load again."""
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 MAX_DEPTH = 64
 """How deeply event data and context values may nest (objects and arrays). Far above what a statechart's
@@ -48,10 +56,24 @@ def check_json(value: Any, where: str = "value") -> None:
         raise InvalidValue(problem)
 
 
+def printable(text: str) -> str:
+    """``text`` safe to print, log and send as UTF-8 (a lone surrogate becomes ``\\udXXX``)."""
+    return text if text.isascii() else text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def _json_problem(value: Any, where: str, depth: int) -> str | None:
     # Iterative over siblings, recursive over depth (bounded by MAX_DEPTH, so no recursion error).
-    if value is None or isinstance(value, bool | int | str):
+    if value is None or isinstance(value, bool):
         return None
+    if isinstance(value, str):
+        if value.isascii() or not _SURROGATE.search(value):
+            return None
+        return f"{where} holds a lone surrogate (not text any store can keep as UTF-8); send valid Unicode"
+    if isinstance(value, int):
+        if value.bit_length() <= MAX_INT_BITS:
+            return None
+        return (f"{where} is an integer of about {len(str(value)) if value.bit_length() < 40_000 else 'many'} "
+                "digits, too long for JSON to read back; send it as a string")
     if isinstance(value, float):
         if math.isfinite(value):
             return None
@@ -64,14 +86,16 @@ def _json_problem(value: Any, where: str, depth: int) -> str | None:
         if isinstance(value, dict):
             for k, v in value.items():
                 if not isinstance(k, str):
-                    return f"{where} has a non-string key {k!r}; JSON object keys are strings"
-                if isinstance(v, dict | list | float) or not _plain(v):
-                    p = _json_problem(v, f"{where}.{k}", depth + 1)
+                    return f"{where} has a non-string key {printable(repr(k))}; JSON object keys are strings"
+                if not k.isascii() and _SURROGATE.search(k):
+                    return f"{where} has a key holding a lone surrogate ({printable(k)}); send valid Unicode"
+                if not _plain(v):
+                    p = _json_problem(v, f"{where}.{printable(k)}", depth + 1)
                     if p is not None:
                         return p
         else:
             for i, v in enumerate(value):
-                if isinstance(v, dict | list | float) or not _plain(v):
+                if not _plain(v):
                     p = _json_problem(v, f"{where}[{i}]", depth + 1)
                     if p is not None:
                         return p
@@ -80,7 +104,9 @@ def _json_problem(value: Any, where: str, depth: int) -> str | None:
 
 
 def _plain(v: Any) -> bool:
-    return v is None or isinstance(v, bool | int | str)
+    """A value that needs no look (the common case, checked first): null, a boolean, a small int, ASCII."""
+    t = type(v)
+    return v is None or t is bool or (t is int and v.bit_length() <= MAX_INT_BITS) or (t is str and v.isascii())
 
 
 def id_problem(value: object, what: str) -> str | None:
@@ -93,9 +119,10 @@ def id_problem(value: object, what: str) -> str | None:
     if len(value) > MAX_ID_LENGTH:
         return f"{what} is {len(value)} characters, over the limit of {MAX_ID_LENGTH}; use a shorter id"
     for ch in value:
-        if ord(ch) < 32 or ord(ch) == 127 or 0xD800 <= ord(ch) <= 0xDFFF:
-            return (f"{what} {value!r} contains the control or surrogate character {ch!r}; ids are printable "
-                    "text")
+        o = ord(ch)
+        if o < 32 or 127 <= o <= 159 or 0xD800 <= o <= 0xDFFF:
+            return (f"{what} {printable(repr(value))} contains the control or surrogate character "
+                    f"{printable(repr(ch))}; ids are printable text")
     return None
 
 

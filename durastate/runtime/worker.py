@@ -425,7 +425,9 @@ class Worker:
             # The id is taken by an execution that is not this child (the relay refused to adopt it):
             # the only true notice is that the child failed to start.
             return event.data.get("status") == "failed"
-        return child.status != "running" and child.status == event.data.get("status", "finished")
+        data = event.data
+        return (child.status != "running" and child.status == data.get("status", "finished")
+                and data.get("outcome") == child.outcome and data.get("output", child.context) == child.context)
 
     def _fail_child(self, target_id: str, event: Event, definition_id: str, context: dict[str, Any],
                     refs: dict[str, str | None], err: UnknownDefinition, now: float) -> None:

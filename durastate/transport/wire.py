@@ -16,7 +16,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from durastate.engine.model import Event, new_id
-from durastate.engine.values import check_event_id
+from durastate.engine.values import MAX_DEPTH, check_event_id, printable
 from durastate.errors import MalformedEvent
 
 __all__ = ["Envelope", "dump_envelope", "new_event", "parse_envelope"]
@@ -59,6 +59,9 @@ def parse_envelope(body: str | bytes | bytearray | Mapping[str, Any]) -> Envelop
         else:
             raise MalformedEvent(f"malformed message: expected JSON text, bytes or a mapping, got "
                                  f"{type(body).__name__}")
+    except RecursionError:
+        raise MalformedEvent("malformed message: nested too deep to read (event data may nest at most "
+                             f"{MAX_DEPTH} levels)") from None
     except ValidationError as exc:
         raise MalformedEvent(f"malformed message: {_describe(exc)}; body: {_snippet(body)}; expected "
                              '{"target_id": "...", "event": {"id": "...", "name": "...", "data": {...}}}'
@@ -130,6 +133,6 @@ def _snippet(body: object) -> str:
     else:
         try:
             text = json.dumps(body, default=repr)
-        except (TypeError, ValueError):
-            text = repr(body)
-    return text if len(text) <= _SNIPPET else text[:_SNIPPET] + "…"
+        except (TypeError, ValueError, RecursionError):
+            text = f"(a {type(body).__name__} that cannot be shown)"
+    return printable(text if len(text) <= _SNIPPET else text[:_SNIPPET] + "…")

@@ -1,0 +1,253 @@
+"""Focused regression tests for the bugs the properties of ``test_wire_worker.py`` found.
+
+Each is the shrunk counterexample, made minimal. Those whose fix belongs to the wire, the engine or a
+store (not to this suite) are strict ``xfail``s: the suite stays green while the bug is visible, and the
+day it is fixed the test XPASSes and fails — then drop the marker and the bug's entry in
+``known_bugs.py``, which keeps the properties from finding the same bug over and over meanwhile.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from durastate.engine import DefinitionRegistry, load_definition
+from durastate.engine.ids import child_execution_id, finished_event_id, timeout_event_id
+from durastate.engine.model import Event
+from durastate.errors import MalformedEvent
+from durastate.transport import parse_envelope
+from tests.conformance.backends import BACKENDS, BackendRequest, open_backend
+
+from .definitions import DEFINITIONS
+from .harness import Driver, check_namespace
+from .strategies import chain
+
+STORES = ["dict", "sqlite", "postgres", "dynamodb-moto"]
+
+
+def store_params(xfail_on: tuple[str, ...], reason: str) -> list[Any]:
+    """The stores above; strict xfail on ``xfail_on`` (where the bug shows)."""
+    out = []
+    for name in STORES:
+        marks = list(BACKENDS[name].marks)
+        if name in xfail_on:
+            marks.append(pytest.mark.xfail(strict=True, reason=reason))
+        out.append(pytest.param(name, id=name, marks=marks))
+    return out
+
+
+@pytest.fixture
+def driver(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Driver]:
+    req = BackendRequest(tmp_path, unique=f"h{uuid.uuid4().hex[:16]}")
+    with open_backend(BACKENDS[request.param], req) as store:
+        yield Driver(store)
+
+
+def deliver_all(driver: Driver, *messages: tuple[str, str, dict[str, Any]]) -> None:
+    """Deliver ``(target, name, data)`` messages as JSON text through the wire, each must be accepted."""
+    for i, (target, name, data) in enumerate(messages):
+        out = driver.deliver(json.dumps({"target_id": target, "event": {"id": f"e{i}", "name": name, "data": data}}))
+        assert out.accepted, out
+
+
+def envelope(data: Any, target: str = "k1", name: str = "put") -> dict[str, Any]:
+    return {"target_id": target, "event": {"id": "e1", "name": name, "data": data}}
+
+
+# -- the wire -----------------------------------------------------------------------------------------
+
+
+def test_a_lone_surrogate_in_event_data_is_refused_at_the_wire() -> None:
+    with pytest.raises(MalformedEvent):
+        parse_envelope(envelope({"s": "\ud800"}))
+
+
+@pytest.mark.parametrize("where", ["value", "key"])
+@pytest.mark.parametrize("driver", store_params((), ""), indirect=True)
+def test_a_lone_surrogate_in_event_data_never_reaches_a_store(driver: Driver, where: str) -> None:
+    deliver_all(driver, ("k1", "durastate.start", {"definition_id": "keeper"}))
+    data = {"s": "\ud800"} if where == "value" else {"\ud800": 1}
+    driver.deliver(envelope(data))  # an untyped error escaping the worker fails the test
+    check_namespace(driver, "k1")
+
+
+@pytest.mark.parametrize("body", ['{"target_id": "a\ud800", "event": {"id": "e", "name": "n"}}', "\ud800"])
+def test_the_error_for_a_text_body_with_a_raw_surrogate_can_be_printed(body: str) -> None:
+    with pytest.raises(MalformedEvent) as err:
+        parse_envelope(body)
+    str(err.value).encode("utf-8")
+
+
+@pytest.mark.parametrize("depth", [1000, 5000])
+def test_a_mapping_body_nested_1000_deep_gets_a_malformed_event(depth: int) -> None:
+    with pytest.raises(MalformedEvent, match="nests deeper than 64"):
+        parse_envelope(envelope({"k": chain(depth)}))
+
+
+@pytest.mark.parametrize("bad", [float("nan"), chain(64), (1, 2)], ids=["nan", "deep", "tuple"])
+def test_an_entry_rule_error_under_a_surrogate_key_is_a_malformed_event(bad: Any) -> None:
+    with pytest.raises(MalformedEvent):
+        parse_envelope(envelope({"\ud800": bad}))
+
+
+@pytest.mark.parametrize("field", ["target_id", "id", "name"])
+def test_an_id_with_a_c1_control_character_is_refused(field: str) -> None:
+    body = envelope({}, target="k1", name="put")
+    if field == "target_id":
+        body["target_id"] = "k\x851"
+    else:
+        body["event"][field] = "a\x85b"
+    with pytest.raises(MalformedEvent):
+        parse_envelope(body)
+
+
+# -- what a definition computes from event data -------------------------------------------------------
+
+
+@pytest.mark.parametrize("event", ["mul2", "mul3"])
+@pytest.mark.parametrize("driver", store_params((), ""), indirect=True)
+def test_an_assign_inside_a_list_or_a_send_that_overflows_to_infinity_is_refused(driver: Driver, event: str) -> None:
+    deliver_all(driver, ("k1", "durastate.start", {"definition_id": "keeper"}), ("k1", event, {"a": 1e308, "b": 10}))
+    check_namespace(driver, "k1")
+
+
+def test_an_assign_that_overflows_to_infinity_fails_the_step(tmp_path: Path) -> None:
+    """Fixed (a8627a2): the top-level case the properties found first; kept as a regression test."""
+    with open_backend(BACKENDS["sqlite"], BackendRequest(tmp_path)) as store:
+        driver = Driver(store)
+        deliver_all(driver, ("k1", "durastate.start", {"definition_id": "keeper"}),
+                    ("k1", "mul", {"a": 1e308, "b": 10}))
+        exe = store.load("k1")
+        assert exe is not None and exe.status == "failed" and exe.context["m"] is None
+        check_namespace(driver, "k1")
+
+
+@pytest.mark.parametrize("driver", store_params((), ""), indirect=True)
+def test_an_assign_that_makes_an_integer_too_long_for_json_is_refused(driver: Driver) -> None:
+    big = 10**2500  # each within the entry rules; their product is not
+    deliver_all(driver, ("k1", "durastate.start", {"definition_id": "keeper"}), ("k1", "mul", {"a": big, "b": big}))
+    check_namespace(driver, "k1")
+
+
+@pytest.mark.parametrize("driver", store_params((), ""), indirect=True)
+def test_an_event_a_definition_sends_deeper_than_64_levels_is_not_a_poison_outbox_entry(driver: Driver) -> None:
+    deliver_all(driver, ("k1", "durastate.start", {"definition_id": "keeper"}))
+    out = driver.deliver(json.dumps(envelope({"d": chain(63)}, name="wrap")))  # 63 levels: within the rules
+    assert out.accepted
+    check_namespace(driver, "k1")
+
+
+@pytest.mark.parametrize("via", ["context", "event"])
+@pytest.mark.parametrize("driver", store_params((), ""), indirect=True)
+def test_a_send_to_an_id_with_nul_is_not_an_untyped_postgres_error(driver: Driver, via: str) -> None:
+    """Found on PostgreSQL (a send to a target holding NUL failed the commit with psycopg's untyped
+    DataError: retried forever, the execution stuck); fixed meanwhile (b3896af): the step fails."""
+    if via == "context":
+        deliver_all(driver, ("c1", "durastate.start", {"definition_id": "counter", "context": {"peer": "a\x00b"}}),
+                    ("c1", "poke", {}))
+    else:
+        deliver_all(driver, ("c1", "durastate.start", {"definition_id": "keeper"}), ("c1", "tell", {"to": "a\x00b"}))
+    exe = driver.store.load("c1")
+    assert exe is not None and exe.status == "failed" and "send target" in str(exe.error)
+    check_namespace(driver, "c1")
+
+
+@pytest.mark.parametrize(("a", "b"), [("ab", 3), (3, "ab"), ([1], 3)])
+def test_mul_of_a_string_and_a_count_is_refused(tmp_path: Path, a: Any, b: Any) -> None:
+    with open_backend(BACKENDS["dict"], BackendRequest(tmp_path)) as store:
+        driver = Driver(store)
+        deliver_all(driver, ("k1", "durastate.start", {"definition_id": "keeper"}), ("k1", "mul", {"a": a, "b": b}))
+        exe = store.load("k1")
+        assert exe is not None
+        assert exe.status == "failed" and exe.context["m"] is None, f"mul computed {exe.context['m']!r}"
+
+
+# -- event ids ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("driver", store_params(
+    tuple(STORES), "a producer's event may take the id the sweeper derives for a timer's timeout: it is "
+    "marked processed, the real timeout is then dropped as a duplicate (and its timer deleted), and the "
+    "execution waits in its state forever"), indirect=True)
+def test_an_event_id_a_producer_chose_cannot_suppress_a_timeout(driver: Driver) -> None:
+    deliver_all(driver, ("c1", "durastate.start", {"definition_id": "counter"}), ("c1", "wait", {}))
+    exe = driver.store.load("c1")
+    assert exe is not None and exe.active_path == "waiting"
+    claim = timeout_event_id("c1", "waiting", exe.timers["waiting"])
+    out = driver.deliver(json.dumps({"target_id": "c1", "event": {"id": claim, "name": "inc", "data": {}}}))
+    assert out.accepted
+    driver.tick(31)
+    exe = driver.store.load("c1")
+    assert exe is not None and exe.active_path == "idle", f"still in {exe.active_path!r} after its 30 s timeout"
+    check_namespace(driver, "c1")
+
+
+@pytest.mark.parametrize("driver", store_params(
+    tuple(STORES), "a producer's event may take the id of a child's finished notice to its parent: the real "
+    "notice is then dropped as a duplicate, and the parent waits forever for a child that has ended"),
+    indirect=True)
+def test_an_event_id_a_producer_chose_cannot_suppress_a_finished_notice(driver: Driver) -> None:
+    deliver_all(driver, ("i1", "durastate.start", {"definition_id": "invoker"}))
+    child = child_execution_id("i1", 1)
+    out = driver.deliver(json.dumps({"target_id": "i1", "event": {"id": finished_event_id(child), "name": "hello"}}))
+    assert out.accepted
+    deliver_all(driver, (child, "stop", {}))
+    parent = driver.store.load("i1")
+    assert parent is not None and (parent.status, parent.outcome) == ("finished", "ok"), (
+        f"the parent is {parent.status} in {parent.active_path!r} after its child finished")
+
+
+@pytest.mark.parametrize("driver", store_params((), ""), indirect=True)
+def test_a_send_to_the_empty_id_is_not_an_untyped_dynamodb_error(driver: Driver) -> None:
+    """Found on DynamoDB (a send to the empty id reached the worker, whose read failed with botocore's
+    untyped ValidationException, retried forever); fixed meanwhile in the engine: the step fails."""
+    deliver_all(driver, ("k1", "durastate.start", {"definition_id": "keeper"}), ("k1", "tell", {"to": ""}))
+    exe = driver.store.load("k1")
+    assert exe is not None and exe.status == "failed" and "send target is empty" in str(exe.error)
+    check_namespace(driver, "k1")
+
+
+def test_every_known_bug_names_a_regression_test_here() -> None:
+    """``known_bugs.py`` keeps the properties from rediscovering these bugs; each of its entries must name
+    a test of this module (so fixing the bug, which XPASSes that test, leads to the entry)."""
+    import re
+    import sys
+
+    from . import known_bugs
+
+    here = sys.modules[__name__]
+    named = {sig.regression for sig in known_bugs.SIGNATURES}
+    named |= set(re.findall(r"test_regressions\.py::(\w+)", Path(known_bugs.__file__).read_text()))
+    assert named
+    assert not [n for n in named if not callable(getattr(here, n, None))]
+
+
+CALLER = {
+    "id": "caller",
+    "initial": "calling",
+    "states": {
+        "calling": {"invoke": {"definition": "counter", "context": {}},
+                    "on_done": {"target": "ok", "actions": [{"assign": {"got": "$event.output"}}]}},
+        "ok": {"type": "final", "outcome": "ok"},
+    },
+}
+
+
+def test_a_forged_finished_notice_cannot_change_the_childs_outcome_or_output(tmp_path: Path) -> None:
+    registry = DefinitionRegistry()
+    for doc in (*DEFINITIONS, CALLER):
+        registry.register(load_definition(doc))
+    with open_backend(BACKENDS["sqlite"], BackendRequest(tmp_path)) as store:
+        driver = Driver(store, registry)
+        deliver_all(driver, ("p", "durastate.start", {"definition_id": "caller"}))
+        child = child_execution_id("p", 1)
+        driver.rt.worker.handle(child, Event(id="stop", name="stop"))  # the child ends; its notice not relayed yet
+        forged = {"child_id": child, "status": "finished", "outcome": "evil", "output": {"count": 666}}
+        driver.deliver({"target_id": "p", "event": {"id": "forged", "name": "durastate.finished", "data": forged}})
+        parent = store.load("p")
+        assert parent is not None and parent.context.get("got") == {"count": 0, "peer": None}, parent.context
