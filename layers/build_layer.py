@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 #: The complete closure of what ``durastate`` needs at run time in Lambda (besides the runtime's boto3).
-#: Kept explicit so the build never depends on a resolver; ``tests/cdk`` checks it is closed.
+#: Kept explicit so the build never depends on a resolver; ``tests/infra`` checks it is closed.
 LAYER_DISTRIBUTIONS: tuple[str, ...] = (
     "pydantic",
     "pydantic-core",

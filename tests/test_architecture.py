@@ -114,7 +114,7 @@ IMPORT_TIME_EXTRAS: dict[str, frozenset[str]] = {
 #: when one is fixed, so it is removed here too.
 KNOWN_PRIVATE_BREACHES = frozenset({
     ("tests.bench.test_bench_smoke", "bench._util"),
-    ("tests.dynamodb.test_dedupe", "bench._meter"),
+    ("tests.store.dynamodb.test_dedupe", "bench._meter"),
 })
 
 # -- parsing ----------------------------------------------------------------------------------------------
@@ -384,7 +384,7 @@ def test_the_checks_see_every_kind_of_import() -> None:
         by_importer.setdefault(imp.importer, []).append(imp)
     assert any(i.type_only for i in by_importer["durastate.store"])  # the backends' names for mypy
     assert any(i.local for i in by_importer["durastate.cli"])  # the typer app, imported in main()
-    assert any(i.target == "tests.store_sqlite._procs" for i in by_importer["tests.store_sqlite.test_sqlite_store"])
+    assert any(i.target == "tests.store.sqlite._procs" for i in by_importer["tests.store.sqlite.test_sqlite_store"])
     assert layer_of("durastate.store.sqlite.sync.SqliteStore") == "store"
     assert layer_of("durastate.__version__") == "facade"
     assert private_owner("bench._util.Series") == "bench"

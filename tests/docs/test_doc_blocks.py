@@ -72,7 +72,7 @@ fence (several may stack) says how to run it; a marker anywhere else is an error
     spawn a local AWS stack, moto's server or ``cdk synth`` are slow. A block that runs after a slow one
     in its document must be slow too (it may need it). A block running ``make synth`` must be slow:
     ``make`` on the blocks' ``PATH`` is a stand-in that answers ``make synth`` by linking the session's
-    real ``cdk synth`` output (tests/cdk/synth.py) as ``cdk.out``, and refuses any other target — the
+    real ``cdk synth`` output (tests/infra/synth.py) as ``cdk.out``, and refuses any other target — the
     Makefile's targets need the whole checkout and may reinstall the shared virtualenv.
 """
 
@@ -624,7 +624,7 @@ class DocRun:
         wait_for_output(proc, out, block.arg("background"), SLOW_TIMEOUT)
 
     def cloud_assembly(self) -> Path:
-        from tests.cdk.synth import synth_once
+        from tests.infra.synth import synth_once
 
         return synth_once(self.tmp_factory.mktemp("doc-synth"))
 

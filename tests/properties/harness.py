@@ -30,7 +30,7 @@ from durastate.runtime import LocalRuntime, ManualClock
 from durastate.runtime.worker import HandleResult, returns_live_objects
 from durastate.store.base import ExecutionStore, ExecutionSummary
 from durastate.transport import parse_envelope
-from tests.conformance.backends import BACKENDS, Backend, BackendRequest, open_backend
+from tests.store.conformance.backends import BACKENDS, Backend, BackendRequest, open_backend
 
 from .conftest import PROFILE
 from .definitions import DEFINITIONS

@@ -21,7 +21,7 @@ from durastate.engine.ids import child_execution_id, finished_event_id, timeout_
 from durastate.engine.model import Event
 from durastate.errors import MalformedEvent
 from durastate.transport import parse_envelope
-from tests.conformance.backends import BACKENDS, BackendRequest, open_backend
+from tests.store.conformance.backends import BACKENDS, BackendRequest, open_backend
 
 from .definitions import DEFINITIONS
 from .harness import Driver, check_namespace

@@ -42,7 +42,7 @@ from hypothesis import strategies as st
 from durastate.errors import MalformedEvent
 from durastate.runtime.worker import HandleResult
 from durastate.transport import parse_envelope
-from tests.conformance.backends import BACKENDS
+from tests.store.conformance.backends import BACKENDS
 
 from .harness import (
     Driver,

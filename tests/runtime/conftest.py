@@ -15,7 +15,7 @@ from durastate.runtime import ManualClock
 from durastate.runtime.worker import returns_live_objects
 from durastate.store import DictStore
 from durastate.store.base import Emit, ExecutionStore, Spawn, TimerOp
-from tests.conformance.backends import BACKENDS, BackendRequest, open_backend
+from tests.store.conformance.backends import BACKENDS, BackendRequest, open_backend
 
 INC = {"assign": {"count": {"add": ["$context.count", 1]}}}
 

@@ -2,7 +2,7 @@
 
 Why a module of its own: the layout is the store's contract with what is stored — every process, every
 version and the CDK stack (``infra/schema.py`` keeps a copy, checked against this one by
-``tests/cdk/test_schema.py``) must agree on it — so it lives apart from the logic that reads and writes it
+``tests/infra/test_schema.py``) must agree on it — so it lives apart from the logic that reads and writes it
 (:mod:`durastate.store.dynamodb.core`), and this docstring is where the layout and every choice made
 beyond the seed design are written down. Names such as :data:`sharding.QUEUE_SHARDS` below are of this
 package's other modules (:mod:`durastate.store.dynamodb`).

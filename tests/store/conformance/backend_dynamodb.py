@@ -44,7 +44,7 @@ def _dynamodb_server(req: BackendRequest) -> Iterator[ExecutionStore]:
     from durastate.store.dynamodb.sync import DynamoDBStore
 
     # One boto3 client for the session (building one costs more than a test); create() itself is
-    # exercised by the async backend below and by tests/dynamodb.
+    # exercised by the async backend below and by tests/store/dynamodb.
     store = DynamoDBStore(shared_server_client("dynamodb"), prefix=req.unique, trace_max=req.trace_max)
     store.ensure_tables()
     try:

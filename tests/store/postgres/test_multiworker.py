@@ -31,7 +31,7 @@ from .conftest import DSN
 pytestmark = pytest.mark.slow
 
 HERE = Path(__file__).parent / "multiworker"
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 EXECUTIONS = 200
 INCS = 5
 DEADLINE = 240.0

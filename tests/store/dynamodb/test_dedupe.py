@@ -22,7 +22,7 @@ from tests._aws import boto3_client, shared_moto_server, unique_prefix
 
 from .conftest import Recorder, make_store
 
-COSTS = Path(__file__).resolve().parents[2] / "bench" / "defs" / "costs.yaml"
+COSTS = Path(__file__).resolve().parents[3] / "bench" / "defs" / "costs.yaml"
 
 
 def stored(ddb: Any, store: Any, execution_id: str) -> dict[str, Any]:

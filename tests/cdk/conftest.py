@@ -1,1 +1,0 @@
-from tests.cdk.synth import cloud_assembly, template_json  # noqa: F401  (session fixtures)
