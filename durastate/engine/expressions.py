@@ -396,26 +396,24 @@ def _compile_assign(args: Any, where: str, issues: Issues) -> Action | None:
     if not isinstance(args, dict) or not args:
         issues.append(f"{where}: takes a mapping of context keys to values")
         return None
-    pairs: list[tuple[Callable[[dict[str, Any], Any], None], Value]] = []
-    keys: list[tuple[str, None]] = []
+    writes: list[tuple[str, Callable[[dict[str, Any], Any], None], Value]] = []
     for k, v in args.items():
         if not isinstance(k, str) or not k or any(p == "" for p in k.split(".")):
             issues.append(f"{where}: {k!r} is not a context key")
             continue
-        pairs.append((_setter(k), compile_value(v, f"{where}.{k}", issues)))
-        keys.append((k, None))
+        writes.append((k, _setter(k), compile_value(v, f"{where}.{k}", issues)))
 
     def assign(run: Run) -> None:
         ctx, ev = run.exe.context, run.event
         # Evaluate every value before writing any: `{a: $context.b, b: $context.a}` swaps.
-        values = [val(ctx, ev) for _, val in pairs]
-        for (key, _), value in zip(keys, values, strict=True):
+        values = [val(ctx, ev) for _, _, val in writes]
+        for (key, _, _), value in zip(writes, values, strict=True):
             if type(value) is not int or value.bit_length() > 64:  # a small int needs no look
                 try:  # arithmetic can overflow to inf or grow an int past what JSON reads back
                     check_json(value, f"assign {key}")
                 except ValueError as exc:
                     raise ValueError(f"{exc} (no store could keep it; guard the computation)") from None
-        for (put, _), value in zip(pairs, values, strict=True):
+        for (_, put, _), value in zip(writes, values, strict=True):
             put(ctx, value)
 
     return assign
