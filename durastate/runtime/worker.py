@@ -420,8 +420,8 @@ class Worker:
         child = self.store.load(child_id)
         if child is None:
             return False
-        if child.parent_id != exe.id or (child.root_path != exe.children[child_id].path and \
-                exe.children[child_id].kind == "region"):
+        ref = exe.children[child_id]
+        if child.parent_id != exe.id or (ref.kind == "region" and child.root_path != ref.path):
             # The id is taken by an execution that is not this child (the relay refused to adopt it):
             # the only true notice is that the child failed to start.
             return event.data.get("status") == "failed"
