@@ -13,9 +13,11 @@ from __future__ import annotations
 import hashlib
 
 __all__ = [
+    "AFTER_SEPARATOR",
     "CANCEL",
     "CATCH",
     "CHILD_SEPARATOR",
+    "DEFINITION_RECORD",
     "FINISHED",
     "FROM_OUTSIDE",
     "MAX_ID_LENGTH",
@@ -24,10 +26,13 @@ __all__ = [
     "RESERVED_PREFIX",
     "RESUME",
     "RETRY_PATH",
+    "SCHEDULE_RECORD",
     "START",
     "SUSPEND",
+    "SYSTEM_PREFIX",
     "TERMINATE",
     "TIMEOUT",
+    "after_timer_key",
     "cancel_event_id",
     "child_execution_id",
     "control_event_id",
@@ -35,10 +40,13 @@ __all__ = [
     "emit_event_id",
     "finished_event_id",
     "forwarded_event_id",
+    "is_system_id",
     "redrive_event_id",
+    "retarget_timer_key",
     "retry_event_id",
     "start_event_id",
     "timeout_event_id",
+    "timer_key_state",
 ]
 
 MAX_ID_LENGTH = 128
@@ -72,6 +80,50 @@ REINVOKE_PREFIX = "~invoke:"
 
 RETRY_PATH = "~retry"
 """The timer path of a pending retry (``~`` cannot occur in a state path, so no state's timer collides)."""
+
+AFTER_SEPARATOR = "~after:"
+"""Joins a state path and the index of its ``after`` timer in timer keys: the first timer of a state is
+keyed by the state's path alone (as before states could have several), the i-th (i >= 1) by
+``<path>~after:<i>``."""
+
+SYSTEM_PREFIX = CHILD_SEPARATOR
+"""Execution ids starting with ``~`` name *system records* kept in the executions table beside user
+executions (archived definition versions, schedules): no user id contains ``~`` and a child id never starts
+with it, so the namespaces cannot meet. Their definition ids start with ``~`` too, so listings leave them
+out unless asked for them by definition id."""
+DEFINITION_RECORD = "~definition"
+"""The definition id of archived definition-version records (``~definition~<definition id>~<version>``)."""
+SCHEDULE_RECORD = "~schedule"
+"""The definition id of schedule records (``~schedule~<schedule name>``)."""
+
+
+def is_system_id(execution_id: str) -> bool:
+    """Whether ``execution_id`` names a system record rather than an execution."""
+    return execution_id.startswith(SYSTEM_PREFIX)
+
+
+def after_timer_key(path: str, index: int) -> str:
+    """The timer key of the ``index``-th ``after`` timer of the state at ``path``."""
+    return path if index == 0 else f"{path}{AFTER_SEPARATOR}{index}"
+
+
+def timer_key_state(key: str) -> str:
+    """The state path a timer key belongs to (``""`` for an execution-wide timer such as the retry's)."""
+    if key.startswith(REINVOKE_PREFIX):
+        return key[len(REINVOKE_PREFIX):]
+    if key == RETRY_PATH:
+        return ""
+    return key.split(AFTER_SEPARATOR, 1)[0]
+
+
+def retarget_timer_key(key: str, new_path: str) -> str:
+    """The same timer key for the state now at ``new_path`` (a migration renames states)."""
+    if key.startswith(REINVOKE_PREFIX):
+        return REINVOKE_PREFIX + new_path
+    if key == RETRY_PATH:
+        return key
+    _, sep, index = key.partition(AFTER_SEPARATOR)
+    return f"{new_path}{sep}{index}"
 
 
 def _capped(text: str) -> str:
