@@ -42,6 +42,7 @@ from pydantic import (
 )
 
 from durastate.engine.expressions import did_you_mean
+from durastate.engine.ids import SYSTEM_PREFIX
 from durastate.engine.values import MAX_DEPTH, check_json
 from durastate.errors import DefinitionError, InvalidValue
 
@@ -215,6 +216,14 @@ class Definition(BaseModel):
     def _null_children(cls, v: Any) -> Any:
         if isinstance(v, Mapping):
             return {k: ({} if s is None else s) for k, s in v.items()}
+        return v
+
+    @field_validator("id")
+    @classmethod
+    def _own_id(cls, v: str) -> str:
+        if v.startswith(SYSTEM_PREFIX):
+            raise ValueError(f"a definition id may not start with {SYSTEM_PREFIX!r}: durastate keeps that prefix for "
+                             "its own records (archived versions, schedules); rename the definition")
         return v
 
     @model_validator(mode="wrap")

@@ -30,6 +30,7 @@ __all__ = [
     "START",
     "SUSPEND",
     "SYSTEM_PREFIX",
+    "SYSTEM_RECORDS",
     "TERMINATE",
     "TIMEOUT",
     "after_timer_key",
@@ -87,19 +88,22 @@ keyed by the state's path alone (as before states could have several), the i-th 
 ``<path>~after:<i>``."""
 
 SYSTEM_PREFIX = CHILD_SEPARATOR
-"""Execution ids starting with ``~`` name *system records* kept in the executions table beside user
-executions (archived definition versions, schedules): no user id contains ``~`` and a child id never starts
-with it, so the namespaces cannot meet. Their definition ids start with ``~`` too, so listings leave them
-out unless asked for them by definition id."""
+"""Execution ids of *system records* kept in the executions table beside user executions (archived
+definition versions, schedules) start with ``~`` and their kind: ``~definition~…``, ``~schedule~…``. No
+user id contains ``~``, and a child id is ``{parent}~{n}`` or, when that is too long, ``~`` and 64 hex
+digits — never ``~`` followed by a kind name — so the namespaces cannot meet. Their definition ids start
+with ``~`` too (a definition's own id cannot), so listings leave them out unless asked for them by
+definition id."""
 DEFINITION_RECORD = "~definition"
 """The definition id of archived definition-version records (``~definition~<definition id>~<version>``)."""
 SCHEDULE_RECORD = "~schedule"
 """The definition id of schedule records (``~schedule~<schedule name>``)."""
+SYSTEM_RECORDS = (DEFINITION_RECORD, SCHEDULE_RECORD)
 
 
 def is_system_id(execution_id: str) -> bool:
     """Whether ``execution_id`` names a system record rather than an execution."""
-    return execution_id.startswith(SYSTEM_PREFIX)
+    return execution_id.startswith(tuple(kind + CHILD_SEPARATOR for kind in SYSTEM_RECORDS))
 
 
 def after_timer_key(path: str, index: int) -> str:
