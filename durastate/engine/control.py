@@ -67,11 +67,11 @@ class Effects:
     trace: dict[str, Any] = field(default_factory=dict)
 
 
-def _children(exe: Execution, action: str, name: str, want: str) -> list[Emit]:
+def _children(exe: Execution, name: str, want: str) -> list[Emit]:
     out: list[Emit] = []
     for n, (cid, ref) in enumerate(sorted(exe.children.items()), 1):
         if ref.status == want:
-            out.append((cid, Event.model_construct(id=control_event_id(exe.id, f"{action}{exe.version}", n),
+            out.append((cid, Event.model_construct(id=control_event_id(exe.id, name, exe.version, n),
                                                    name=name, data={})))
     return out
 
@@ -83,7 +83,7 @@ def suspend(exe: Execution, reason: str | None, now: float) -> Effects:
     exe.status = "suspended"
     exe.reason = reason
     exe.updated_at = now
-    return Effects(emits=_children(exe, "suspend", SUSPEND, "running"),
+    return Effects(emits=_children(exe, SUSPEND, "running"),
                    trace={"control": "suspend", "reason": reason})
 
 
@@ -102,7 +102,7 @@ def resume(exe: Execution, now: float) -> tuple[Effects, list[Event]]:
 
 
 def _resume_children(exe: Execution) -> list[Emit]:
-    return _children(exe, "resume", RESUME, "running")
+    return _children(exe, RESUME, "running")
 
 
 def hold(exe: Execution, event: Event) -> None:
@@ -120,7 +120,7 @@ def terminate(exe: Execution, reason: str | None, now: float) -> Effects:
         raise ControlError(f"execution {exe.id} has already {exe.status}; there is nothing to terminate")
     effects = Effects(trace={"control": "terminate", "reason": reason})
     effects.timers = [TimerOp("cancel", path) for path in exe.timers]
-    effects.emits = _children(exe, "terminate", TERMINATE, "running")
+    effects.emits = _children(exe, TERMINATE, "running")
     for ref in exe.children.values():
         if ref.status == "running":
             ref.status = "cancelled"

@@ -410,7 +410,9 @@ def _compile_assign(args: Any, where: str, issues: Issues) -> Action | None:
         for (key, _, _), value in zip(writes, values, strict=True):
             if type(value) is not int or value.bit_length() > 64:  # a small int needs no look
                 try:  # arithmetic can overflow to inf or grow an int past what JSON reads back
-                    check_json(value, f"assign {key}")
+                    # The value sits under its key's segments in the context, and the context one level
+                    # down in the finished notice that carries it as the output: it must fit there too.
+                    check_json(value, f"assign {key}", depth=key.count(".") + 2)
                 except ValueError as exc:
                     raise ValueError(f"{exc} (no store could keep it; guard the computation)") from None
         for (_, put, _), value in zip(writes, values, strict=True):

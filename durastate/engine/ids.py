@@ -37,12 +37,15 @@ __all__ = [
     "cancel_event_id",
     "child_execution_id",
     "control_event_id",
+    "definition_record_id",
     "derived_id",
     "emit_event_id",
     "finished_event_id",
     "forwarded_event_id",
     "is_system_id",
     "redrive_event_id",
+    "reserved_event_id",
+    "reserved_id_problem",
     "retarget_timer_key",
     "retry_event_id",
     "start_event_id",
@@ -106,6 +109,16 @@ def is_system_id(execution_id: str) -> bool:
     return execution_id.startswith(tuple(kind + CHILD_SEPARATOR for kind in SYSTEM_RECORDS))
 
 
+def definition_record_id(definition_id: str, version: str) -> str:
+    """The id of the record archiving ``version`` of definition ``definition_id``:
+    ``~definition~<definition id>~<version>``; over 128 characters, ``~definition~`` and the SHA-256 hex of
+    that text (still deterministic, still a system id)."""
+    text = f"{DEFINITION_RECORD}{SYSTEM_PREFIX}{definition_id}{SYSTEM_PREFIX}{version}"
+    if len(text) <= MAX_ID_LENGTH:
+        return text
+    return f"{DEFINITION_RECORD}{SYSTEM_PREFIX}{hashlib.sha256(text.encode()).hexdigest()}"
+
+
 def after_timer_key(path: str, index: int) -> str:
     """The timer key of the ``index``-th ``after`` timer of the state at ``path``."""
     return path if index == 0 else f"{path}{AFTER_SEPARATOR}{index}"
@@ -158,19 +171,55 @@ def start_event_id(execution_id: str) -> str:
     return derived_id(execution_id, "start")
 
 
+def reserved_event_id(name: str, *parts: object) -> str:
+    """The id of an event of the reserved ``name`` the runtime derives: ``~<kind>:<parts>``.
+
+    Runtime-derived ids of reserved events (timeouts, finished notices, cancels and other control events a
+    parent passes to its children) live in a namespace of their own, ``~timeout:…``, ``~finished:…``, so
+    that no producer can take one by choosing the same id for an event of its own: an event id with the
+    prefix ``~<kind>:`` is accepted only on an event named ``durastate.<kind>``
+    (:func:`reserved_id_problem`). Without that, a producer's ``{"id": <a timer's timeout id>}`` would be
+    marked applied first and the real timeout then dropped as a duplicate. Over 128 characters the text
+    after the prefix is its SHA-256 hex, so the prefix always survives.
+    """
+    kind = name[len(RESERVED_PREFIX):]
+    body = ":".join(str(p) for p in parts)
+    prefix = f"{SYSTEM_PREFIX}{kind}:"
+    if len(prefix) + len(body) > MAX_ID_LENGTH:
+        body = hashlib.sha256(body.encode()).hexdigest()
+    return prefix + body
+
+
+def reserved_id_problem(event_id: str, name: str) -> str | None:
+    """Why ``event_id`` may not be the id of an event named ``name`` (``None``: it may).
+
+    An id in the namespace of a reserved event (``~timeout:…``) belongs to that event alone.
+    """
+    if not event_id.startswith(SYSTEM_PREFIX):
+        return None
+    kind, sep, _ = event_id[1:].partition(":")
+    reserved = RESERVED_PREFIX + kind
+    if not sep or reserved not in RESERVED or name == reserved:
+        return None
+    return (f"event id {event_id!r} is in the namespace durastate keeps for its own {reserved!r} events "
+            f"({SYSTEM_PREFIX}{kind}:…); give the event {name!r} an id that does not start with "
+            f"{SYSTEM_PREFIX}{kind}:")
+
+
 def cancel_event_id(execution_id: str) -> str:
     """The ``durastate.cancel`` event sent to ``execution_id`` (by its parent, the client or the CLI)."""
-    return derived_id(execution_id, "cancel")
+    return reserved_event_id(CANCEL, execution_id)
 
 
 def finished_event_id(child_id: str) -> str:
     """The ``durastate.finished`` notice a child sends its parent when it ends (once per child)."""
-    return derived_id(child_id, "finished")
+    return reserved_event_id(FINISHED, child_id)
 
 
-def control_event_id(execution_id: str, action: str, seq: int) -> str:
-    """A control event (``suspend``, ``resume``, ``terminate``) an execution passes on to a child."""
-    return derived_id(execution_id, action, seq)
+def control_event_id(execution_id: str, name: str, version: int, seq: int) -> str:
+    """A control event (``name``: suspend, resume, terminate) an execution at ``version`` passes on to its
+    ``seq``-th child."""
+    return reserved_event_id(name, execution_id, version, seq)
 
 
 def redrive_event_id(event_id: str, n: int) -> str:
@@ -198,4 +247,4 @@ def timeout_event_id(execution_id: str, path: str, fire_at: float) -> str:
 
     The sweeper uses it so that sweeping the same due timer twice enqueues one event in effect.
     """
-    return derived_id(execution_id, "timeout", path, repr(float(fire_at)))
+    return reserved_event_id(TIMEOUT, execution_id, path, repr(float(fire_at)))

@@ -11,9 +11,17 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from durastate.engine.ids import CANCEL, FINISHED, RESERVED_PREFIX, START, TIMEOUT
+from durastate.engine.ids import (
+    CANCEL,
+    FINISHED,
+    RESERVED_PREFIX,
+    START,
+    SYSTEM_PREFIX,
+    TIMEOUT,
+    reserved_id_problem,
+)
 from durastate.engine.values import check_event_id, check_json
 
 Status = Literal["running", "suspended", "finished", "failed", "cancelled", "terminated"]
@@ -71,6 +79,16 @@ class Event(BaseModel):
     def _storable_data(cls, v: dict[str, Any]) -> dict[str, Any]:
         check_json(v, "event.data")
         return v
+
+    @model_validator(mode="after")
+    def _own_namespace(self) -> Event:
+        """An id in a reserved event's namespace (``~timeout:…``) is that event's alone: see
+        :func:`durastate.engine.ids.reserved_event_id` for why."""
+        if self.id.startswith(SYSTEM_PREFIX):
+            problem = reserved_id_problem(self.id, self.name)
+            if problem is not None:
+                raise ValueError(problem)
+        return self
 
 
 class ChildRef(BaseModel):

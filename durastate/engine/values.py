@@ -47,11 +47,12 @@ MAX_DEPTH = 64
 data needs, far below the JSON parsers' recursion limits, with room for the levels a stored execution adds."""
 
 
-def check_json(value: Any, where: str = "value") -> None:
+def check_json(value: Any, where: str = "value", depth: int = 0) -> None:
     """Raise :class:`InvalidValue` unless ``value`` is plain JSON that every store round-trips exactly:
     objects with string keys, arrays, strings, booleans, null, integers and finite floats, nested at
-    most :data:`MAX_DEPTH` deep. ``where`` names the value in the message (``event.data``)."""
-    problem = _json_problem(value, where, 0)
+    most :data:`MAX_DEPTH` deep. ``where`` names the value in the message (``event.data``); ``depth`` is
+    how deep the value will sit inside the outermost document that carries it (0: it is that document)."""
+    problem = _json_problem(value, where, depth)
     if problem is not None:
         raise InvalidValue(problem)
 

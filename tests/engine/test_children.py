@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from durastate.engine import Event, Execution, load_definition, step
+from durastate.engine.ids import cancel_event_id
 
 from .harness import Harness
 
@@ -110,7 +111,7 @@ def test_leaving_the_parallel_state_early_cancels_running_regions() -> None:
     h.send("p", "abort")
     abort = h.results[next(i for i, (e, ev, _) in enumerate(h.results) if ev.name == "abort")][2]
     assert [(t, e.name, e.id) for t, e in abort.emits if e.name == "durastate.cancel"] == [
-        ("p~2", "durastate.cancel", "p~2:cancel")
+        ("p~2", "durastate.cancel", cancel_event_id("p~2"))
     ]
     assert parent.outcome == "aborted" and parent.children == {}
     assert h["p~2"].status == "cancelled" and h["p~1"].status == "finished"

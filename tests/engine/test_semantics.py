@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from durastate.engine import MAX_MICROSTEPS, Event, Execution, load_definition, step
+from durastate.engine.ids import finished_event_id
 
 from .harness import Harness
 
@@ -455,7 +456,7 @@ def test_final_state_finishes_and_notifies_parent() -> None:
     res = step(defn, exe, Event(name="go"), 0.0)
     assert (exe.status, exe.outcome) == ("finished", "ok")
     [(target, ev)] = res.emits
-    assert target == "mom" and ev.id == "kid:finished" and ev.name == "durastate.finished"
+    assert target == "mom" and ev.id == finished_event_id("kid") and ev.name == "durastate.finished"
     assert ev.data == {"child_id": "kid", "status": "finished", "outcome": "ok", "output": {"k": 1}}
     assert step(defn, exe, Event(name="go"), 0.0).ignored
 
@@ -808,7 +809,7 @@ def test_a_region_child_runs_only_its_subtree_and_finishes_with_the_final_outcom
     )  # the region's own `go` wins; the parallel state's is not seen
     assert (kid.status, kid.outcome, kid.active_path) == ("finished", "r-done", "both.r.y")
     [(target, ev)] = res.emits
-    assert (target, ev.id, ev.data["child_id"], ev.data["outcome"]) == ("p", "p~1:finished", "p~1", "r-done")
+    assert (target, ev.id, ev.data["child_id"], ev.data["outcome"]) == ("p", finished_event_id("p~1"), "p~1", "r-done")
 
 
 def test_a_region_child_with_an_unknown_root_fails_clearly() -> None:

@@ -170,36 +170,45 @@ def test_mul_of_a_string_and_a_count_is_refused(tmp_path: Path, a: Any, b: Any) 
 # -- event ids ----------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("driver", store_params(
-    tuple(STORES), "a producer's event may take the id the sweeper derives for a timer's timeout: it is "
-    "marked processed, the real timeout is then dropped as a duplicate (and its timer deleted), and the "
-    "execution waits in its state forever"), indirect=True)
+@pytest.mark.parametrize("driver", store_params((), ""), indirect=True)
 def test_an_event_id_a_producer_chose_cannot_suppress_a_timeout(driver: Driver) -> None:
+    """Found by the properties: a producer's event that took the id the sweeper derives for a timer's
+    timeout was marked applied, the real timeout then dropped as a duplicate, and the execution waited in
+    its state forever. Runtime-derived ids of reserved events now live in a namespace of their own
+    (``~timeout:…``) that the wire refuses on any other event."""
     deliver_all(driver, ("c1", "durastate.start", {"definition_id": "counter"}), ("c1", "wait", {}))
     exe = driver.store.load("c1")
     assert exe is not None and exe.active_path == "waiting"
     claim = timeout_event_id("c1", "waiting", exe.timers["waiting"])
     out = driver.deliver(json.dumps({"target_id": "c1", "event": {"id": claim, "name": "inc", "data": {}}}))
-    assert out.accepted
+    assert not out.accepted and isinstance(out.error, MalformedEvent) and "durastate.timeout" in str(out.error)
     driver.tick(31)
     exe = driver.store.load("c1")
     assert exe is not None and exe.active_path == "idle", f"still in {exe.active_path!r} after its 30 s timeout"
     check_namespace(driver, "c1")
 
 
-@pytest.mark.parametrize("driver", store_params(
-    tuple(STORES), "a producer's event may take the id of a child's finished notice to its parent: the real "
-    "notice is then dropped as a duplicate, and the parent waits forever for a child that has ended"),
-    indirect=True)
+@pytest.mark.parametrize("driver", store_params((), ""), indirect=True)
 def test_an_event_id_a_producer_chose_cannot_suppress_a_finished_notice(driver: Driver) -> None:
+    """The sibling: a producer's event that took the id of a child's finished notice to its parent."""
     deliver_all(driver, ("i1", "durastate.start", {"definition_id": "invoker"}))
     child = child_execution_id("i1", 1)
     out = driver.deliver(json.dumps({"target_id": "i1", "event": {"id": finished_event_id(child), "name": "hello"}}))
-    assert out.accepted
+    assert not out.accepted and isinstance(out.error, MalformedEvent)
     deliver_all(driver, (child, "stop", {}))
     parent = driver.store.load("i1")
     assert parent is not None and (parent.status, parent.outcome) == ("finished", "ok"), (
         f"the parent is {parent.status} in {parent.active_path!r} after its child finished")
+
+
+@pytest.mark.parametrize("name", ["durastate.timeout", "durastate.finished", "durastate.cancel",
+                                  "durastate.suspend", "durastate.resume", "durastate.terminate"])
+def test_every_runtime_derived_id_of_a_reserved_event_is_refused_on_any_other_event(name: str) -> None:
+    """The class: each reserved event the runtime derives ids for keeps its namespace."""
+    kind = name.removeprefix("durastate.")
+    with pytest.raises(MalformedEvent, match=f"~{kind}:"):
+        parse_envelope(envelope({}, name="put") | {"event": {"id": f"~{kind}:x", "name": "put"}})
+    assert parse_envelope({"target_id": "k1", "event": {"id": f"~{kind}:x", "name": name}}).event.id == f"~{kind}:x"
 
 
 @pytest.mark.parametrize("driver", store_params((), ""), indirect=True)
@@ -223,7 +232,6 @@ def test_every_known_bug_names_a_regression_test_here() -> None:
     here = sys.modules[__name__]
     named = {sig.regression for sig in known_bugs.SIGNATURES}
     named |= set(re.findall(r"test_regressions\.py::(\w+)", Path(known_bugs.__file__).read_text()))
-    assert named
     assert not [n for n in named if not callable(getattr(here, n, None))]
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from durastate.engine import DefinitionRegistry, load_definition
+from durastate.engine.ids import finished_event_id
 from durastate.engine.model import FINISHED, START, Event, Execution
 from durastate.errors import (
     ExecutionTooLarge,
@@ -116,7 +117,7 @@ def test_an_invoked_child_of_an_unknown_definition_fails_and_tells_its_parent(
     assert "unknown definition 'nope'" in (child.error or "")
     assert child.parent_id == "p" and child.child_id == "p~1"
     (entry,) = dict_store.pending_outbox()
-    assert entry.target_id == "p" and entry.event.name == FINISHED and entry.event.id == "p~1:finished"
+    assert entry.target_id == "p" and entry.event.name == FINISHED and entry.event.id == finished_event_id("p~1")
     assert entry.event.data["status"] == "failed" and entry.event.data["child_id"] == "p~1"
 
 
