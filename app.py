@@ -8,6 +8,10 @@ Settings come from CDK context (``cdk.json`` or ``-c key=value``):
   durastate:architecture    arm64 | x86_64                         (default "arm64")
   durastate:memorySize      Lambda memory in MB                    (default 512)
   durastate:sweeperRateMinutes / durastate:relayBackstopMinutes        (defaults 1 / 5)
+  durastate:retentionDays   purge executions ended longer ago      (default: unset, never purge)
+  durastate:trace           record a trace step per commit         (default false: only failed steps)
+  durastate:timerHops       timers due within 15 min take the SQS delay hop (default true; false: sweeper only)
+  durastate:workerMaxConcurrency  the worker event source's maximum concurrency (default 10)
   durastate:nag             run cdk-nag's AwsSolutions checks      (default true)
 """
 
@@ -32,6 +36,25 @@ def _context(app: cdk.App, key: str, default: str) -> str:
     return default if value is None else str(value)
 
 
+def _days(value: str) -> cdk.Duration | None:
+    """A number of days from context ("" or "0": off)."""
+    if not value.strip() or float(value) == 0:
+        return None
+    if float(value) < 0:
+        raise ValueError(f"durastate:retentionDays must be a positive number of days, not {value!r}")
+    return cdk.Duration.hours(round(float(value) * 24))
+
+
+def _flag(value: str, key: str) -> bool:
+    """A true/false context value (``-c durastate:trace=true``)."""
+    low = value.strip().lower()
+    if low in ("true", "1", "yes", "on"):
+        return True
+    if low in ("false", "0", "no", "off", ""):
+        return False
+    raise ValueError(f"durastate:{key} must be true or false, not {value!r}")
+
+
 def main() -> None:
     app = cdk.App()
     definitions = Path(_context(app, "definitions", "examples"))
@@ -45,6 +68,10 @@ def main() -> None:
         memory_size=int(_context(app, "memorySize", "512")),
         sweeper_rate=cdk.Duration.minutes(int(_context(app, "sweeperRateMinutes", "1"))),
         relay_backstop_rate=cdk.Duration.minutes(int(_context(app, "relayBackstopMinutes", "5"))),
+        retention=_days(_context(app, "retentionDays", "")),
+        trace=_flag(_context(app, "trace", "false"), "trace"),
+        timer_hops=_flag(_context(app, "timerHops", "true"), "timerHops"),
+        worker_max_concurrency=int(_context(app, "workerMaxConcurrency", "10")),
     )
     if _context(app, "nag", "true").lower() not in ("false", "0", "no"):
         # Findings fail the synth; acknowledged ones are written into the template's Metadata with reasons.

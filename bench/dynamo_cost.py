@@ -4,25 +4,41 @@ The real runtime pieces — :class:`~durastate.runtime.Worker`, :class:`~durasta
 :class:`~durastate.runtime.Sweeper`, ``DynamoDBStore`` and ``SqsTransport`` — run against moto (in process),
 and :class:`bench._meter.Meter` bills every request they make. The Lambda event-source mapping is
 emulated by the same calls it makes (``ReceiveMessage`` of up to 10, ``DeleteMessageBatch``), so SQS
-requests are counted too. Each path of ``bench/defs/costs.yaml`` is driven a number of times and
-averaged:
+requests are counted too; the relay is invoked as its stream trigger invokes it (with the queue shards the
+inserts went to, read from the commit's own request). Event ids are uuid-sized, as a client's are. Each path
+of ``bench/defs/costs.yaml`` is driven a number of times and averaged:
 
-- **state-only** (``bump``): a transition that only changes the execution — with the trace step
-  (the default) and without it (``Worker(trace=False)``);
+- **state-only** (``bump``): a transition that only changes the execution — during an execution's first 8
+  events, and in the steady state (after :data:`WARMUP` events, averaged over :data:`STEADY` more, so the
+  occasional write of spilled event ids is in the average); with the trace step and without it (the AWS
+  deployment's default, ``DURASTATE_TRACE`` off);
 - **with emits** (``notify``): the commit carries an event for another execution; its relay pass and
   SQS send are added;
 - **with timers** (``arm`` then the timer firing): the arm, the sweep that fires it, and the timeout's
   transition;
 - **fork/join** (``split``, ``l``, ``r``): the fork, the relay creating both region children, the
-  forwarded events, the children's steps and finish notices, and the join — the whole cycle.
+  forwarded events, the children's steps and finish notices, and the join — the whole cycle;
+- **idle**: what an empty sweep (every minute) and the relay's scheduled backstop (every 5 minutes) cost
+  with no traffic, per minute.
 
-Prices are AWS's public on-demand prices in us-east-1 (see :data:`PRICES`); Lambda duration is an
-assumption (stated in the output), derived from the request count at a typical in-region latency.
+Lambda duration is measured, not assumed for CPU: the wall time of each worker / relay / sweeper call less
+the time spent inside its AWS requests (moto runs in process, inside them) is durastate's own compute;
+each request then adds :data:`REQUEST_MS`, a typical in-region latency (the one assumption left).
+
+``run(baseline=DIR)`` also measures the same paths against the ``durastate`` package in ``DIR`` (an older
+checkout), in a subprocess, with this very driver: the before/after of a change, in one run.
 """
 
 from __future__ import annotations
 
+import inspect
+import json
 import os
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
 from dataclasses import astuple
 from pathlib import Path
 from typing import Any
@@ -45,7 +61,11 @@ PRICES = {
 LAMBDA_MEMORY_GB = 0.5          # the stack's default (infra/construct.py memory_size=512)
 LAMBDA_BATCH = 10               # the worker's SQS batch size in the stack
 REQUEST_MS = 6.0                # assumed in-region latency of one DynamoDB/SQS request, in ms
-COMPUTE_MS = 1.0                # assumed durastate CPU time per event in Lambda, in ms
+WARMUP = 40                     # events an execution has applied before the steady-state rows measure it
+STEADY = 48                     # state-only events measured in the steady state, per execution
+EMITS = 6                       # emitting events measured per execution
+SWEEP_PER_MINUTE = 1.0          # the stack's sweeper schedule
+BACKSTOP_PER_MINUTE = 1 / 5     # the stack's relay backstop schedule
 
 
 def _setup() -> tuple[Any, ...]:
@@ -69,7 +89,7 @@ def _setup() -> tuple[Any, ...]:
     transport = SqsTransport(sqs, url, sleep=lambda s: None)
     reg = DefinitionRegistry()
     reg.register(load_definition(DEFS / "costs.yaml"))
-    return store, sqs, url, transport, meter, reg
+    return ddb, store, sqs, url, transport, meter, reg
 
 
 class _Clock:
@@ -80,29 +100,72 @@ class _Clock:
         return self.now
 
 
-def _drive(n: int) -> dict[str, Tally]:
+class _Wire:
+    """Per-tag time spent inside AWS requests, and the queue shards commits inserted into (the relay's stream
+    trigger names them). botocore hooks, like the meter's."""
+
+    def __init__(self, ddb: Any, sqs: Any, meter: Meter) -> None:
+        self.meter = meter
+        self.in_requests: dict[str, float] = {}
+        self.shards: set[int] = set()
+        self._t0: list[float] = []
+        for client, service in ((ddb, "dynamodb"), (sqs, "sqs")):
+            client.meta.events.register(f"before-call.{service}.*", self._before)
+            client.meta.events.register(f"after-call.{service}.*", self._after)
+        ddb.meta.events.register("provide-client-params.dynamodb.TransactWriteItems", self._inserts)
+
+    def _before(self, **_: Any) -> None:
+        self._t0.append(time.perf_counter())
+
+    def _after(self, **_: Any) -> None:
+        tag = self.meter.tag
+        self.in_requests[tag] = self.in_requests.get(tag, 0.0) + time.perf_counter() - self._t0.pop()
+
+    def _inserts(self, params: dict[str, Any], **_: Any) -> None:
+        for entry in params.get("TransactItems", []):
+            put = entry.get("Put") or {}
+            if put.get("TableName", "").endswith(("_outbox", "_spawns")) and "shard" in put.get("Item", {}):
+                self.shards.add(int(put["Item"]["shard"]["S"]))
+
+
+def _drive(n: int) -> dict[str, Any]:
     from durastate.engine import Event
     from durastate.runtime.relay import Relay
     from durastate.runtime.sweeper import Sweeper
     from durastate.runtime.worker import Worker
     from durastate.transport.wire import parse_envelope
 
-    store, sqs, url, transport, meter, reg = _setup()
+    ddb, store, sqs, url, transport, meter, reg = _setup()
+    wire = _Wire(ddb, sqs, meter)
     invocations: dict[str, int] = {}
     """Relay / sweeper Lambda invocations, by path (the worker's are derived from its batch size)."""
+    wall: dict[str, float] = {}
+    """Wall time of the handler calls, by tag (less the time in requests: durastate's compute)."""
+    events: dict[str, int] = {}
     clock = _Clock()
-    worker = Worker(store, reg, clock=clock)
+    traced = Worker(store, reg, clock=clock)
     untraced = Worker(store, reg, clock=clock, trace=False)
     relay = Relay(store, reg, transport, clock=clock)
     sweeper = Sweeper(store, transport, clock=clock)
+    hinted = "shards" in inspect.signature(relay.run_once).parameters
     seq = [0]
 
-    def external(target: str, name: str, data: dict[str, Any] | None = None) -> None:
+    def timed(tag: str, fn: Any, *args: Any, **kw: Any) -> Any:
+        meter.tag = tag
+        t0 = time.perf_counter()
+        try:
+            return fn(*args, **kw)
+        finally:
+            wall[tag] = wall.get(tag, 0.0) + time.perf_counter() - t0
+
+    def external(target: str, name: str, tag: str, data: dict[str, Any] | None = None) -> None:
         """A client enqueues the event (one SendMessage), as `durastate send` or an app would."""
         seq[0] += 1
-        transport.send([(target, Event(id=f"ext-{seq[0]}", name=name, data=data or {}))])
+        meter.tag = tag + ":send"
+        event_id = str(uuid.uuid5(uuid.NAMESPACE_URL, f"bench/{seq[0]}"))
+        transport.send([(target, Event(id=event_id, name=name, data=data or {}))])
 
-    def lambda_poll(tag: str, worker: Worker = worker) -> int:
+    def lambda_poll(tag: str, worker: Worker = untraced) -> int:
         """The worker Lambda's event source: receive up to 10, handle each, delete the batch."""
         handled = 0
         while True:
@@ -114,76 +177,74 @@ def _drive(n: int) -> dict[str, Tally]:
                 return handled
             for m in msgs:
                 env = parse_envelope(m["Body"])
-                meter.tag = tag
-                worker.handle(env.target_id, env.event)
+                timed(tag, worker.handle, env.target_id, env.event)
+                events[tag] = events.get(tag, 0) + 1
                 handled += 1
             meter.tag = tag + ":poll"
             sqs.delete_message_batch(QueueUrl=url, Entries=[
                 {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(msgs)])
 
     def relay_all(tag: str) -> None:
-        """One relay invocation as the stream trigger runs it: one pass (budget 100) while under budget.
-
-        The stream triggers only on an insert, so nothing pending means no invocation (the peek that
-        checks is not billed to any path)."""
-        meter.tag = "peek"
-        if not (store.pending_spawns() or store.pending_outbox()):
+        """One relay invocation as the stream trigger runs it: passes of 100 over the shards the inserts
+        went to, while a pass uses its whole budget. No insert, no invocation."""
+        shards, wire.shards = set(wire.shards), set()
+        if not shards:
             return
-        meter.tag = tag
         invocations[tag.split(":")[0]] = invocations.get(tag.split(":")[0], 0) + 1
-        while sum(astuple(relay.run_once(max_items=100))) >= 100:
+        kw = {"shards": shards} if hinted else {}
+        while sum(astuple(timed(tag, relay.run_once, max_items=100, **kw))) >= 100:
             pass
 
     def start(eid: str, ctx: dict[str, Any] | None = None) -> None:
         meter.tag = "setup"
-        worker.handle(eid, Event(id=f"{eid}:start", name="durastate.start",
-                                 data={"definition_id": "costs", "context": ctx or {}}))
+        untraced.handle(eid, Event(id=f"{eid}:start", name="durastate.start",
+                                   data={"definition_id": "costs", "context": ctx or {}}))
+        wire.shards = set()
+
+    def bumps(eid: str, count: int, tag: str, worker: Worker = untraced) -> None:
+        for _ in range(count):
+            external(eid, "bump", tag)
+            lambda_poll(tag, worker)
 
     start("peer")
-    out: dict[str, Tally] = {}
     for i in range(n):
         eid = f"x{i}"
         start(eid, {"peer": "peer"})
-        # state-only
-        meter.tag = "state-only:send"
-        external(eid, "bump")
-        lambda_poll("state-only")
-        meter.tag = "state-notrace:send"
-        external(eid, "bump")
-        lambda_poll("state-notrace", untraced)
-        # with an emit: the commit, then its relay pass (the receiver's own step is its own transition)
-        meter.tag = "emit:send"
-        external(eid, "notify")
-        lambda_poll("emit")
-        relay_all("emit:relay")
-        meter.tag = "setup"
-        lambda_poll("setup")  # the peer consumes `pinged` (not billed to this path)
+        bumps(eid, 7, "first8")                      # events 2..8 of the execution (the start is the first)
+        bumps(eid, WARMUP - 8, "setup")
+        bumps(eid, STEADY, "steady")
+        bumps(eid, STEADY // 4, "steady-traced", traced)
+        # with an emit: the commit, then its relay pass (the receiver's own step is its own transition);
+        # several, so that an occasional spill of event ids is averaged in, as on every other path
+        for _ in range(EMITS):
+            external(eid, "notify", "emit")
+            lambda_poll("emit")
+            relay_all("emit:relay")
+            lambda_poll("setup")  # the peer consumes `pinged` (not billed to this path)
         # with a timer: arm it, let it fire, the timeout's transition
-        meter.tag = "timer:send"
-        external(eid, "arm")
+        external(eid, "arm", "timer")
         lambda_poll("timer-arm")
         clock.now += 61
-        meter.tag = "timer:sweep"
         invocations["timer"] = invocations.get("timer", 0) + 1
-        sweeper.run_once()
+        timed("timer:sweep", sweeper.run_once)
         lambda_poll("timer-fire")
         # fork/join: the whole cycle
-        meter.tag = "fork:send"
-        external(eid, "split")
+        external(eid, "split", "fork")
         lambda_poll("fork")
         relay_all("fork:relay")
         for name in ("l", "r"):
-            meter.tag = "fork:send"
-            external(eid, name)
+            external(eid, name, "fork")
             for _ in range(3):  # parent forwards -> children step -> finished notices -> parent
                 lambda_poll("fork")
                 relay_all("fork:relay")
         exe = store.load(eid)
         assert exe is not None and exe.active_path == "idle", exe
-    for tag, tally in meter.tallies.items():
-        out[tag] = tally
-    out["_invocations"] = invocations  # type: ignore[assignment]
-    return out
+    # idle: nothing armed, nothing pending — an empty sweep and an empty backstop pass
+    for _ in range(n):
+        timed("idle:sweep", sweeper.run_once)
+        timed("idle:backstop", relay.run_once, max_items=100)
+    return {"tallies": dict(meter.tallies), "invocations": invocations, "wall": wall,
+            "in_requests": wire.in_requests, "events": events, "hinted": hinted}
 
 
 def _sum(tallies: dict[str, Tally], *prefixes: str) -> Tally:
@@ -194,67 +255,118 @@ def _sum(tallies: dict[str, Tally], *prefixes: str) -> Tally:
     return total
 
 
-def _dollars(t: Tally, events: float, lambda_invocations: float) -> dict[str, float]:
+def _dollars(t: Tally, events: float, lambda_invocations: float, compute_s: float) -> dict[str, float]:
     """Dollars for a tally covering ``events`` worker events and ``lambda_invocations`` Lambda calls.
 
     SQS: the measured sends, plus the worker's event source in steady state — one ``ReceiveMessage``
     and one ``DeleteMessageBatch`` per batch of :data:`LAMBDA_BATCH` (the bench's emulated poller
-    receives one message at a time, so its own receive/delete counts are not billed).
+    receives one message at a time, so its own receive/delete counts are not billed). Lambda duration:
+    the measured compute plus :data:`REQUEST_MS` per request.
     """
     p = PRICES
     ddb = t.wru * p["dynamodb_wru"] + t.rru * p["dynamodb_rru"]
     sqs_requests = t.sqs_requests + events * 2 / LAMBDA_BATCH
     sqs = sqs_requests * p["sqs_fifo_request"]
-    seconds = (t.dynamo_requests * REQUEST_MS + events * COMPUTE_MS) / 1000.0
+    seconds = compute_s + (t.dynamo_requests + t.sqs_requests) * REQUEST_MS / 1000.0
     lam = lambda_invocations * p["lambda_request"] + seconds * LAMBDA_MEMORY_GB * p["lambda_gb_s_arm"]
     return {"dynamodb": ddb, "sqs": sqs, "lambda": lam, "total": ddb + sqs + lam,
-            "sqs_requests": sqs_requests}
+            "sqs_requests": sqs_requests, "lambda_ms": seconds * 1000.0}
 
 
-def run(n: int = 10) -> dict[str, Any]:
+PATHS: list[tuple[str, tuple[str, ...], int | None, int | None]] = [
+    # (label, tags, transitions per cycle, worker events per cycle); None: counted from the commits
+    ("state-only, first 8 events", ("first8",), 7, 7),
+    ("state-only, steady state", ("steady",), STEADY, STEADY),
+    ("state-only, steady state, trace on", ("steady-traced",), STEADY // 4, STEADY // 4),
+    ("with emits (+ relay)", ("emit",), EMITS, EMITS),
+    ("with timers (arm + fire)", ("timer-arm", "timer-fire", "timer"), 2, 2),
+    ("fork/join (whole cycle)", ("fork",), None, None),
+]
+
+
+def measure(n: int = 10) -> dict[str, Any]:
+    """Drive every path ``n`` times against the importable ``durastate``; per-transition numbers."""
     from moto import mock_aws
 
     with mock_aws():
-        tallies = _drive(n)
-    side_invocations: dict[str, int] = tallies.pop("_invocations")  # type: ignore[assignment]
+        raw = _drive(n)
+    tallies: dict[str, Tally] = raw["tallies"]
+    compute = {tag: max(0.0, raw["wall"][tag] - raw["in_requests"].get(tag, 0.0)) for tag in raw["wall"]}
     paths: dict[str, Any] = {}
-    # (label, tags, transitions per cycle, worker events per cycle, lambda invocations per cycle)
-    spec = [
-        ("state-only", ("state-only",), 1, 1),
-        ("state-only, trace off", ("state-notrace",), 1, 1),
-        ("with emits (+ relay)", ("emit",), 1, 1),
-        ("with timers (arm + fire)", ("timer-arm", "timer-fire", "timer"), 2, 2),
-        ("fork/join (whole cycle)", ("fork",), None, None),
-    ]
     billed = {k: v for k, v in tallies.items() if not k.endswith(":poll")}
-    for label, tags, transitions, events in spec:
+    for label, tags, transitions, events in PATHS:
         t = _sum(billed, *tags)
         worker_t = _sum({k: v for k, v in tallies.items() if ":" not in k}, *tags)
         commits = worker_t.requests.get("PutItem", 0) + worker_t.requests.get("TransactWriteItems", 0)
         per_cycle_transitions = transitions or (commits / n)
         ev = events or per_cycle_transitions
         # Lambda: worker invocations share a batch of LAMBDA_BATCH; a relay/sweeper pass is one invocation.
-        side = sum(v for k, v in side_invocations.items() if k in tags) / n
+        side = sum(v for k, v in raw["invocations"].items() if k in tags) / n
         invocations = ev / LAMBDA_BATCH + side
         per = 1.0 / (n * per_cycle_transitions)
-        worker_only = worker_t.scaled(1.0 / (n * per_cycle_transitions))
-        cost = _dollars(t, n * ev, n * invocations)
+        compute_s = sum(v for k, v in compute.items() if k.split(":")[0] in tags)
+        worker_compute = sum(v for k, v in compute.items() if k in tags)
+        cost = _dollars(t, n * ev, n * invocations, compute_s)
         everything = t.scaled(per)
         everything["sqs"] = cost.pop("sqs_requests") * per
-        # The same with the client batching its sends (10 events per SendMessageBatch): only the
-        # external intake's share of the SQS bill changes.
+        lambda_ms = cost.pop("lambda_ms") * per
         intake = sum(v.sqs_requests for k, v in billed.items()
                      if k.split(":")[0] in tags and k.endswith(":send"))
         cost["total_batched_client"] = cost["total"] - intake * 0.9 * PRICES["sqs_fifo_request"]
         paths[label] = {
             "transitions_per_cycle": per_cycle_transitions,
-            "worker": worker_only,
+            "worker": worker_t.scaled(1.0 / (n * per_cycle_transitions)),
             "all": everything,
             "dollars_per_million": {k: v * per * 1e6 for k, v in cost.items()},
+            "compute_ms": worker_compute / (n * ev) * 1000.0,
+            "lambda_ms": lambda_ms,
+            "lambda_batch_ms": (worker_compute / (n * ev) * 1000.0 + worker_t.dynamo_requests / (n * ev)
+                                * REQUEST_MS) * LAMBDA_BATCH,
         }
+    sweep, backstop = _sum(tallies, "idle:sweep"), _sum(tallies, "idle:backstop")
+    idle = {"sweep_requests": sweep.dynamo_requests / n, "backstop_requests": backstop.dynamo_requests / n,
+            "requests_per_minute": (sweep.dynamo_requests * SWEEP_PER_MINUTE
+                                    + backstop.dynamo_requests * BACKSTOP_PER_MINUTE) / n}
+    return {"n": n, "paths": paths, "idle": idle, "relay_reads_hinted_shards": raw["hinted"]}
+
+
+def _measure_elsewhere(code: str, n: int) -> dict[str, Any]:
+    """:func:`measure` in a subprocess whose ``durastate`` is the package in ``code`` (this driver, that
+    code). Only ``durastate`` comes from there: the bench itself is this one."""
+    package = Path(code).resolve() / "durastate"
+    if not (package / "__init__.py").is_file():
+        raise FileNotFoundError(f"no durastate package in {code}")
+    with tempfile.TemporaryDirectory() as shim:
+        os.symlink(package, Path(shim) / "durastate")
+        root = Path(__file__).resolve().parent.parent
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([shim, str(root)])}
+        script = ("import json, sys; from bench import dynamo_cost as d; "
+                  f"json.dump(d.measure({int(n)}), sys.stdout)")
+        proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True,
+                              check=False, cwd=shim)
+    if proc.returncode != 0:
+        raise RuntimeError(f"the baseline run failed:\n{proc.stderr[-3000:]}")
+    result: dict[str, Any] = json.loads(proc.stdout)
+    return result
+
+
+def run(n: int = 10, baseline: str | None = None) -> dict[str, Any]:
+    """The cost section: :func:`measure` here, and (``baseline``: a folder holding an older ``durastate``
+    package, or ``DURASTATE_BENCH_BASELINE``) the same against it, for the before/after of a change."""
+    baseline = baseline or os.environ.get("DURASTATE_BENCH_BASELINE") or None
+    result = measure(n)
+    if baseline:
+        result["before"] = _measure_elsewhere(baseline, n)
+        result["baseline"] = str(baseline)
     sfn_express = PRICES["sfn_express_request"] + 0.0625 * 0.1 * PRICES["sfn_express_gb_s"]
-    return {"n": n, "paths": paths, "prices": PRICES, "region": REGION,
-            "assumptions": {"lambda_memory_gb": LAMBDA_MEMORY_GB, "lambda_batch": LAMBDA_BATCH,
-                            "request_ms": REQUEST_MS, "compute_ms": COMPUTE_MS},
-            "step_functions": {"standard": PRICES["sfn_standard_transition"] * 1e6,
-                               "express_min_execution": sfn_express * 1e6}}
+    result.update({"prices": PRICES, "region": REGION,
+                   "assumptions": {"lambda_memory_gb": LAMBDA_MEMORY_GB, "lambda_batch": LAMBDA_BATCH,
+                                   "request_ms": REQUEST_MS, "warmup": WARMUP, "steady": STEADY},
+                   "step_functions": {"standard": PRICES["sfn_standard_transition"] * 1e6,
+                                      "express_min_execution": sfn_express * 1e6}})
+    return result
+
+
+if __name__ == "__main__":  # python -m bench.dynamo_cost [n] [baseline]: the section alone, as JSON
+    args = sys.argv[1:]
+    json.dump(run(int(args[0]) if args else 2, args[1] if len(args) > 1 else None), sys.stdout, indent=1)

@@ -9,7 +9,11 @@ three reads are costed at both:
   pass's budget) with the whole
   table as a backlog of undelivered outbox entries, against the 100 entries a pass with a budget of 100
   delivers;
-- **listing**: one page (100) of ``list_executions(status="running")`` in a table where 1 % run.
+- **listing**: one page (100) of ``list_executions(status="running")`` in a table where 1 % run;
+- **purge batch**: one retention batch (``purge``, limit 100) in the same table, where one in ten finished
+  executions ended before the cutoff: DynamoDB meters the whole batch (the ``ended`` index Query, the read
+  of each execution, its tombstone's conditional Put and its trace Query); PostgreSQL explains the batch's
+  SELECT on the partial ``executions_ended`` index.
 
 DynamoDB (moto, in process): items read and read units, billed by :mod:`bench._meter` from the
 requests and responses. PostgreSQL: ``EXPLAIN (ANALYZE, BUFFERS)`` of the store's own statements — rows
@@ -31,6 +35,13 @@ NOW = 1_700_000_000.0
 DUE = 10
 PAGE = 100
 RELAY_BUDGET = 100
+DAY = 86400.0
+CUTOFF = NOW - 30 * DAY
+"""The purge batch's cutoff (``--older-than 30d``); one row in ten ended 60 days ago, the others a day ago."""
+
+
+def _ended_at(i: int) -> float:
+    return NOW - (60 if i % 10 == 1 else 1) * DAY
 
 
 # -- DynamoDB -------------------------------------------------------------------------------------------
@@ -96,6 +107,7 @@ def _dynamo_fill(
 
     shard_of = getattr(_dynamo, "shard_of", None)
     queue_key = getattr(_dynamo, "queue_key", None)
+    ended_shard = getattr(_dynamo, "ended_shard", None)
     timers, outbox, exes = [], [], []
     for i in range(start, end):
         eid = f"e{i:07d}"
@@ -114,11 +126,15 @@ def _dynamo_fill(
         x["id"] = {"S": eid}
         status = "running" if i % 100 == 0 else "finished"
         x["status"] = {"S": status}
+        ended = "" if status == "running" else f',"ended_at":{_ended_at(i)}'
         x["data"] = {
             "S": x["data"]["S"]
             .replace('"tmpl"', json.dumps(eid))
-            .replace('"status":"running"', f'"status":"{status}"')
+            .replace('"status":"running"', f'"status":"{status}"{ended}')
         }
+        if ended and ended_shard is not None:  # the sparse ``ended`` index's keys, as a commit writes them
+            x["ended_shard"] = {"S": ended_shard(status, eid)}
+            x["ended_at"] = {"N": str(_ended_at(i))}
         exes.append(x)
     _batch_put(client, store.table("timers"), timers)
     loaded = outbox[: max(0, outbox_max - start)]
@@ -167,6 +183,7 @@ def run_dynamo(sizes: tuple[int, ...], relay_max: int | None = None) -> dict[int
                     lambda: (store.pending_spawns(RELAY_BUDGET), store.pending_outbox(RELAY_BUDGET)),
                 ),
                 ("listing page", lambda: store.list_executions(status="running", limit=PAGE)),
+                ("purge batch", lambda: store.purge(CUTOFF, limit=PAGE, now=NOW)),
             ):
                 if name == "relay pass" and relay_max is not None and size > relay_max:
                     row[name] = None
@@ -178,6 +195,8 @@ def run_dynamo(sizes: tuple[int, ...], relay_max: int | None = None) -> dict[int
                     if name == "relay pass"
                     else len(result.items)
                     if name == "listing page"
+                    else result.purged
+                    if name == "purge batch"
                     else len(result)
                 )
                 t = meter.tallies[meter.tag]
@@ -186,7 +205,7 @@ def run_dynamo(sizes: tuple[int, ...], relay_max: int | None = None) -> dict[int
                     "items_read": t.items_read,
                     "rru": t.rru,
                     "requests": t.dynamo_requests,
-                    "needed": RELAY_BUDGET if name == "relay pass" else got,
+                    "needed": RELAY_BUDGET if name == "relay pass" else PAGE if name == "purge batch" else got,
                 }
             out[size] = row
     return out
@@ -210,13 +229,14 @@ def _pg_copy(conn: Any, schema: str, start: int, end: int) -> None:
                 cp.write_row((f"e{i:07d}", ev))
         with cur.copy(
             f'COPY "{schema}".executions (id, definition_id, version, status, parent_id, '
-            "active_path, outcome, data) FROM STDIN"
+            "active_path, outcome, data, ended_at) FROM STDIN"
         ) as cp:
             for i in range(start, end):
                 eid = f"e{i:07d}"
                 status = "running" if i % 100 == 0 else "finished"
-                tmpl_exe.id, tmpl_exe.status = eid, status  # type: ignore[assignment]
-                cp.write_row((eid, "costs", 3, status, None, "idle", None, tmpl_exe.model_dump_json()))
+                ended = None if status == "running" else _ended_at(i)
+                tmpl_exe.id, tmpl_exe.status, tmpl_exe.ended_at = eid, status, ended  # type: ignore[assignment]
+                cp.write_row((eid, "costs", 3, status, None, "idle", None, tmpl_exe.model_dump_json(), ended))
     conn.commit()
     with conn.cursor() as cur:
         for t in ("timers", "outbox", "executions"):
@@ -282,6 +302,8 @@ def run_postgres(sizes: tuple[int, ...]) -> dict[int, dict[str, Any]]:
                 q = sql.list_executions(None, frozenset({"running"}), False, None, PAGE)
                 assert q is not None
                 row["listing page"] = _explain(conn, q[0], q[1])
+                purge = sql.purge_select(CUTOFF, ("finished", "cancelled", "failed", "terminated"), None, PAGE)
+                row["purge batch"] = {**_explain(conn, purge[0], purge[1]), "needed": PAGE + 1}
                 row["relay pass"]["needed"] = RELAY_BUDGET
                 out[size] = row
     finally:

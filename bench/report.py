@@ -213,6 +213,8 @@ def dynamo_md(res: dict[str, Any] | None, targets: list[list[str]]) -> str:
         "days (timers, human steps) has to be Standard.")
 
 
+GROWTH_OPS = ("sweep", "relay pass", "listing page", "purge batch")
+"""The reads the growth section costs at each table size (a result without one just lacks its rows)."""
 MAX_AMPLIFICATION = 3
 """A read "grows with what it returns" when, at the largest table, it reads at most 3 rows/items per row
 it needs (a listing page legitimately reads 2 on DynamoDB: the index entries, then the page's items)."""
@@ -220,7 +222,7 @@ it needs (a listing page legitimately reads 2 on DynamoDB: the index entries, th
 
 def growth_md(dyn: dict[str, Any] | None, pg: dict[str, Any] | None, targets: list[list[str]]) -> str:
     parts = []
-    verdict: dict[str, list[bool]] = {"sweep": [], "listing page": [], "relay pass": []}
+    verdict: dict[str, list[bool]] = {op: [] for op in GROWTH_OPS}
     measured: dict[str, list[str]] = {k: [] for k in verdict}
     bad = _failed("DynamoDB growth", dyn)
     if bad:
@@ -229,15 +231,15 @@ def growth_md(dyn: dict[str, Any] | None, pg: dict[str, Any] | None, targets: li
         assert dyn is not None
         rows = []
         sizes = sorted(dyn, key=int)
-        for op in ("sweep", "relay pass", "listing page"):
+        for op in GROWTH_OPS:
             for size in sizes:
-                r = dyn[size][op]
+                r = dyn[size].get(op)
                 if r is None:
                     rows.append([op, f"{int(size):,}", "—", "—", "—", "— (not measured at this size)"])
                     continue
                 rows.append([op, f"{int(size):,}", r["returned"], r["needed"], r["items_read"],
                              f"{r['rru']:g}"])
-            got = [dyn[s][op] for s in sizes if dyn[s][op] is not None]
+            got = [dyn[s][op] for s in sizes if dyn[s].get(op) is not None]
             if got:  # read amplification at the largest size measured: items read per item needed
                 last = got[-1]
                 verdict[op].append(last["items_read"] <= MAX_AMPLIFICATION * max(last["needed"], 1))
@@ -254,7 +256,7 @@ def growth_md(dyn: dict[str, Any] | None, pg: dict[str, Any] | None, targets: li
         assert pg is not None
         rows = []
         sizes = sorted(pg, key=int)
-        for op in ("sweep", "relay pass", "listing page"):
+        for op in [op for op in GROWTH_OPS if all(op in pg[s] for s in sizes)]:
             for size in sizes:
                 r = pg[size][op]
                 rows.append([op, f"{int(size):,}", r["returned"], r.get("needed", r["returned"]),
@@ -358,8 +360,8 @@ def plots(out: Path, results: dict[str, Any]) -> list[str]:
         for ax, (title, r) in zip(axes[0], panels, strict=True):
             sizes = sorted(r, key=int)
             key = "items_read" if title.startswith("DynamoDB") else "rows_scanned"
-            for op in ("sweep", "relay pass", "listing page"):
-                pts = [(int(s), r[s][op][key]) for s in sizes if r[s][op] is not None]
+            for op in GROWTH_OPS:
+                pts = [(int(s), r[s][op][key]) for s in sizes if r[s].get(op) is not None]
                 ax.plot([p[0] for p in pts], [max(p[1], 0.5) for p in pts], marker="o", label=op)
             ax.set_xscale("log")
             ax.set_yscale("log")

@@ -186,10 +186,14 @@ class DurastateClient:
         return self._store().read_trace(execution_id)
 
     def list(self, definition_id: str | None = None, status: str | Sequence[str] | None = None,
-             roots_only: bool = False, limit: int = 100, cursor: str | None = None) -> ExecutionPage:
-        """One page of execution summaries; pass ``next_cursor`` back for the next page."""
+             roots_only: bool = False, limit: int = 100, cursor: str | None = None, *,
+             parent_id: str | None = None, updated_after: float | None = None,
+             updated_before: float | None = None) -> ExecutionPage:
+        """One page of execution summaries; pass ``next_cursor`` back for the next page (filters:
+        :meth:`~durastate.store.ExecutionStore.list_executions`)."""
         return self._store().list_executions(definition_id=definition_id, status=status,
-                                             roots_only=roots_only, limit=limit, cursor=cursor)
+                                             roots_only=roots_only, limit=limit, cursor=cursor, parent_id=parent_id,
+                                             updated_after=updated_after, updated_before=updated_before)
 
     def close(self) -> None:
         if self.store is not None:

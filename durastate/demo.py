@@ -2,8 +2,10 @@
 
 Four customers order; the demo types the same ``durastate`` commands a person would — ``start``, ``send``,
 ``serve --until-idle``, ``show``, ``list``, ``trace``, ``viz`` — against a SQLite store in a fresh folder
-(a temporary one, or ``--dir``), and shows their output. Each command runs in this process through the
-real command-line app (same parsing, same output, same errors), so the whole story takes a few seconds.
+(a temporary one, or ``--dir``), and shows their output. It draws o-1001's statechart as an SVG next to the
+store and keeps it (even in a temporary folder) for you to open in a browser. Each command runs in this
+process through the real command-line app (same parsing, same output, same errors), so the whole story takes
+a few seconds.
 
 Time is the one thing it does not wait for: the payment and cart timeouts (15 minutes, an hour) fire
 by serving on a clock moved forward (``durastate serve --advance 3700``), never by sleeping.
@@ -32,6 +34,9 @@ from rich.rule import Rule
 from durastate.cli import run
 
 console = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 110)
+
+DIAGRAM = "o-1001.svg"
+"""The picture the demo draws of o-1001 while it is packed and shipped (kept after the demo, to open)."""
 
 EXPECTED = {"o-1001": "fulfilled", "o-1002": "payment_failed", "o-1003": "payment_failed",
             "o-1004": "abandoned"}
@@ -101,8 +106,8 @@ def story(workdir: Path) -> None:
     say("o-1002 is over the 5000 limit, so its payment declines itself; o-1003's provider never answers.")
     durastate("serve", "--until-idle")
     durastate("show", "o-1001")
-    diagram = workdir / "o-1001.mmd"
-    durastate("viz", "--execution", "o-1001", "--markdown", "--output", str(diagram))
+    durastate("viz", "--execution", "o-1001", "--output", str(workdir / DIAGRAM))
+    say(f"{DIAGRAM}: the order's statechart, its active states (one per parallel region) in blue.")
 
     section("5. The warehouse: hold, resume (deep history), pick and ship (two regions)")
     durastate("send", "o-1001", "hold")
@@ -143,7 +148,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m durastate.demo", description=__doc__.split("\n\n")[0]
                                      if __doc__ else None)
     parser.add_argument("--dir", type=Path, help="Keep the demo's store (and diagram) in this folder "
-                                                 "(default: a temporary folder, removed afterwards).")
+                                                 "(default: a temporary folder, where only the diagram "
+                                                 "is kept).")
     args = parser.parse_args(argv)
     started = time.monotonic()
     if args.dir is not None:
@@ -161,11 +167,19 @@ def main(argv: list[str] | None = None) -> int:
         console.print(f"[bold red]demo failed:[/] {exc}")
         return 1
     finally:
-        if not keep:
-            shutil.rmtree(workdir, ignore_errors=True)
+        if not keep:  # the store goes; the picture stays, for the reader to open
+            for item in workdir.iterdir():
+                if item.name != DIAGRAM:
+                    if item.is_dir():
+                        shutil.rmtree(item, ignore_errors=True)
+                    else:
+                        item.unlink(missing_ok=True)
     took = time.monotonic() - started
-    where = f"; the store and o-1001's diagram are in {workdir}" if keep else ""
+    where = f"; the store is in {workdir}" if keep else ""
     console.print(f"\n[bold]Done in {took:.1f}s{where}.[/] Next: `durastate --help`, and the README.")
+    diagram = workdir / DIAGRAM
+    if diagram.exists():
+        console.print(f"o-1001's diagram: open {escape(diagram.as_uri())} in a browser")
     return 0
 
 

@@ -189,3 +189,64 @@ class StoreThrottled(StoreUnavailable):
     The refused request was not applied (a refused commit wrote nothing). It is transient: retry the
     event later (a queue redelivery does), or give the table more capacity.
     """
+
+
+class UnknownDefinitionVersion(UnknownDefinition):
+    """An execution is pinned to a version of its definition that neither the definitions folder nor the
+    store's archive of versions holds. Nothing was changed: the event can be applied once that version is
+    back (restore the definition file), or after ``durastate migrate`` moved the execution to a version
+    that is there."""
+
+    def __init__(self, definition_id: str, version: str, execution_id: str | None = None) -> None:
+        self.version = version
+        self.execution_id = execution_id
+        DurastateError.__init__(
+            self,
+            f"execution {execution_id!r} runs version {version} of definition {definition_id!r}, which is "
+            "neither in the definitions folder nor archived in the store; restore that definition file, or "
+            f"move the execution with `durastate migrate --definition {definition_id} --from {version} --to "
+            "<version>`")
+        self.definition_id = definition_id
+        self.known = []
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (self.definition_id, self.version, self.execution_id))
+
+
+class MigrationRefused(DurastateError):
+    """A migration that would strand executions: states they sit in are missing from the target version and
+    no ``--map old.path=new.path`` says where they go. Nothing was changed."""
+
+    def __init__(self, message: str, stranded: dict[str, list[str]] | None = None) -> None:
+        self.stranded = dict(stranded or {})
+        """Execution id -> the state paths of the source version it sits in that need a mapping."""
+        super().__init__(message)
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (str(self), self.stranded))
+
+
+class ScheduleError(DefinitionError):
+    """A ``schedules:`` file (or the schedules given to the AWS construct) does not validate. ``issues`` lists
+    every problem, each with its path (``schedules.<name>.<field>``); nothing was scheduled from it."""
+
+    def __init__(self, issues: list[str], source: str | None = None) -> None:
+        DefinitionError.__init__(self, issues, source)
+        head = f"{source}: " if source else ""
+        body = "; ".join(self.issues) if len(self.issues) == 1 else "\n  " + "\n  ".join(self.issues)
+        Exception.__init__(self, f"{head}invalid schedules: {body}")
+
+
+class UnknownSchedule(DurastateError):
+    """No schedule of that name is stored (or it was removed from the definitions folder)."""
+
+    def __init__(self, name: str, known: list[str] | None = None) -> None:
+        self.name = name
+        self.known = sorted(known or [])
+        hint = f" (known: {', '.join(self.known)})" if self.known else " (none is stored)"
+        super().__init__(f"unknown schedule {name!r}{hint}; schedules come from a `schedules:` file in the "
+                         "definitions folder, stored when `durastate serve` starts (`durastate schedules list` "
+                         "shows them)")
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (self.name, self.known))

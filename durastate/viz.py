@@ -12,9 +12,10 @@ so it sticks to the subset of Mermaid that GitHub renders reliably:
 - Mermaid cannot draw a transition between states inside two different composites, so each transition
   is drawn in the innermost composite that contains both ends, with each end lifted to its ancestor in
   that composite; the label then names the real end (``pay → shipping.packed``);
-- the active state(s) are marked with ``classDef active`` + ``class … active``. Mermaid styles only
-  simple states, so for a composite that is active as a whole (a parallel state whose regions have not
-  been looked up) the marking falls back to a comment.
+- the active state(s) are marked with a ``classDef`` named for the execution's status (``active`` while it
+  runs, blue; ``finished`` green; ``failed`` red; ``cancelled``/``terminated`` grey; ``suspended`` amber) and
+  the composites holding them with ``active_parent``; each state gets its own ``class id cls`` line, which
+  is what GitHub's renderer needs to style a state nested in a composite.
 
 - Mermaid has bugs this avoids: a self-loop on a nested composite fails (mermaid-js/mermaid#4866), so a
   composite's self-transitions and targetless transitions go into its title (``fulfilment · shipped_with
@@ -29,14 +30,70 @@ edges.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from durastate.engine.definition import Definition, State, Transition
+from durastate.engine.timers import timer_label
 
-__all__ = ["ACTIVE_STYLE", "guard_text", "state_id", "to_markdown", "to_mermaid"]
+__all__ = [
+    "ACTIVE_PARENT",
+    "ACTIVE_STYLE",
+    "PARENT_COLOURS",
+    "STATUS_COLOURS",
+    "Edge",
+    "active_parents",
+    "edges",
+    "guard_text",
+    "mermaid_style",
+    "resolve_target",
+    "state_id",
+    "status_class",
+    "to_markdown",
+    "to_mermaid",
+]
 
-ACTIVE_STYLE = "fill:#ffd166,stroke:#d62828,stroke-width:3px,color:#000"
+STATUS_COLOURS: Mapping[str, tuple[str, str]] = {
+    "running": ("#dbeafe", "#1d4ed8"),     # blue
+    "finished": ("#dcfce7", "#15803d"),    # green
+    "failed": ("#fee2e2", "#b91c1c"),      # red
+    "cancelled": ("#e5e7eb", "#4b5563"),   # grey
+    "terminated": ("#e5e7eb", "#4b5563"),  # grey
+    "suspended": ("#fef3c7", "#b45309"),   # amber
+}
+"""Execution status -> (fill, stroke) of its active state(s): one palette for Mermaid, SVG and PNG."""
+PARENT_COLOURS = ("#eff6ff", "#60a5fa")
+"""(fill, stroke) of the composite states that hold an active state (lighter than the state itself)."""
+ACTIVE_PARENT = "active_parent"
+"""The class of a composite that holds an active state (``active-parent`` in SVG, where ``-`` is allowed)."""
+
+
+def status_class(status: str) -> str:
+    """The class of the active state(s) of an execution with ``status``: ``active`` while it runs."""
+    return "active" if status == "running" or status not in STATUS_COLOURS else status
+
+
+def mermaid_style(cls: str) -> str:
+    """The ``classDef`` style of a class made by :func:`status_class` (or :data:`ACTIVE_PARENT`)."""
+    if cls == ACTIVE_PARENT:
+        fill, stroke = PARENT_COLOURS
+        return f"fill:{fill},stroke:{stroke},stroke-width:2px"
+    fill, stroke = STATUS_COLOURS["running" if cls == "active" else cls]
+    return f"fill:{fill},stroke:{stroke},stroke-width:3px,color:#000"
+
+
+def active_parents(leaves: Iterable[str]) -> list[str]:
+    """The proper ancestors of the active leaves, outermost first, each once."""
+    out: dict[str, None] = {}
+    for leaf in leaves:
+        parts = leaf.split(".")
+        for n in range(1, len(parts)):
+            out[".".join(parts[:n])] = None
+    return list(out)
+
+
+ACTIVE_STYLE = mermaid_style("active")
 _RESERVED_IDS = {"end", "state", "note", "class", "classdef", "direction", "style", "click", "as", "left",
                  "right", "of", "over", "hide", "default"}
 _OPS = {"eq": "==", "ne": "!=", "gt": ">", "ge": ">=", "lt": " < ", "le": " <= "}
@@ -105,6 +162,73 @@ def guard_text(guard: Any) -> str:
     return _label(str(guard))
 
 
+@dataclass(frozen=True)
+class Edge:
+    """One transition as a diagram draws it: ``target`` is the resolved state path (``None``: targetless,
+    an internal transition drawn inside its source) and ``label`` reads ``event [guard]``."""
+
+    source: str
+    target: str | None
+    label: str
+
+
+def _state_edges(path: str, state: State) -> list[Edge]:
+    """The transitions written on one state, in document order, with their targets as written."""
+    out: list[Edge] = []
+
+    def group(event: str, transitions: list[Transition]) -> None:
+        guarded_before = False
+        for t in transitions:
+            # an unguarded transition after guarded ones is their "else"
+            cond = guard_text(t.guard) if t.guard is not None else ("else" if guarded_before else "")
+            out.append(Edge(path, t.target, event + (f" [{cond}]" if cond else "")))
+            guarded_before = guarded_before or t.guard is not None
+
+    for event, transitions in state.on.items():
+        group(event, transitions)
+    if state.always:
+        group("always", state.always)
+    for after in state.after:
+        cond = guard_text(after.guard)
+        label = timer_label(after.seconds, after.at) + (f" [{cond}]" if cond else "")
+        out.append(Edge(path, after.target, label))
+    if state.on_done:
+        group("done", state.on_done)
+    if state.on_error:
+        group("error", state.on_error)
+    return out
+
+
+def resolve_target(states: Collection[str], source: str, target: str) -> str | None:
+    """A transition's target path as the engine resolves it: a sibling (or ``sibling.child``) of the
+    source first, then an absolute path; ``None`` if neither is a state."""
+    parent = _parent(source)
+    candidate = f"{parent}.{target}" if parent else target
+    if candidate in states:
+        return candidate
+    return target if target in states else None
+
+
+def edges(defn: Definition) -> list[Edge]:
+    """Every transition of ``defn`` with its target resolved (state document order; an unresolvable target,
+    which validation already reports, is left out)."""
+    paths = set(defn.paths)
+    out: list[Edge] = []
+
+    def walk(states: dict[str, State], prefix: str) -> None:
+        for name, state in states.items():
+            path = f"{prefix}.{name}" if prefix else name
+            for e in _state_edges(path, state):
+                if e.target is None:
+                    out.append(e)
+                elif (dest := resolve_target(paths, path, e.target)) is not None:
+                    out.append(Edge(path, dest, e.label))
+            walk(state.states, path)
+
+    walk(defn.states, "")
+    return out
+
+
 def _parent(path: str) -> str:
     return path.rpartition(".")[0]
 
@@ -134,37 +258,13 @@ class _Diagram:
 
     # -- transitions ----------------------------------------------------------------------------------
     def resolve(self, source: str, target: str) -> str | None:
-        parent = _parent(source)
-        candidate = f"{parent}.{target}" if parent else target
-        if candidate in self.states:
-            return candidate
-        return target if target in self.states else None
+        return resolve_target(self.states, source, target)
 
     def _collect(self, path: str, state: State) -> None:
-        for event, transitions in state.on.items():
-            self._group(path, event, transitions)
-        if state.always:
-            self._group(path, "always", state.always)
-        if state.after is not None:
-            after = state.after
-            label = f"after {after.seconds:g}s"
-            self._edge(path, after.target, label, guard=after.guard)
-        if state.on_done:
-            self._group(path, "done", state.on_done)
-        if state.on_error:
-            self._group(path, "error", state.on_error)
+        for edge in _state_edges(path, state):
+            self._edge(path, edge.target, edge.label)
 
-    def _group(self, path: str, event: str, transitions: list[Transition]) -> None:
-        guarded_before = False
-        for t in transitions:
-            guard = guard_text(t.guard) if t.guard is not None else ("else" if guarded_before else "")
-            self._edge(path, t.target, event, guard_label=guard)
-            guarded_before = guarded_before or t.guard is not None
-
-    def _edge(self, source: str, target: str | None, event: str, guard: Any = None,
-              guard_label: str | None = None) -> None:
-        cond = guard_label if guard_label is not None else guard_text(guard)
-        label = event + (f" [{cond}]" if cond else "")
+    def _edge(self, source: str, target: str | None, label: str) -> None:
         composite = self.states[source].kind in ("compound", "parallel")
         if target is None:
             self.notes.setdefault(source, []).append(f"{label} / internal")
@@ -230,24 +330,24 @@ class _Diagram:
         self.edges.setdefault(scope, []).append(f"{state_id(src)} --> {state_id(dst)} : {_label(label)}")
 
     # -- rendering ------------------------------------------------------------------------------------
-    def render(self, active: Iterable[str]) -> str:
+    def render(self, active: Iterable[str], status: str = "running") -> str:
         lines = ["stateDiagram-v2"]
         if self.defn.description:
             lines.append(f"    %% {_label(self.defn.description)}")
         self._block(lines, "", self.defn.initial, self.defn.states, 1)
-        marked: list[str] = []
-        unmarked: list[str] = []
-        for path in active:
-            state = self.states.get(path)
-            if state is None:
-                continue
-            (marked if state.kind in ("atomic", "final", "history") else unmarked).append(path)
-        if marked or unmarked:
-            lines.append(f"    classDef active {ACTIVE_STYLE}")
-        if marked:
-            lines.append(f"    class {','.join(state_id(p) for p in dict.fromkeys(marked))} active")
-        for path in unmarked:
-            lines.append(f"    %% active: {path} (composite; Mermaid cannot style it)")
+        leaves = [p for p in dict.fromkeys(active) if p in self.states]
+        parents = [p for p in active_parents(leaves) if p not in leaves]
+        used: list[tuple[str, list[str]]] = []
+        if leaves:
+            used.append((status_class(status), leaves))
+        if parents:
+            used.append((ACTIVE_PARENT, parents))
+        for cls, _ in used:
+            lines.append(f"    classDef {cls} {mermaid_style(cls)}")
+        for cls, paths in used:
+            # one `class` line per state: GitHub's Mermaid ignores a class list that names a state nested
+            # in a composite together with others, but styles each one named on its own line
+            lines.extend(f"    class {state_id(p)} {cls}" for p in paths)
         return "\n".join(lines) + "\n"
 
     def _block(self, lines: list[str], scope: str, initial: str | None, children: dict[str, State],
@@ -295,12 +395,13 @@ class _Diagram:
         return name
 
 
-def to_mermaid(defn: Definition, active: Iterable[str] = ()) -> str:
-    """The Mermaid ``stateDiagram-v2`` text of ``defn``; the states in ``active`` are highlighted."""
-    return _Diagram(defn).render(active)
+def to_mermaid(defn: Definition, active: Iterable[str] = (), status: str = "running") -> str:
+    """The Mermaid ``stateDiagram-v2`` text of ``defn``; the states in ``active`` (and their parents, less
+    strongly) are highlighted in the colour of the execution's ``status``."""
+    return _Diagram(defn).render(active, status)
 
 
 
-def to_markdown(defn: Definition, active: Iterable[str] = ()) -> str:
+def to_markdown(defn: Definition, active: Iterable[str] = (), status: str = "running") -> str:
     """The diagram inside a ```` ```mermaid ```` fence, ready to paste into GitHub markdown."""
-    return "```mermaid\n" + to_mermaid(defn, active) + "```\n"
+    return "```mermaid\n" + to_mermaid(defn, active, status) + "```\n"

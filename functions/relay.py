@@ -34,13 +34,26 @@ metrics = Metrics(namespace=os.environ.get("POWERTOOLS_METRICS_NAMESPACE") or "d
 tracer = Tracer(service=os.environ.get("POWERTOOLS_SERVICE_NAME") or "durastate-relay")
 
 
-def _trigger(event: dict[str, Any]) -> tuple[str, int]:
-    """("stream", inserted items) for a DynamoDB stream batch, else ("schedule", 0)."""
+def _trigger(event: dict[str, Any]) -> tuple[str, int, set[int] | None]:
+    """("stream", inserted items, their queue shards) for a DynamoDB stream batch, else ("schedule", 0, None).
+
+    The shards are read from the inserted items' keys, so the pass Queries only those; a record whose key
+    names no shard makes the pass read them all."""
     if isinstance(event.get("Records"), list):
         stream = DynamoDBStreamEvent(event)
-        inserts = sum(1 for r in stream.records if r.event_name is not None and r.event_name.name == "INSERT")
-        return "stream", inserts
-    return "schedule", 0
+        shards: set[int] | None = set()
+        inserts = 0
+        for r in stream.records:
+            if r.event_name is None or r.event_name.name != "INSERT":
+                continue
+            inserts += 1
+            shard = ((r.raw_event.get("dynamodb") or {}).get("Keys") or {}).get("shard", {}).get("S")
+            if shards is not None and shard is not None and shard.isdigit():
+                shards.add(int(shard))
+            else:
+                shards = None
+        return "stream", inserts, shards
+    return "schedule", 0, None
 
 
 @logger.inject_lambda_context(clear_state=True)
@@ -48,7 +61,7 @@ def _trigger(event: dict[str, Any]) -> tuple[str, int]:
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     """The Lambda entry point (``relay.handler``)."""
-    trigger, inserts = _trigger(event)
+    trigger, inserts, shards = _trigger(event)
     logger.append_keys(trigger=trigger)
     metrics.add_metric(name="RelayRuns", unit=MetricUnit.Count, value=1)
     if trigger == "stream" and inserts == 0:
@@ -56,7 +69,7 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         # nothing new to deliver.
         return {"trigger": trigger, "skipped": True, "spawned": 0, "sent": 0, "published": 0, "passes": 0}
     rt = aws.get_runtime(DEFINITIONS_DIR)
-    stats, passes = rt.run_relay(remaining_ms=context.get_remaining_time_in_millis)
+    stats, passes = rt.run_relay(remaining_ms=context.get_remaining_time_in_millis, shards=shards)
     for name, value in (("Spawned", stats.spawned), ("Relayed", stats.sent), ("Published", stats.published)):
         metrics.add_metric(name=name, unit=MetricUnit.Count, value=value)
     result = {"trigger": trigger, "skipped": False, "spawned": stats.spawned, "sent": stats.sent,

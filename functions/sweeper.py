@@ -4,6 +4,10 @@ Each due timer becomes a ``durastate.timeout`` event with a deterministic id (so
 deduplicated by SQS and by the worker), sent to the queue, then deleted guarded by its ``fire_at`` (so a
 timer re-armed meanwhile survives). At most ``DURASTATE_SWEEP_LIMIT`` timers fire per run: a large backlog
 drains over several scheduled runs instead of one run timing out halfway.
+
+Schedules ride on the same run: the container's first run stores the deployment's schedules (the
+definitions folder's ``schedules:`` files and ``DURASTATE_SCHEDULES``), and a schedule's due ``tick`` timer
+starts its execution through the outbox instead of sending a timeout (``durastate.runtime.schedules``).
 """
 
 from __future__ import annotations
@@ -33,7 +37,14 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     rt = aws.get_runtime(DEFINITIONS_DIR)
     limit = rt.settings.sweep_limit
     fired = rt.run_sweeper(limit)
-    metrics.add_metric(name="TimersFired", unit=MetricUnit.Count, value=fired)
-    result = {"fired": fired, "limit": limit, "more": fired >= limit}
+    hopped = rt.sweeper.hopped  # handed to the timers queue, delayed until due (the rest fired now)
+    metrics.add_metric(name="TimersFired", unit=MetricUnit.Count, value=fired - hopped)
+    metrics.add_metric(name="TimersHopped", unit=MetricUnit.Count, value=hopped)
+    result: dict[str, Any] = {"fired": fired - hopped, "hopped": hopped, "limit": limit, "more": fired >= limit}
+    purge = rt.run_retention()  # the construct's `retention`: bounded purge batches, tombstones by TTL
+    if purge is not None:
+        metrics.add_metric(name="ExecutionsPurged", unit=MetricUnit.Count, value=purge.purged)
+        result["purged"] = purge.purged
+        result["purge_more"] = purge.more
     logger.info("sweep done", extra=result)
     return result

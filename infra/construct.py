@@ -16,12 +16,16 @@ built by ``layers/build_layer.py`` as files on disk.
 from __future__ import annotations
 
 import hashlib
+import json
+import re
 import shutil
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import aws_cdk as cdk
 from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_cloudwatch_actions as cloudwatch_actions
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
@@ -29,6 +33,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_lambda_event_sources as sources
 from aws_cdk import aws_logs as logs
+from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
@@ -41,6 +46,7 @@ HANDLERS: dict[str, str] = {
     "worker": "worker.handler",
     "relay": "relay.handler",
     "sweeper": "sweeper.handler",
+    "timers": "timers.handler",
 }
 #: Where the definitions folder lands inside each function's code (the Lambda task root is /var/task).
 DEFINITIONS_MOUNT = "definitions"
@@ -67,6 +73,23 @@ _RELAY_DRAIN: dict[str, tuple[str, ...]] = {
     "spawns": ("Query", "DeleteItem"),
 }
 _SWEEP: dict[str, tuple[str, ...]] = {"timers": ("DeleteItem",)}
+#: Retention (the sweeper, when the construct's ``retention`` is set): read each ended execution found in the
+#: ``ended`` index, put its tombstone (conditional on its version), delete its trace steps.
+RETENTION_GRANTS: dict[str, tuple[str, ...]] = {
+    "executions": ("GetItem", "PutItem"),
+    "trace": ("Query", "BatchWriteItem"),
+}
+RETENTION_INDEX_GRANTS: dict[tuple[str, str], tuple[str, ...]] = {("executions", "ended"): ("Query",)}
+#: Schedules (the sweeper, when the definitions folder holds a ``schedules:`` file or the construct's
+#: ``schedules`` is set): read and commit each schedule's record — a conditional put, the start of its
+#: execution through the outbox (with a seq from the counters), its next timer — and list the records.
+SCHEDULE_GRANTS: dict[str, tuple[str, ...]] = {
+    "executions": ("GetItem", "BatchGetItem", "PutItem"),
+    "outbox": ("PutItem",),
+    "counters": ("UpdateItem",),
+    "timers": ("PutItem", "DeleteItem"),
+}
+SCHEDULE_INDEX_GRANTS: dict[tuple[str, str], tuple[str, ...]] = {("executions", "by_status"): ("Query",)}
 
 
 #: Why each table other than ``executions`` (the state of record, with PITR) does without PITR.
@@ -98,13 +121,21 @@ TABLE_GRANTS: dict[str, dict[str, tuple[str, ...]]] = {
     # The relay creates region children (a commit) and drains the outbox and the spawn intents.
     "relay": _merge(_COMMIT, _RELAY_DRAIN),
     "sweeper": _merge(_SWEEP),
+    # The timers function only moves messages from the timers queue to the event queue: no table at all.
+    "timers": {},
 }
 #: Index reads, granted on that one index's ARN (not ``table/index/*``).
 INDEX_GRANTS: dict[str, dict[tuple[str, str], tuple[str, ...]]] = {
     "worker": {},
     "relay": {},
     "sweeper": {("timers", "due"): ("Query",)},
+    "timers": {},
 }
+#: The worker's SQS event source: at most this many concurrent worker invocations (the event source's
+#: maximum concurrency), so a burst of events cannot take the account's whole Lambda concurrency (1000 by
+#: default) from its other functions. A message group (an execution) is handled by one invocation at a time
+#: anyway, so this bounds parallelism across executions only.
+DEFAULT_WORKER_MAX_CONCURRENCY = 10
 
 
 def _digest(paths: Iterable[tuple[str, Path]]) -> str:
@@ -160,8 +191,20 @@ def _suppress(construct: Construct, *rules: tuple[str, str]) -> None:
     cdk.Validations.of(construct).acknowledge(*acks)
 
 
+def has_schedules_file(folder: Path) -> bool:
+    """Whether the definitions folder holds a ``schedules:`` file (a top-level ``schedules`` key), which the
+    sweeper stores and fires: then it gets the grants for schedule records."""
+    for path in sorted(folder.iterdir()):
+        if path.suffix not in DEFINITION_SUFFIXES or not path.is_file():
+            continue
+        text = path.read_text(encoding="utf-8", errors="replace")
+        if re.search(r'(?m)^(schedules\s*:|\{\s*"schedules"\s*:)', text):
+            return True
+    return False
+
+
 class DurastateEngine(Construct):
-    """The durastate engine on AWS: tables, queue + DLQ, notification bus, layer, three functions, schedules.
+    """The durastate engine on AWS: tables, queues, notification bus, layer, four functions, schedules, alarm.
 
     Props:
       table_prefix: tables are named ``{table_prefix}_{name}``; also names the queues and the bus.
@@ -171,11 +214,25 @@ class DurastateEngine(Construct):
       relay_backstop_rate: how often the relay drains anything its stream trigger missed.
       memory_size / architecture / worker_timeout: the functions' sizing (ARM_64 is cheaper per ms).
       max_receive_count: deliveries of a message before SQS moves it to the dead-letter queue.
-      alarm_actions: e.g. an SNS action for the dead-letter alarm.
+      alarm_topic: the SNS topic the dead-letter alarm notifies (default: one is created, ``alarm_topic``
+        attribute; subscribe to it). ``alarm_actions``: further actions for that alarm.
+      timer_hops: timers due within 15 minutes wait in a standard SQS queue (a message delay) and a fourth
+        function forwards them to the event queue when due, so they fire within about a second (default
+        on); off, the sweeper alone fires them, up to ``sweeper_rate`` late.
+      worker_max_concurrency: the most concurrent worker invocations its SQS event source starts (default
+        10; 2..1000, ``None``: unbounded) — a burst cannot exhaust the account's Lambda concurrency.
+      worker_reserved_concurrency: reserve this much of the account's concurrency for the worker (default
+        ``None``: none reserved; reserving also caps it).
       layer_code: a prebuilt layer (skips the local layer build).
       trace: record a trace step per commit (off by default: it makes state-only commits transactions).
       processed_ttl / trace_ttl: how long dedupe marks (default 14 days, longer than the queue's
         retention) and trace steps (default 7 days) live before DynamoDB's TTL may delete them.
+      retention: purge executions that ended longer ago than this (off by default): each sweeper run also
+        turns up to ``retention_batches`` batches of 500 of them into tombstones, which keep recognising
+        their events for ``tombstone_ttl`` (default 14 days) before the executions table's TTL deletes them.
+      schedules: ``{name: {definition, cron | rate, timezone, context, catch_up, overlap, grace}}``, as in a
+        ``schedules:`` file of the definitions folder (either or both; a name in both is an error). The
+        existing sweeper stores and fires them: no new resource, only its grants on the records.
     """
 
     def __init__(
@@ -194,11 +251,19 @@ class DurastateEngine(Construct):
         max_receive_count: int = 5,
         log_retention: logs.RetentionDays = logs.RetentionDays.ONE_MONTH,
         alarm_actions: Sequence[cloudwatch.IAlarmAction] = (),
+        alarm_topic: sns.ITopic | None = None,
+        timer_hops: bool = True,
+        worker_max_concurrency: int | None = DEFAULT_WORKER_MAX_CONCURRENCY,
+        worker_reserved_concurrency: int | None = None,
         layer_code: lambda_.Code | None = None,
         functions_dir: str | Path = PROJECT_ROOT / "functions",
         trace: bool = False,
         processed_ttl: cdk.Duration | None = None,
         trace_ttl: cdk.Duration | None = None,
+        retention: cdk.Duration | None = None,
+        tombstone_ttl: cdk.Duration | None = None,
+        retention_batches: int = 4,
+        schedules: Mapping[str, Mapping[str, Any]] | None = None,
         build_root: str | Path = PROJECT_ROOT / "layers" / "build",
     ) -> None:
         super().__init__(scope, construct_id)
@@ -242,6 +307,22 @@ class DurastateEngine(Construct):
                                                   max_receive_count=max_receive_count),
         )
 
+        # Timers due within 15 minutes wait here (a per-message delay: FIFO queues have none) until the
+        # timers function forwards them to the event queue; a standard queue, since order does not matter.
+        self.timers_queue: sqs.Queue | None = None
+        if timer_hops:
+            self.timers_queue = sqs.Queue(
+                self, "TimersQueue",
+                queue_name=f"{table_prefix}-timers",
+                encryption=sqs.QueueEncryption.SQS_MANAGED,
+                enforce_ssl=True,
+                visibility_timeout=cdk.Duration.seconds(180),  # six times the timers function's timeout
+                retention_period=cdk.Duration.days(1),
+            )
+            _suppress(self.timers_queue,
+                      ("AwsSolutions-SQS3", "A hop that cannot be forwarded needs no DLQ: its timer is still in "
+                                            "the timers table and the sweeper fires it once overdue."))
+
         # ---- notifications ------------------------------------------------------------------------------
         self.event_bus = events.EventBus(self, "NotificationBus",
                                          event_bus_name=f"{table_prefix}-notifications")
@@ -278,10 +359,21 @@ class DurastateEngine(Construct):
             "POWERTOOLS_METRICS_NAMESPACE": "durastate",
             "POWERTOOLS_LOG_LEVEL": "INFO",
         }
+        if self.timers_queue is not None:
+            environment["DURASTATE_TIMERS_QUEUE_URL"] = self.timers_queue.queue_url
+        if retention is not None:
+            environment.update({
+                "DURASTATE_RETENTION_SECONDS": str(int(retention.to_seconds())),
+                "DURASTATE_TOMBSTONE_TTL_SECONDS": str(int((tombstone_ttl or cdk.Duration.days(14)).to_seconds())),
+                "DURASTATE_RETENTION_BATCHES": str(retention_batches),
+            })
         definitions = Path(definitions_dir).resolve()
         self.functions: dict[str, lambda_.Function] = {}
-        for name, timeout in (("worker", worker_timeout), ("relay", cdk.Duration.seconds(60)),
-                              ("sweeper", cdk.Duration.seconds(60))):
+        roles = [("worker", worker_timeout), ("relay", cdk.Duration.seconds(60)),
+                 ("sweeper", cdk.Duration.seconds(60))]
+        if self.timers_queue is not None:
+            roles.append(("timers", cdk.Duration.seconds(30)))
+        for name, timeout in roles:
             code_dir = stage_function_code(name, Path(functions_dir), definitions, build)
             self.functions[name] = self._function(
                 name, code_dir, runtime, architecture, memory_size, timeout, log_retention,
@@ -290,10 +382,17 @@ class DurastateEngine(Construct):
         self.worker = self.functions["worker"]
         self.relay = self.functions["relay"]
         self.sweeper = self.functions["sweeper"]
+        self.timers: lambda_.Function | None = self.functions.get("timers")
+        if worker_reserved_concurrency is not None:
+            worker_cfn = self.worker.node.default_child
+            assert isinstance(worker_cfn, lambda_.CfnFunction)
+            worker_cfn.reserved_concurrent_executions = worker_reserved_concurrency
 
         # ---- least-privilege grants ----------------------------------------------------------------------
         # Explicit statements: Table.grant() would add `table/index/*` to every grant of an indexed table.
         for fn_name, grants in TABLE_GRANTS.items():
+            if fn_name not in self.functions:
+                continue
             for table, actions in grants.items():
                 self.functions[fn_name].add_to_role_policy(iam.PolicyStatement(
                     actions=[f"dynamodb:{a}" for a in actions], resources=[self.tables[table].table_arn]))
@@ -301,15 +400,45 @@ class DurastateEngine(Construct):
                 self.functions[fn_name].add_to_role_policy(iam.PolicyStatement(
                     actions=[f"dynamodb:{a}" for a in actions],
                     resources=[f"{self.tables[table].table_arn}/index/{index}"]))
+        if retention is not None:
+            for table, actions in RETENTION_GRANTS.items():
+                self.sweeper.add_to_role_policy(iam.PolicyStatement(
+                    actions=[f"dynamodb:{a}" for a in actions], resources=[self.tables[table].table_arn]))
+            for (table, index), actions in RETENTION_INDEX_GRANTS.items():
+                self.sweeper.add_to_role_policy(iam.PolicyStatement(
+                    actions=[f"dynamodb:{a}" for a in actions],
+                    resources=[f"{self.tables[table].table_arn}/index/{index}"]))
+        if schedules:
+            self.sweeper.add_environment("DURASTATE_SCHEDULES",
+                                         json.dumps({"schedules": {k: dict(v) for k, v in schedules.items()}},
+                                                    sort_keys=True))
+        if schedules or has_schedules_file(definitions):
+            for table, actions in SCHEDULE_GRANTS.items():
+                self.sweeper.add_to_role_policy(iam.PolicyStatement(
+                    actions=[f"dynamodb:{a}" for a in actions], resources=[self.tables[table].table_arn]))
+            for (table, index), actions in SCHEDULE_INDEX_GRANTS.items():
+                self.sweeper.add_to_role_policy(iam.PolicyStatement(
+                    actions=[f"dynamodb:{a}" for a in actions],
+                    resources=[f"{self.tables[table].table_arn}/index/{index}"]))
         self.dead_letter_queue.grant_send_messages(self.worker)  # poison messages, with their reason
         self.queue.grant_send_messages(self.relay)
         self.queue.grant_send_messages(self.sweeper)
         self.event_bus.grant_put_events_to(self.relay)
+        if self.timers_queue is not None and self.timers is not None:
+            # Hops: the worker and the relay after a commit that armed a timer due soon, the sweeper when a
+            # timer comes within range; the timers function forwards them to the event queue.
+            for fn in (self.worker, self.relay, self.sweeper):
+                self.timers_queue.grant_send_messages(fn)
+            self.queue.grant_send_messages(self.timers)
 
         # ---- triggers -----------------------------------------------------------------------------------
         self.worker.add_event_source(sources.SqsEventSource(
             self.queue, batch_size=10, report_batch_item_failures=True,
+            max_concurrency=worker_max_concurrency,
         ))
+        if self.timers_queue is not None and self.timers is not None:
+            # No batching window: a hop is forwarded as soon as its delay ends.
+            self.timers.add_event_source(sources.SqsEventSource(self.timers_queue, batch_size=10))
         for table in ("outbox", "spawns"):
             self.relay.add_event_source(sources.DynamoEventSource(
                 self.tables[table],
@@ -341,6 +470,14 @@ class DurastateEngine(Construct):
             comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
             treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
         )
+        if alarm_topic is None:
+            topic = sns.Topic(self, "AlarmTopic", topic_name=f"{table_prefix}-alarms",
+                              display_name="durastate alarms", enforce_ssl=True)
+            _suppress(topic, ("AwsSolutions-SNS2", "CloudWatch alarms cannot publish to a topic encrypted with "
+                                                   "the AWS managed SNS key; alarm messages hold no data."))
+            alarm_topic = topic
+        self.alarm_topic: sns.ITopic = alarm_topic
+        self.dead_letter_alarm.add_alarm_action(cloudwatch_actions.SnsAction(alarm_topic))
         for action in alarm_actions:
             self.dead_letter_alarm.add_alarm_action(action)
 

@@ -38,7 +38,7 @@ class TableSpec:
     stream: bool = False
     #: Point-in-time recovery: the executions are the state of record.
     point_in_time_recovery: bool = False
-    #: Items that only matter for a while (dedupe marks, trace steps) carry a TTL attribute.
+    #: Items that only matter for a while (dedupe marks, trace steps, tombstones) carry a TTL attribute.
     ttl: bool = False
     indexes: tuple[IndexSpec, ...] = field(default=())
 
@@ -48,9 +48,13 @@ TABLES: dict[str, TableSpec] = {
     "executions": TableSpec(
         partition=("id", "S"),
         point_in_time_recovery=True,
-        # Listing by status reads a page, not the table.
+        # Tombstones (what retention leaves of a purged execution) expire by TTL.
+        ttl=True,
+        # Listing by status reads a page, not the table; retention reads the ended executions only (the
+        # sparse ``ended`` index: ``ended_shard`` = ``{status}#{shard}``, range the end time).
         indexes=(
             IndexSpec("by_status", ("status", "S"), ("id", "S"), "INCLUDE", ("definition_id", "parent_id")),
+            IndexSpec("ended", ("ended_shard", "S"), ("ended_at", "N"), "INCLUDE", ("definition_id",)),
         ),
     ),
     # Partition ``shard`` = seq % 4, sort ``seq``: a relay pass Queries the oldest entries of each shard

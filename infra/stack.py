@@ -9,7 +9,7 @@ import aws_cdk as cdk
 from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
 
-from infra.construct import DurastateEngine
+from infra.construct import DEFAULT_WORKER_MAX_CONCURRENCY, DurastateEngine
 
 _ARCHITECTURES = {"arm64": lambda_.Architecture.ARM_64, "x86_64": lambda_.Architecture.X86_64}
 _REMOVAL = {"retain": cdk.RemovalPolicy.RETAIN, "destroy": cdk.RemovalPolicy.DESTROY,
@@ -45,6 +45,10 @@ class DurastateStack(cdk.Stack):
         relay_backstop_rate: cdk.Duration | None = None,
         memory_size: int = 512,
         arch: lambda_.Architecture = lambda_.Architecture.ARM_64,
+        retention: cdk.Duration | None = None,
+        trace: bool = False,
+        timer_hops: bool = True,
+        worker_max_concurrency: int | None = DEFAULT_WORKER_MAX_CONCURRENCY,
         **kwargs: Any,
     ) -> None:
         super().__init__(scope, construct_id, description="durastate: durable Harel statecharts on AWS", **kwargs)
@@ -57,6 +61,10 @@ class DurastateStack(cdk.Stack):
             relay_backstop_rate=relay_backstop_rate,
             memory_size=memory_size,
             architecture=arch,
+            retention=retention,
+            trace=trace,
+            timer_hops=timer_hops,
+            worker_max_concurrency=worker_max_concurrency,
         )
         outputs = {
             "QueueUrl": (self.engine.queue.queue_url,
@@ -65,6 +73,10 @@ class DurastateStack(cdk.Stack):
             "TablePrefix": (table_prefix, "DynamoDB tables are {prefix}_{name}"),
             "EventBusName": (self.engine.event_bus.event_bus_name, "untargeted emits (notifications)"),
             "WorkerFunctionName": (self.engine.worker.function_name, "the SQS-triggered worker"),
+            "AlarmTopicArn": (self.engine.alarm_topic.topic_arn, "subscribe to hear of dead letters"),
         }
+        if self.engine.timers_queue is not None:
+            outputs["TimersQueueUrl"] = (self.engine.timers_queue.queue_url,
+                                         "timers due within 15 minutes wait here until due")
         for key, (value, description) in outputs.items():
             cdk.CfnOutput(self, key, value=value, description=description)

@@ -46,6 +46,7 @@ LAYER_DISTRIBUTIONS: tuple[str, ...] = (
     "typing-extensions",
     "typing-inspection",
     "pyyaml",
+    "tzdata",
     "aws-lambda-powertools",
     "jmespath",
     "aws-xray-sdk",

@@ -44,11 +44,15 @@ LAYER_OF: dict[str, str] = {
     "durastate.store": "store",
     "durastate.transport": "transport",
     "durastate.viz": "viz",
+    "durastate.render": "render",
     "durastate.runtime": "runtime",
     "durastate.client": "client",
     "durastate.devstack": "devstack",
     "durastate.cli": "cli",
     "durastate.demo": "demo",
+    "durastate.ui": "ui",
+    "durastate.importers": "importers",
+    "durastate.testing": "testing",
     "functions": "functions",
     "infra": "infra",
     "app": "infra",
@@ -64,13 +68,22 @@ ALLOWED: dict[str, frozenset[str]] = {
     "store": frozenset({"engine", "db", "errors"}),
     "transport": frozenset({"engine", "db", "errors"}),
     "viz": frozenset({"engine", "errors"}),
+    # statechart pictures (SVG/PNG): the same transitions and colours as viz's Mermaid, laid out in Python
+    "render": frozenset({"viz", "engine", "errors"}),
     "runtime": frozenset({"engine", "store", "transport", "errors"}),
     "client": frozenset({"engine", "store", "transport", "errors"}),
     "facade": frozenset({"engine", "store", "runtime", "client", "errors"}),
     "functions": frozenset({"runtime", "engine", "store", "transport", "errors", "facade"}),
     "devstack": frozenset({"runtime", "client", "engine", "store", "transport", "errors"}),
-    "cli": frozenset({"devstack", "runtime", "client", "viz", "engine", "store", "transport", "errors"}),
-    "demo": frozenset({"cli", "runtime", "client", "viz", "engine", "store", "transport", "errors"}),
+    "cli": frozenset({"devstack", "runtime", "client", "viz", "render", "engine", "store", "transport", "errors",
+                      "ui", "importers"}),
+    # the web console (`durastate ui`): reads through the store and the transport, controls through the runtime
+    "ui": frozenset({"runtime", "client", "render", "viz", "engine", "store", "transport", "errors"}),
+    "demo": frozenset({"cli", "runtime", "client", "viz", "render", "engine", "store", "transport", "errors"}),
+    # SCXML / XState charts -> definition documents: pure, over the engine's definition model
+    "importers": frozenset({"engine", "errors"}),
+    # the conformance kit for store authors: checks over the store protocols; nothing in the package imports it
+    "testing": frozenset({"engine", "store", "errors"}),
     "infra": frozenset(),  # CDK code: nothing of durastate, not even lazily (all of it runs during synth)
 }
 
@@ -95,6 +108,9 @@ ENGINE_FORBIDDEN = frozenset({
 OPTIONAL_LIBRARIES = frozenset({
     "boto3", "botocore", "aiobotocore", "psycopg", "psycopg_pool", "typer", "rich", "click",
     "aws_lambda_powertools", "moto", "aws_cdk", "constructs", "cdk_nag", "matplotlib",
+    "starlette", "uvicorn", "jinja2", "markupsafe",
+    "PIL",  # durastate.render.png, lazily (the `cli` extra)
+    "pytest",  # durastate.testing.pytest_plugin, lazily (the kit's plain functions need only durastate)
 })
 IMPORT_TIME_EXTRAS: dict[str, frozenset[str]] = {
     "durastate.cli": frozenset({"typer", "rich", "click"}),  # the `cli` extra
@@ -107,6 +123,7 @@ IMPORT_TIME_EXTRAS: dict[str, frozenset[str]] = {
     "durastate.transport.eventbridge": frozenset({"boto3", "botocore"}),
     "durastate.runtime.aws": frozenset({"boto3", "botocore"}),
     "durastate.devstack": frozenset({"boto3", "botocore", "moto"}),
+    "durastate.ui": frozenset({"starlette", "uvicorn", "jinja2", "markupsafe"}),  # the `ui` extra
 }
 
 #: Known breaches of the private rule, in files this test's owner does not own. Each must go (make the

@@ -20,7 +20,7 @@ from typer.core import TyperGroup
 
 from durastate.cli import output
 from durastate.cli.session import Settings
-from durastate.errors import DefinitionError, DurastateError
+from durastate.errors import DefinitionError, DurastateError, ScheduleError
 
 COMMAND_MODULES: tuple[str, ...] = (
     "durastate.cli.executions",
@@ -30,6 +30,11 @@ COMMAND_MODULES: tuple[str, ...] = (
     "durastate.cli.dead_letters",  # durastate dead-letters list | show | replay | drop
     "durastate.cli.definitions",
     "durastate.cli.local",  # durastate local: the no-Docker AWS stack on moto
+    "durastate.cli.console",  # durastate ui: the web console (the `ui` extra)
+    "durastate.cli.versions",  # durastate versions list, durastate migrate
+    "durastate.cli.schedules",  # durastate schedules list | pause | resume | trigger
+    "durastate.cli.purge",  # durastate purge --older-than 30d: retention
+    "durastate.cli.importer",  # durastate import scxml | xstate FILE: another tool's chart as a definition
 )
 
 EXIT_ERROR = 1
@@ -70,7 +75,8 @@ def _definition_error_line(exc: DefinitionError) -> str:
     first = exc.issues[0] if exc.issues else "invalid definition"
     more = len(exc.issues) - 1
     tail = f" (+{more} more; run `durastate validate` on it to see all)" if more > 0 else ""
-    return f"{where}invalid definition: {first}{tail}"
+    kind = "invalid schedules" if isinstance(exc, ScheduleError) else "invalid definition"
+    return f"{where}{kind}: {first}{tail}"
 
 
 app = typer.Typer(

@@ -74,7 +74,7 @@ def _with_queue_url(name: str, original: Callable[..., Any]) -> Callable[..., An
     @functools.wraps(original)
     def wrapper(*args: Any, queue_url: str | None = None, **kwargs: Any) -> Any:
         url = (queue_url or os.environ.get(QUEUE_URL_ENV) or "").strip()
-        if not url:
+        if not url or kwargs.get("dry_run") or kwargs.get("explain_"):  # send --dry-run/--explain: send nothing
             return original(*args, **kwargs)
         bound = sig.bind_partial(*args, **kwargs)
         return handler(url, dict(bound.arguments))

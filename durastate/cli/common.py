@@ -8,6 +8,7 @@ from typing import Annotated, Any
 import typer
 
 from durastate.cli.session import Session, Settings, UsageError
+from durastate.engine.durations import parse_duration
 from durastate.engine.values import check_json
 from durastate.errors import InvalidValue
 
@@ -30,6 +31,15 @@ def session(ctx: typer.Context, store: str | None = None, definitions: str | Non
     sess = Session(settings, store=store, definitions=definitions, creates=creates)
     ctx.call_on_close(sess.close)
     return sess
+
+
+def parse_duration_option(value: str | float) -> float:
+    """A ``DURATION`` option (``90s``, ``15m``, ``14d``, ``2d 3h`` or plain seconds) in seconds; anything else is
+    a usage error saying what is accepted (:func:`~durastate.engine.durations.parse_duration`)."""
+    try:
+        return parse_duration(value, "duration")
+    except InvalidValue as exc:
+        raise typer.BadParameter(str(exc).removeprefix("duration: ")) from None
 
 
 def parse_json_object(text: str | None, option: str) -> dict[str, Any]:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.text import Text
@@ -11,9 +13,15 @@ from rich.text import Text
 from durastate.cli import output
 from durastate.cli.common import DefinitionsOption, JsonOption, StoreOption, session
 from durastate.cli.introspect import active_paths
+from durastate.cli.schedules import check_schedule_files, print_schedule_files, schedule_file_json
 from durastate.cli.session import Session, UsageError
+from durastate.engine.checks import static_issues
 from durastate.engine.definition import Definition, State, load_definition
+from durastate.engine.explore import Exploration, explore
+from durastate.engine.model import Execution
 from durastate.engine.registry import DEFINITION_SUFFIXES, definition_files, duplicate_ids
+from durastate.engine.schedules import is_schedule_file
+from durastate.engine.versions import canonical_form
 from durastate.errors import DefinitionError, UnknownExecution
 
 SUFFIXES = DEFINITION_SUFFIXES
@@ -40,11 +48,27 @@ def validate(
         metavar="FILE...", help="Definition files or folders. Default: the definitions folder.")] = None,
     as_json: JsonOption = False,
     definitions: DefinitionsOption = None,
+    against: Annotated[str | None, typer.Option(
+        "--against", metavar="STORE",
+        help="Also check these definitions against the running executions in store STORE (a deploy gate): "
+             "fail if the change would strand one.")] = None,
+    strict: Annotated[bool, typer.Option(
+        "--strict", help="With --against: also fail for executions pinned to an older version that could "
+                         "not be migrated to this one without a --map.")] = False,
+    explore_limit: Annotated[int | None, typer.Option(
+        "--explore", metavar="N", min=1,
+        help="Also run every definition through up to N configurations (all events, timers and child "
+             "endings, breadth first) and fail on a deadlock or a step that never settles.")] = None,
+    domain: Annotated[list[str] | None, typer.Option(
+        "--domain", metavar="KEY=V1,V2",
+        help="With --explore: values a start context (context.KEY) or event data (event.KEY) may hold; "
+             "JSON values, repeatable.")] = None,
 ) -> None:
     """Check definition files and report every problem in each, with its path in the document.
 
     Files of one folder are checked together as the runtime loads them: two of them with the same id
-    are both invalid.
+    are both invalid. With --against STORE, also fail when a definition changed so that a running execution
+    would be stranded (it would run on the new version and sits in a state it no longer has).
     """
     if not files:
         folder = session(ctx, definitions=definitions).definitions_dir
@@ -55,21 +79,41 @@ def validate(
     if not paths:
         raise UsageError(f"no *.yaml, *.yml or *.json files in {', '.join(str(f) for f in files)}")
     results: list[tuple[Path, Definition | None, list[str]]] = []
+    schedule_paths: list[Path] = []
     for path in paths:
         if not path.exists():
             results.append((path, None, ["(document): no such file"]))
             continue
+        if is_schedule_file(path):
+            schedule_paths.append(path)
+            continue
         try:
-            results.append((path, load_definition(path), []))
+            loaded = load_definition(path)
         except DefinitionError as exc:
             results.append((path, None, exc.issues))
+        else:
+            results.append((path, loaded, static_issues(loaded)))
     clashes = _same_folder_clashes([(p, d) for p, d, _ in results if d is not None])
     results = [(p, d, [*issues, *clashes.get(p, [])]) for p, d, issues in results]
     warnings = _cross_check([(p, d) for p, d, _ in results if d is not None])
     failed = sum(1 for _, d, issues in results if d is None or issues)
+    scheduled = check_schedule_files(schedule_paths, [(p, d) for p, d, _ in results if d is not None])
+    failed += sum(1 for _, _, issues in scheduled if issues)
+    if domain and explore_limit is None:
+        raise UsageError("--domain is for --explore N")
+    explored: dict[str, tuple[Exploration, list[str]]] = {}
+    if explore_limit is not None and not failed:
+        domains = _domains(domain or [])
+        for _, valid, _ in results:
+            if valid is not None:
+                unseen = sorted(k for k in _event_refs(valid) if f"event.{k}" not in domains)
+                explored[valid.id] = (explore(valid, explore_limit, domains), unseen)
     if as_json:
         output.print_json([{"file": str(p), "id": d.id if d else None, "valid": d is not None and not issues,
-                            "issues": issues, "warnings": warnings.get(p, [])} for p, d, issues in results])
+                            "issues": issues, "warnings": warnings.get(p, []),
+                            **({"exploration": _exploration_json(*explored[d.id])} if d and d.id in explored else {})}
+                           for p, d, issues in results]
+                          + [schedule_file_json(*row) for row in scheduled])
     else:
         for path, defn, issues in results:
             if defn is not None and not issues:
@@ -83,9 +127,76 @@ def validate(
                     output.say(Text(f"    {issue}", style="red"))
             for warning in warnings.get(path, []):
                 output.say(Text(f"    warning: {warning}", style="yellow"))
+            if defn is not None and defn.id in explored:
+                _print_exploration(*explored[defn.id], explore_limit or 0)
+        print_schedule_files(scheduled)
     if failed:
-        output.error(f"{failed} of {len(results)} definition file(s) invalid")
+        output.error(f"{failed} of {len(results) + len(scheduled)} definition file(s) invalid")
         raise typer.Exit(1)
+    problems = sum(len(result.findings) for result, _ in explored.values())
+    if problems:
+        output.error(f"exploration found {problems} problem{'s' if problems != 1 else ''}")
+        raise typer.Exit(1)
+    if against is not None:
+        from durastate.cli.versions import check_against
+
+        check_against(session(ctx, against, definitions), [d for _, d, _ in results if d is not None], strict)
+
+
+def _domains(specs: list[str]) -> dict[str, list[Any]]:
+    """``--domain KEY=V1,V2`` options: each value read as JSON (``150``, ``true``, ``"x"``), else as text."""
+    out: dict[str, list[Any]] = {}
+    for spec in specs:
+        key, sep, values = spec.partition("=")
+        key = key.strip()
+        if not sep or not key or not values:
+            raise UsageError(f"--domain {spec!r}: write KEY=V1,V2 (e.g. context.amount=0,150 or event.ok=true,false)")
+        out.setdefault(key, []).extend(_json_or_text(v.strip()) for v in values.split(","))
+    return out
+
+
+def _json_or_text(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def _print_exploration(result: Exploration, unseen: list[str], limit: int) -> None:
+    bound = "all of them" if result.complete else f"the bound of {limit} reached: raise --explore to see more"
+    plural = "s" if result.configurations != 1 else ""
+    output.say(Text(f"    explored {result.configurations} configuration{plural} ({bound})",
+                    style="red" if result.findings else "green"))
+    for finding in result.findings:
+        output.say(Text(f"    {finding.describe()}", style="red"))
+    if unseen:
+        hint = " ".join(f"--domain event.{k}=…" for k in unseen)
+        output.say(Text(f"    note: guards and actions read $event.{', $event.'.join(unseen)}, which no --domain "
+                        f"gives values for; transitions that need them were not explored ({hint})", style="yellow"))
+
+
+def _exploration_json(result: Exploration, unseen: list[str]) -> dict[str, Any]:
+    return {"configurations": result.configurations, "complete": result.complete,
+            "findings": [{"kind": f.kind, "active_path": f.active_path, "events": list(f.events),
+                          "detail": f.detail} for f in result.findings],
+            "undomained_event_keys": unseen}
+
+
+_EVENT_REF = re.compile(r"\$event\.([A-Za-z_][A-Za-z0-9_]*)")
+
+
+def _event_refs(defn: Definition) -> set[str]:
+    """The top-level ``$event.KEY`` names the definition reads from the events it is sent (not from the
+    child endings ``on_done``/``on_error`` see, which the exploration makes itself)."""
+
+    def sent(node: Any) -> Any:
+        if isinstance(node, dict):
+            return {k: sent(v) for k, v in node.items() if k not in ("on_done", "on_error")}
+        if isinstance(node, list):
+            return [sent(v) for v in node]
+        return node
+
+    return set(_EVENT_REF.findall(json.dumps(sent(canonical_form(defn)), default=str)))
 
 
 def _same_folder_clashes(loaded: list[tuple[Path, Definition]]) -> dict[Path, list[str]]:
@@ -130,47 +241,97 @@ def _invokes(states: dict[str, State], prefix: str) -> list[tuple[str, str]]:
     return found
 
 
+VIZ_FORMATS = ("mermaid", "svg", "png")
+_SUFFIX_FORMAT = {".svg": "svg", ".png": "png", ".mmd": "mermaid", ".mermaid": "mermaid", ".md": "mermaid"}
+
+
 def viz(
     ctx: typer.Context,
     source: Annotated[str | None, typer.Argument(
         metavar="FILE", help="A definition file, or the id of a definition in the definitions folder. "
                              "Default with --execution: that execution's definition.")] = None,
     execution: Annotated[str | None, typer.Option(
-        "--execution", "-e", metavar="ID", help="Mark the active state(s) of this execution.")] = None,
+        "--execution", "-e", metavar="ID", help="Mark the active state(s) of this execution, coloured by its "
+                                                "status.")] = None,
+    fmt: Annotated[str | None, typer.Option(
+        "--format", "-f", metavar="FORMAT", help="mermaid, svg or png. Default: from --output's suffix "
+                                                 "(.svg, .png), else mermaid.")] = None,
     markdown: Annotated[bool, typer.Option(
-        "--markdown", "-m", help="Wrap in a ```mermaid fence, ready to paste into GitHub.")] = False,
+        "--markdown", "-m", help="Mermaid only: wrap in a ```mermaid fence, ready to paste into GitHub.")] = False,
     out: Annotated[Path | None, typer.Option("--output", "-o", metavar="FILE",
-                                             help="Write to FILE instead of stdout.")] = None,
+                                             help="Write to FILE instead of stdout (needed for png).")] = None,
     store: StoreOption = None,
     definitions: DefinitionsOption = None,
 ) -> None:
-    """Print a Mermaid stateDiagram-v2 of a definition (renders on GitHub)."""
+    """Draw a definition: Mermaid stateDiagram-v2 text (renders on GitHub), or an SVG or PNG picture."""
     from durastate.viz import to_markdown, to_mermaid
 
+    kind = _viz_format(fmt, out)
+    if markdown and kind != "mermaid":
+        raise UsageError(f"--markdown wraps Mermaid text; it does not apply to --format {kind}")
+    if kind == "png" and out is None:
+        raise UsageError("a PNG is binary: write it to a file with --output FILE.png (or use --format svg)")
     sess = session(ctx, store, definitions)
     active: list[str] = []
+    exe: Execution | None = None
+    child_status: dict[str, str] = {}
     if execution is not None:
         exe = sess.store.load(execution)
         if exe is None:
             raise UnknownExecution(execution)
-        defn = _definition(sess, source) if source is not None else sess.registry.get(exe.definition_id)
+        if source is not None:
+            defn = _definition(sess, source)
+        else:
+            from durastate.cli.versions import definition_of
+
+            defn = definition_of(sess, exe)  # the version it runs on
         if exe.definition_id != defn.id:
             raise UsageError(f"execution {execution} runs definition {exe.definition_id!r}, not {defn.id!r}")
         active = active_paths(exe, sess.store.load)
+        for cid in exe.children:
+            child = sess.store.load(cid)
+            if child is not None:
+                child_status[cid] = child.status
     elif source is not None:
         defn = _definition(sess, source)
     else:
         raise UsageError("name a definition FILE (or id), or an --execution ID")
-    text = (to_markdown if markdown else to_mermaid)(defn, active)
+    status = exe.status if exe is not None else "running"
+    data: str | bytes
+    if kind == "mermaid":
+        data = (to_markdown if markdown else to_mermaid)(defn, active, status)
+    elif kind == "svg":
+        from durastate.render import statechart_svg
+
+        data = statechart_svg(defn, exe, child_status, active=active)
+    else:
+        from durastate.render import statechart_png
+
+        data = statechart_png(defn, exe, child_status, active=active)
     if out is not None:
         try:
-            out.write_text(text, encoding="utf-8")
+            if isinstance(data, bytes):
+                out.write_bytes(data)
+            else:
+                out.write_text(data, encoding="utf-8")
         except OSError as exc:
             raise UsageError(f"cannot write {out}: {exc.strerror or exc} (does its folder exist, and may you "
                              "write there?)") from None
         output.note(f"wrote {out}")
     else:
-        output.console.file.write(text)
+        assert isinstance(data, str)
+        output.console.file.write(data)
+
+
+def _viz_format(fmt: str | None, out: Path | None) -> str:
+    if fmt is not None:
+        kind = fmt.strip().lower()
+        if kind not in VIZ_FORMATS:
+            raise UsageError(f"unknown --format {fmt!r}; use one of {', '.join(VIZ_FORMATS)}")
+        return kind
+    if out is not None:
+        return _SUFFIX_FORMAT.get(out.suffix.lower(), "mermaid")
+    return "mermaid"
 
 
 def _definition(sess: Session, source: str) -> Definition:

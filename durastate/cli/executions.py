@@ -8,19 +8,32 @@ by ``durastate serve``) or, for a store without one, applies it in this process.
 
 from __future__ import annotations
 
-from typing import Annotated
+import json
+import shlex
+import time
+from typing import Annotated, Any
 
 import typer
 
-from durastate.cli import output
-from durastate.cli.common import DefinitionsOption, JsonOption, StoreOption, parse_json_object, session
+from durastate.cli import output, waiting
+from durastate.cli.common import (
+    DefinitionsOption,
+    JsonOption,
+    StoreOption,
+    parse_duration_option,
+    parse_json_object,
+    session,
+)
 from durastate.cli.delivery import QUEUED_UNKNOWN, deliver, queued_start
 from durastate.cli.introspect import handled_events
 from durastate.cli.session import UsageError
+from durastate.cli.timeline import TraceView
+from durastate.engine.expressions import did_you_mean
 from durastate.engine.ids import MAX_ID_LENGTH, start_event_id
-from durastate.engine.model import CANCEL, RESERVED_PREFIX, START, STATUSES, Event, new_id
+from durastate.engine.model import CANCEL, ENDED, RESERVED_PREFIX, START, STATUSES, Event, new_id
 from durastate.engine.values import check_event_id, check_execution_id
 from durastate.errors import InvalidValue, UnknownExecution
+from durastate.store.base import ExecutionStore
 
 
 def register(app: typer.Typer) -> None:
@@ -84,11 +97,20 @@ def send(
     force: Annotated[bool, typer.Option("--force", help="Send even if no state of the definition handles "
                                                         "EVENT or the execution has ended.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only the event id.")] = False,
+    dry_run: Annotated[bool, typer.Option(
+        "--dry-run", help="Send nothing: step a copy of the execution as stored now and print what the event "
+                          "would do (transitions, actions, emits, timers, spawns, context).")] = False,
+    explain_: Annotated[bool, typer.Option(
+        "--explain", help="Send nothing: list the transitions that may take EVENT, in the order they are "
+                          "tried, with each guard's value, and which one is taken.")] = False,
     store: StoreOption = None,
     definitions: DefinitionsOption = None,
 ) -> None:
-    """Send EVENT to execution ID."""
+    """Send EVENT to execution ID (or, with --dry-run / --explain, show what it would do)."""
+    from durastate.cli.versions import definition_of
+
     sess = session(ctx, store, definitions)
+    inspect = dry_run or explain_
     payload = parse_json_object(data, "--data")
     if event_name.startswith(RESERVED_PREFIX) and event_name != CANCEL:
         raise UsageError(f"event names starting with {RESERVED_PREFIX!r} are reserved for the runtime "
@@ -98,14 +120,18 @@ def send(
     definition_id: str | None
     if exe is not None:
         definition_id = exe.definition_id
-        if exe.status not in ("running", "suspended") and not force:  # a suspended one holds events
+        if exe.status not in ("running", "suspended") and not force and not inspect:  # suspended: holds events
             outcome = f" ({exe.outcome})" if exe.outcome else ""
-            raise UsageError(f"execution {execution_id} has {exe.status}{outcome} and takes no more events "
+            ended = "was purged" if exe.status == "purged" else f"has {exe.status}"
+            raise UsageError(f"execution {execution_id} {ended}{outcome} and takes no more events "
                              "(--force sends it anyway)")
     else:
         definition_id = queued_start(sess, execution_id)
         if definition_id is None:
             raise UnknownExecution(execution_id)
+        if inspect:
+            raise UsageError(f"execution {execution_id} is queued but not started yet: run `durastate serve`, "
+                             "then ask again")
     if event_name != CANCEL and not force:
         if definition_id == QUEUED_UNKNOWN:
             pass  # its start is queued but this inbox cannot show which definition: nothing to check
@@ -113,9 +139,23 @@ def send(
             # Only a check here (serve needs the definitions, send does not): say it was skipped.
             output.note("no definitions folder (--definitions / DURASTATE_DEFINITIONS): event name not checked")
         else:
-            defn = sess.registry.get(definition_id)
+            defn = definition_of(sess, exe) if exe is not None else sess.registry.get(definition_id)
             _check_event(defn.id, handled_events(defn), event_name)
+            if exe is not None and not inspect:
+                from durastate.cli.explain import warn_if_unhandled_now
+
+                warn_if_unhandled_now(defn, exe, Event(id=eid, name=event_name, data=payload), sess.store.load)
     event = Event(id=eid, name=event_name, data=payload)
+    if inspect:
+        assert exe is not None
+        from durastate.cli.explain import explanations, print_dry_run, print_explanation
+
+        defn = definition_of(sess, exe)  # the version it runs on
+        if explain_:
+            print_explanation(explanations(defn, exe, event, sess.store.load))
+        if dry_run:
+            print_dry_run(defn, exe, event, time.time(), sess.store.load)
+        return
     result = deliver(sess, execution_id, event)
     if quiet:
         output.say(eid)
@@ -131,8 +171,8 @@ def _check_event(definition_id: str, known: set[str], name: str) -> None:
     if name in known:
         return
     listed = ", ".join(sorted(known)) or "none"
-    raise UsageError(f"definition {definition_id!r} has no transition on event {name!r} (known events: "
-                     f"{listed}); --force sends it anyway")
+    raise UsageError(f"definition {definition_id!r} has no transition on event {name!r}"
+                     f"{did_you_mean(name, known)} (known events: {listed}); --force sends it anyway")
 
 
 def _check_id(value: str, what: str = "execution id") -> str:
@@ -151,7 +191,8 @@ def show(
     as_json: JsonOption = False,
     store: StoreOption = None,
 ) -> None:
-    """Show execution ID: status, active state(s), context, children and armed timers."""
+    """Show execution ID: status, active state(s), context, children, the timers of it and its children,
+    and the events queued for it (inbox, outbox, dead letters)."""
     sess = session(ctx, store)
     exe = sess.store.load(execution_id)
     if exe is None:
@@ -161,11 +202,13 @@ def show(
             raise UsageError(f"execution {execution_id}{what} is queued but not started yet; "
                              "run `durastate serve` to apply it")
         raise UnknownExecution(execution_id)
-    children = [c for c in (sess.store.load(cid) for cid in exe.children) if c is not None]
+    found = waiting.gather(sess, exe)
+    children = [c for c in found.descendants if c.id in exe.children]
     if as_json:
-        output.print_json(output.execution_json(exe, children))
+        output.print_json({**output.execution_json(exe, children), "waiting": found.as_json()})
     else:
         output.show_execution(exe, children)
+        waiting.show_waiting(found)
 
 
 def list_(
@@ -177,38 +220,56 @@ def list_(
                                                         "invoked children).")] = False,
     limit: Annotated[int, typer.Option("--limit", "-n", min=1, max=10_000, help="At most this many.")] = 50,
     cursor: Annotated[str | None, typer.Option("--cursor", help="Continue a previous listing.")] = None,
+    parent: Annotated[str | None, typer.Option("--parent", metavar="ID", help="Only the children of execution "
+                                                                              "ID.")] = None,
+    since: Annotated[str | None, typer.Option("--since", metavar="DURATION", help="Only executions updated in "
+                                              "the last DURATION (90s, 15m, 1h, 2d 3h).")] = None,
     as_json: JsonOption = False,
     store: StoreOption = None,
 ) -> None:
-    """List executions, optionally filtered by status and definition."""
+    """List executions, optionally filtered by status, definition, parent and last update."""
     statuses: list[str] = []
     for item in status or []:
         statuses.extend(s.strip() for s in item.split(",") if s.strip())
     bad = [s for s in statuses if s not in STATUSES]
     if bad:
         raise UsageError(f"unknown status {bad[0]!r}; use one of {', '.join(STATUSES)}")
+    updated_after = time.time() - parse_duration_option(since) if since is not None else None
     sess = session(ctx, store)
     page = sess.store.list_executions(definition_id=definition, status=statuses or None, roots_only=roots,
-                                      limit=limit, cursor=cursor)
+                                      limit=limit, cursor=cursor, parent_id=parent, updated_after=updated_after)
     if as_json:
         output.print_json({"items": [output.summary_json(s) for s in page.items],
                            "next_cursor": page.next_cursor})
         return
     output.list_executions(page.items)
     if page.next_cursor:
-        output.note(f"more: durastate list --cursor {page.next_cursor}" + (f" --limit {limit}" if limit != 50
-                                                                        else ""))
+        again = "".join(f" {flag} {shlex.quote(str(value))}" for flag, value in (
+            ("--limit", limit if limit != 50 else None), ("--definition", definition), ("--parent", parent),
+            ("--status", ",".join(statuses) or None)) if value is not None)
+        output.note(f"more: durastate list --cursor {page.next_cursor}{again}" + (" --roots" if roots else ""))
 
 
 def trace(
     ctx: typer.Context,
     execution_id: Annotated[str, typer.Argument(metavar="ID")],
     last: Annotated[int | None, typer.Option("--last", "-n", min=1, help="Only the last N steps.")] = None,
-    ids: Annotated[bool, typer.Option("--ids", help="Show each step's event id.")] = False,
+    ids: Annotated[bool, typer.Option("--ids/--no-ids", help="Show event ids (default: on).")] = True,
+    follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep printing new steps as they are "
+                                                                "committed, until Ctrl-C.")] = False,
+    until_ended: Annotated[bool, typer.Option("--until-ended", help="With --follow: stop once the execution "
+                                                                    "has ended and its last step is printed.")] = False,
+    poll: Annotated[str, typer.Option("--poll", metavar="DURATION", help="With --follow: how often to read "
+                                                                         "the trace (default 0.5s).")] = "0.5s",
     as_json: JsonOption = False,
     store: StoreOption = None,
 ) -> None:
-    """Print the recorded steps of execution ID, oldest first."""
+    """Print the recorded steps of execution ID, oldest first, as a timeline (--json: the raw steps)."""
+    interval = parse_duration_option(poll)
+    if interval <= 0:
+        raise UsageError("--poll must be more than 0 seconds")
+    if until_ended and not follow:
+        raise UsageError("--until-ended goes with --follow")
     sess = session(ctx, store)
     exe = sess.store.load(execution_id)
     if exe is None:
@@ -216,7 +277,54 @@ def trace(
     steps = sess.store.read_trace(execution_id)
     if last is not None:
         steps = steps[-last:]
-    if as_json:
-        output.print_json(steps)
-    else:
-        output.show_trace(execution_id, steps, ids)
+    view = TraceView(show_ids=ids)
+    if not follow:
+        if as_json:
+            output.print_json(steps)
+        elif not steps:
+            output.note(f"no trace recorded for {execution_id}")
+        for step in [] if as_json else steps:
+            for line in view.render(step):
+                output.say(line)
+        return
+    follow_trace(sess.store, execution_id, steps, view, as_json, interval, until_ended)
+
+
+def follow_trace(store: ExecutionStore, execution_id: str, first: list[dict[str, Any]], view: TraceView,
+                 as_json: bool, interval: float, until_ended: bool) -> None:
+    """Print ``first``, then every step committed after it, reading the trace every ``interval`` seconds.
+
+    A step is new when its ``index`` is above the last one printed (the index keeps climbing when the
+    ring drops old steps). With ``until_ended``, the execution's status is read *before* the trace, so
+    once it is seen ended, the trace read after it holds its last step. Ctrl-C stops it (exit 0).
+    """
+    seen = -1
+
+    def emit(steps: list[dict[str, Any]]) -> None:
+        nonlocal seen
+        for step in steps:
+            index = step.get("index")
+            if isinstance(index, int):
+                if index <= seen:
+                    continue
+                seen = index
+            if as_json:
+                output.console.file.write(json.dumps(step, default=str) + "\n")  # one JSON object a line
+            else:
+                for line in view.render(step):
+                    output.say(line)
+        output.console.file.flush()
+
+    try:
+        emit(first)
+        while True:
+            ended = False
+            if until_ended:
+                exe = store.load(execution_id)
+                ended = exe is None or exe.status in ENDED
+            emit(store.read_trace(execution_id))
+            if ended:
+                return
+            time.sleep(interval)  # a poll, not a busy loop: the store has no change feed to wait on
+    except KeyboardInterrupt:
+        output.console.file.flush()

@@ -25,6 +25,7 @@ from typing import Annotated, Any
 import typer
 
 from durastate.cli import output
+from durastate.cli.common import parse_duration_option
 
 
 def register(app: typer.Typer) -> None:
@@ -53,8 +54,9 @@ def local(
         "--visibility-timeout", metavar="SECONDS", min=1,
         help="Visibility timeout for each receive (default: the queue's, from the template).")] = None,
     advance: Annotated[float, typer.Option(
-        "--advance", metavar="SECONDS", min=0,
-        help="Run on a clock this many seconds ahead of real time (fires timers early).")] = 0.0,
+        "--advance", metavar="DURATION", parser=parse_duration_option,
+        help="Run on a clock this far ahead of real time: 90s, 15m, 14d or seconds (fires timers early).")
+    ] = 0.0,
     until_idle: Annotated[bool, typer.Option(
         "--until-idle", help="Stop once nothing is left to do (armed timers due later stay armed).")] = False,
     poll: Annotated[float, typer.Option("--poll", metavar="SECONDS", min=0.01,

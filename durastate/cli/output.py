@@ -10,13 +10,14 @@ from __future__ import annotations
 import json
 import sys
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from durastate.engine.durations import format_duration
 from durastate.engine.ids import RESUME, SUSPEND, TERMINATE
 from durastate.engine.model import CANCEL, FINISHED, START, TIMEOUT, Event, Execution
 from durastate.store import ExecutionSummary
@@ -27,7 +28,7 @@ console = Console(highlight=False, soft_wrap=True, width=_WIDTH)
 err_console = Console(stderr=True, highlight=False, soft_wrap=True, width=_WIDTH)
 
 STATUS_STYLE = {"running": "cyan", "suspended": "blue", "finished": "green", "failed": "red",
-                "cancelled": "yellow", "terminated": "magenta"}
+                "cancelled": "yellow", "terminated": "magenta", "purged": "dim"}
 
 
 def error(message: str) -> None:
@@ -74,20 +75,8 @@ def when(epoch: float | None, now: float | None = None) -> str:
     now = time.time() if now is None else now
     stamp = time.strftime("%Y-%m-%d %H:%M:%SZ", time.gmtime(epoch))
     delta = epoch - now
-    rel = f"in {_span(delta)}" if delta >= 0 else f"{_span(-delta)} ago"
+    rel = f"in {format_duration(delta)}" if delta >= 0 else f"{format_duration(-delta)} ago"
     return f"{stamp}, {rel}"
-
-
-def _span(seconds: float) -> str:
-    if seconds < 1:
-        return f"{seconds:.1f}s"
-    if seconds < 120:
-        return f"{seconds:.0f}s"
-    if seconds < 7200:
-        return f"{seconds / 60:.0f}m"
-    if seconds < 172800:
-        return f"{seconds / 3600:.1f}h"
-    return f"{seconds / 86400:.1f}d"
 
 
 # -- show ---------------------------------------------------------------------------------------------
@@ -103,8 +92,15 @@ def show_execution(exe: Execution, children: Sequence[Execution] = (), now: floa
     grid.add_column(style="bold")
     grid.add_column()
     grid.add_row("execution", Text(exe.id, style="bold"))
-    grid.add_row("definition", Text(exe.definition_id))
+    grid.add_row("definition", Text(exe.definition_id + (f" (version {exe.definition_version})"
+                                                          if exe.definition_version else "")))
     grid.add_row("status", status_text(exe.status, exe.outcome))
+    if exe.status == "purged":
+        grid.add_row("purged", Text(f"ended {when(exe.ended_at, now)}, purged {when(exe.updated_at, now)}; only "
+                                    "this tombstone is left, so a repeated start or a late event is still "
+                                    f"recognised until it expires {when(exe.expires_at, now)}"))
+    elif exe.ended_at is not None:
+        grid.add_row("ended", when(exe.ended_at, now))
     if exe.error:
         grid.add_row("error", Text(exe.error, style="red"))
     if exe.reason and exe.status != "terminated":
@@ -189,69 +185,28 @@ def relative(path: str, scope: str | None) -> str:
 # -- list ---------------------------------------------------------------------------------------------
 def summary_json(s: ExecutionSummary) -> dict[str, Any]:
     return {"id": s.id, "definition_id": s.definition_id, "status": s.status, "outcome": s.outcome,
-            "active_path": s.active_path, "parent_id": s.parent_id, "version": s.version}
+            "active_path": s.active_path, "parent_id": s.parent_id, "version": s.version,
+            "created_at": s.created_at, "updated_at": s.updated_at}
 
 
 def list_executions(items: Iterable[ExecutionSummary]) -> None:
     table = Table(show_edge=False, pad_edge=False, box=None, header_style="bold")
-    for col in ("id", "definition", "status", "active", "parent", "version"):
+    for col in ("id", "definition", "status", "active", "parent", "version", "created", "updated"):
         table.add_column(col, justify="right" if col == "version" else "left")
     count = 0
     for s in items:
         count += 1
         table.add_row(*_cells(s.id, s.definition_id, status_text(s.status, s.outcome), s.active_path or "-",
-                              s.parent_id or "", str(s.version)))
+                              s.parent_id or "", str(s.version), _local(s.created_at), _local(s.updated_at)))
     if count:
         console.print(table)
     else:
         note("no executions match")
 
 
-# -- trace --------------------------------------------------------------------------------------------
-_RESERVED_NAMES = {"durastate.start": "start", "durastate.timeout": "timeout", "durastate.finished": "child finished",
-                   "durastate.cancel": "cancel"}
-
-
-def trace_line(step: Mapping[str, Any], show_ids: bool = False) -> Text:
-    """One step of a trace as one line: ``#3   submit          idle → processing.payment``."""
-    line = Text()
-    index = step.get("index")
-    line.append(f"#{index:<3} " if isinstance(index, int) else "#?   ", style="dim")
-    event = step.get("event")
-    name = event.get("name") if isinstance(event, Mapping) else event
-    name = _RESERVED_NAMES.get(str(name), str(name or "?"))
-    line.append(f"{name:<16}", style="bold")
-    before, after = step.get("from"), step.get("to")
-    if step.get("ignored"):
-        line.append(f" {before or '-'}  (ignored: nothing handles it here)", style="dim")
-    else:
-        line.append(f" {before or '∅'} → ")
-        line.append(str(after or "∅"), style="magenta")
-    status = step.get("status")
-    if status and status != "running":
-        line.append("  ")
-        line.append_text(status_text(str(status), step.get("outcome")))
-    if step.get("error"):
-        line.append(f"  error: {step['error']}", style="red")
-    for message in step.get("log") or []:
-        line.append(f"  log: {message}", style="cyan")
-    extras = {k: v for k, v in step.items() if k not in _SHOWN and v not in (None, [], {}, "", False)}
-    if show_ids and step.get("event_id"):
-        extras = {"event_id": step["event_id"], **extras}
-    if extras:
-        line.append("  " + " ".join(f"{k}={compact(v, 60)}" for k, v in extras.items()), style="dim")
-    return line
-
-
-_SHOWN = {"index", "event", "event_id", "from", "to", "ignored", "status", "outcome", "error", "log"}
-
-
-def show_trace(execution_id: str, steps: Sequence[Mapping[str, Any]], show_ids: bool = False) -> None:
-    if not steps:
-        note(f"no trace recorded for {execution_id}")
-        return
-    for step in steps:
-        console.print(trace_line(step, show_ids))
+def _local(epoch: float | None) -> str:
+    """A listing's time: local, to the second (``-`` when unknown)."""
+    return "-" if epoch is None else time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(epoch))
 
 
 def describe_event(event: Event) -> str:

@@ -8,8 +8,9 @@ that is safe, since an unfinished claim is retried after its lease and the worke
 Several ``serve`` processes may share one store: the inbox hands each execution's events to one of
 them at a time.
 
-``--until-idle`` and ``--once`` make it a batch job for scripts; ``--advance SECONDS`` runs on a clock
-that far ahead of real time, to fire timers in a demo or a test without waiting for them.
+``--until-idle`` and ``--once`` make it a batch job for scripts; ``--advance DURATION`` (``90s``, ``15m``,
+``14d``, ``2d 3h``) runs on a clock that far ahead of real time, to fire timers in a demo or a test without
+waiting for them.
 
 An event that can never apply as it is (a definition missing from ``--definitions``, an event for an
 execution that does not exist, …) is kept as a dead letter with its reason — in the store's
@@ -40,18 +41,22 @@ import typer
 from rich.text import Text
 
 from durastate.cli import output
-from durastate.cli.common import DefinitionsOption, StoreOption, session
+from durastate.cli.common import DefinitionsOption, StoreOption, parse_duration_option, session
 from durastate.cli.dead_letters import command_hint
 from durastate.cli.dead_letters import describe as describe_letter
+from durastate.cli.schedules import sync_definitions_schedules
 from durastate.cli.session import Session, redact
+from durastate.engine.durations import format_duration
 from durastate.engine.model import FINISHED, Event
 from durastate.runtime import HandleResult, LocalRuntime, RunStats, Worker
 from durastate.runtime.clock import Backoff
 from durastate.runtime.local import is_transient
+from durastate.runtime.retention import Retention
 from durastate.transport.base import DeadLetter
 
 EXCLUSIVE_KEEP = 4096
-"""Executions ``--exclusive`` keeps (a few MB for typical ones; older ones are read again)."""
+"""Executions ``serve`` keeps after committing them (a few MB for typical ones; older ones are loaded again):
+each next event of one is checked against the stored version (or, with ``--exclusive``, not even that)."""
 FIRST_ERROR_WAIT = 0.5
 """Seconds to wait after the first failed round (or ``--poll``, if longer)."""
 MAX_ERROR_WAIT = 30.0
@@ -75,8 +80,9 @@ def serve(
     once: Annotated[bool, typer.Option("--once", help="Run one round (claim a batch, relay, sweep) and stop."
                                        )] = False,
     advance: Annotated[float, typer.Option(
-        "--advance", metavar="SECONDS", min=0,
-        help="Run on a clock this many seconds ahead of real time (fires timers early; demos, tests).")
+        "--advance", metavar="DURATION", parser=parse_duration_option,
+        help="Run on a clock this far ahead of real time: 90s, 15m, 14d, 2d 3h or seconds (fires timers early; "
+             "demos, tests).")
     ] = 0.0,
     poll: Annotated[float, typer.Option("--poll", metavar="SECONDS", min=0.01,
                                         help="How long to wait when idle before looking again.")] = 0.2,
@@ -90,10 +96,15 @@ def serve(
                      ] = False,
     exclusive: Annotated[bool, typer.Option(
         "--exclusive",
-        help="This is the only server for this store: keep what it commits and skip the read before the "
-             "next event of the same execution (SQLite, PostgreSQL). Still exactly-once if it is not, but "
-             "steps then run twice on stale copies.")
+        help="This is the only server for this store: trust the executions it keeps after committing them "
+             "and skip the version read before the next event of the same execution (SQLite, PostgreSQL). "
+             "Still exactly-once if it is not, but steps then run twice on stale copies.")
     ] = False,
+    retention: Annotated[float | None, typer.Option(
+        "--retention", metavar="DURATION", parser=parse_duration_option,
+        help="Purge executions that ended longer ago than this (30d, 12h, ...), a bounded batch at a time "
+             "between rounds; each leaves a tombstone that still dedupes its events (docs/retention.md).")
+    ] = None,
     store: StoreOption = None,
     definitions: DefinitionsOption = None,
 ) -> None:
@@ -107,15 +118,17 @@ def serve(
                     "(outbox, spawns, due timers)")
     runtime = LocalRuntime(sess.store, sess.registry, transport, clock, batch_size=batch,
                            sink=_PrintSink(quiet), lease_seconds=lease,
-                           keep_committed=EXCLUSIVE_KEEP if exclusive else 0,
-                           on_dead_letter=lambda letter: _print_dead_letter(sess, letter))
+                           keep_committed=EXCLUSIVE_KEEP, exclusive=exclusive,
+                           on_dead_letter=lambda letter: _print_dead_letter(sess, letter),
+                           retention=Retention(sess.store, retention, clock) if retention is not None else None)
     if exclusive and not runtime.worker.keep_committed:
         output.note(f"--exclusive has no effect on {sess.scheme}:// (its commits cannot check the event "
                     "themselves): every event is read first")
     if not quiet:
         runtime.worker = _ReportingWorker(runtime.worker, sess)
+    sync_definitions_schedules(sess, clock())  # the folder's `schedules:`, stored; the sweeps start them
     mode = "until idle" if until_idle else ("one round" if once else "until Ctrl-C")
-    shift = f", clock +{advance:g}s" if advance else ""
+    shift = f", clock +{format_duration(advance)}" if advance else ""
     stop = threading.Event()
     total = RunStats()
     with _stop_on_signals(stop):
@@ -178,7 +191,7 @@ def _stop_on_signals(stop: threading.Event) -> Iterator[None]:
 
 def _merge(total: RunStats, stats: RunStats) -> None:
     for name in ("rounds", "handled", "applied", "duplicates", "ignored", "held", "retried", "dead_lettered",
-                 "spawned", "sent", "published", "fired"):
+                 "spawned", "sent", "published", "fired", "purged"):
         setattr(total, name, getattr(total, name) + getattr(stats, name))
     total.idle = stats.idle
 
@@ -197,6 +210,8 @@ def _summary(sess: Session, total: RunStats, clock: Callable[[], float], interru
         parts.append(f"{total.held} held (by suspended or retrying executions)")
     if total.retried:
         parts.append(f"{total.retried} retried")
+    if total.purged:
+        parts.append(f"{total.purged} purged")
     if total.dead_lettered:
         parts.append(f"{total.dead_lettered} dead-lettered (see `{command_hint(sess, 'list')}`)")
     head = "stopped" if interrupted else "idle"
@@ -207,8 +222,8 @@ def _summary(sess: Session, total: RunStats, clock: Callable[[], float], interru
         pending = sess.store.due_timers(now + 10 * 365 * 86400.0)
         if pending:
             nxt = min(fire_at for _, _, fire_at in pending)
-            output.note(f"{len(pending)} timer(s) armed, next due in {max(0.0, nxt - now):.0f}s "
-                        f"(durastate serve --advance SECONDS fires them early)")
+            output.note(f"{len(pending)} timer(s) armed, next due in {format_duration(max(0.0, nxt - now))} "
+                        f"(durastate serve --advance DURATION fires them early)")
 
 
 class _ReportingWorker(Worker):
@@ -217,7 +232,7 @@ class _ReportingWorker(Worker):
     def __init__(self, inner: Worker, sess: Session) -> None:
         super().__init__(inner.store, inner.registry, inner.clock, inner.max_conflict_retries,
                          copy_on_load=inner.copy_on_load, trace=inner.trace,
-                         keep_committed=inner.keep_committed)
+                         keep_committed=inner.keep_committed, exclusive=inner.exclusive)
         self._sess = sess
 
     def handle(self, target_id: str, event: Event) -> HandleResult:

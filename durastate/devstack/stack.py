@@ -18,8 +18,10 @@ nothing else differs from production:
   groups kept in order by SQS itself, partial batch responses honoured (failed records return to the
   queue; the redrive policy moves them to the DLQ after ``maxReceiveCount`` receives) — see
   :class:`durastate.devstack.lambda_emulator.SqsBatchInvoker`. The relay gets the outbox/spawns stream
-  records (:mod:`durastate.devstack.streams`) and its backstop schedule; the sweeper its schedule.
-  Schedules tick on an injectable clock, so a test can fire timers without waiting.
+  records (:mod:`durastate.devstack.streams`) and its backstop schedule; the sweeper its schedule; the
+  timers function the hops of the timers queue, each when it is due on the stack's clock
+  (:mod:`durastate.devstack.timer_hops`). Schedules and hops follow an injectable clock, so a test can
+  fire timers without waiting.
 
 Use it from the shell (``durastate local``) or in-process (``with LocalStack(template) as stack: ...``).
 boto3 and moto are imported lazily: ``import durastate`` never needs them.
@@ -65,11 +67,14 @@ class StepReport:
     stream_records: int = 0
     relay_runs: int = 0
     sweeper_runs: int = 0
+    timers_forwarded: int = 0
+    """Hops of the timers queue handed to the timers function (they were due)."""
 
     @property
     def idle(self) -> bool:
         """Nothing happened: no record received, no function invoked (a scheduled run may send events)."""
-        return not (self.worker_received or self.stream_records or self.relay_runs or self.sweeper_runs)
+        return not (self.worker_received or self.stream_records or self.relay_runs or self.sweeper_runs
+                    or self.timers_forwarded)
 
 
 class LocalStack:
@@ -81,7 +86,11 @@ class LocalStack:
     so a test can move time forward. ``retry_delay`` is how soon a failed SQS record is visible again
     (Lambda: the queue's visibility timeout; ``None`` keeps it); ``visibility_timeout`` overrides the
     queue's for each receive (a restarted loop then sees what a killed one had in flight sooner).
-    ``environment`` overrides function environment variables (e.g. ``POWERTOOLS_LOG_LEVEL``).
+    ``environment`` overrides function environment variables (e.g. ``POWERTOOLS_LOG_LEVEL``; an empty
+    ``DURASTATE_TIMERS_QUEUE_URL`` turns the timer hop off: the sweeper alone fires timers).
+    ``real_time_delays``: whether ``clock`` runs at real speed, so that moto may hold the timers queue's
+    hops for their ``DelaySeconds`` (default: only when ``clock`` is ``time.time``); otherwise the hops
+    are sent undelayed and held until due on ``clock`` (:mod:`durastate.devstack.timer_hops`).
     """
 
     def __init__(
@@ -100,6 +109,7 @@ class LocalStack:
         create_resources: bool = True,
         set_environment: bool = True,
         environment: Mapping[str, str] | None = None,
+        real_time_delays: bool | None = None,
     ) -> None:
         if isinstance(template, Mapping):
             self.template: dict[str, Any] = dict(template)
@@ -125,6 +135,8 @@ class LocalStack:
         self.table_names = {lid: t.name for lid, t in self.resources.tables.items()}
         self.handlers: dict[str, Callable[[dict[str, Any], Any], Any]] = {}
         self._invoker: Any = None
+        self._timers_invoker: Any = None
+        self.real_time_delays = (clock is time.time) if real_time_delays is None else real_time_delays
         self._cursors: list[StreamCursor] = []
         self._next_run: dict[tuple[str, str], float] = {}
         self._started = False
@@ -278,6 +290,12 @@ class LocalStack:
         return self.queue_urls[self._worker_trigger().queue]
 
     @property
+    def timers_queue_url(self) -> str | None:
+        """The standard queue timers due soon wait in (``None``: the template has no timers function)."""
+        trigger = self._trigger("timers")
+        return None if trigger is None else self.queue_urls[trigger.queue]
+
+    @property
     def dlq_url(self) -> str:
         q = self.resources.queues[self._worker_trigger().queue]
         if q.dead_letter_logical_id is None:
@@ -331,6 +349,10 @@ class LocalStack:
                 self._saved_env.setdefault(key, os.environ.get(key))
                 os.environ[key] = value
         settings = aws.AwsSettings.from_env(env)
+        if settings.timers_queue_url and not self.real_time_delays:
+            from durastate.devstack.timer_hops import zero_hop_delays
+
+            zero_hop_delays(self.client("sqs"), settings.timers_queue_url)
         self.runtime = aws.build_runtime(settings, clock=self.clock, dynamodb=self.client("dynamodb"),
                                          sqs=self.client("sqs"), events=self.client("events"))
         aws.set_runtime(self.runtime)
@@ -355,11 +377,28 @@ class LocalStack:
             context_factory=lambda: FakeLambdaContext(function_name="durastate-local-worker",
                                                       timeout_seconds=float(worker_fn.timeout),
                                                       region=self.region))
+        timers = self._trigger("timers")
+        if timers is not None:
+            from durastate.devstack.timer_hops import HeldHopsInvoker
+
+            self._timers_invoker = HeldHopsInvoker(
+                self.client("sqs"), self.queue_urls[timers.queue],
+                lambda event, context: self.invoke("timers", event), self.clock, region=self.region)
+
+    def _trigger(self, role: str) -> SqsTrigger | None:
+        """The SQS event source of the function with this role (``worker``, ``timers``), if any."""
+        for trig in self.resources.sqs_triggers:
+            fn = self.resources.functions.get(trig.function)
+            if fn is not None and fn.role == role:
+                return trig
+        return None
 
     def _worker_trigger(self) -> SqsTrigger:
-        if not self.resources.sqs_triggers:
+        trigger = self._trigger("worker") or (self.resources.sqs_triggers[0] if self.resources.sqs_triggers
+                                              else None)
+        if trigger is None:
             raise LocalStackError("the template has no SQS event source mapping (the worker's trigger)")
-        return self.resources.sqs_triggers[0]
+        return trigger
 
     def _open_streams(self) -> None:
         ddb, streams = self.client("dynamodb"), self.client("dynamodbstreams")
@@ -385,6 +424,12 @@ class LocalStack:
     def poll_worker(self) -> Any:
         """One SQS batch through the worker (a :class:`~durastate.devstack.lambda_emulator.BatchResult`)."""
         return self._invoker.poll_once()
+
+    def poll_timers(self) -> int:
+        """Hand the hops that are due to the timers function; returns how many were handed over."""
+        if self._timers_invoker is None:
+            return 0
+        return int(self._timers_invoker.poll_once().received)
 
     def poll_streams(self) -> int:
         """Deliver new stream records to their functions; returns how many records were delivered."""
@@ -439,6 +484,7 @@ class LocalStack:
         report.stream_records = self.poll_streams()
         if report.stream_records:
             report.relay_runs += 1
+        report.timers_forwarded = self.poll_timers()
         batch = self.poll_worker()
         report.worker_received, report.worker_failed = batch.received, batch.failed
         ran = self.run_schedules()

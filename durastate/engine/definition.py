@@ -112,15 +112,27 @@ class Transition(BaseModel):
 
 
 class After(BaseModel):
-    """The delayed transition of a state: armed on entry, cancelled on exit (one per state)."""
+    """A delayed transition of a state: armed on entry, cancelled on exit (a state may have several).
+
+    Exactly one of ``seconds`` (a delay: a number, a duration such as ``"15m"`` or ``"2d 3h"``, or an
+    expression such as ``$context.backoff``) and ``at`` (a deadline: ISO 8601 text, epoch seconds, or an
+    expression such as ``$context.deadline``); constants are checked at load, expressions on entry
+    (:mod:`durastate.engine.timers`).
+    """
 
     model_config = ConfigDict(extra="forbid")
 
-    seconds: float
+    seconds: Any = None
+    at: Any = None
     target: str | None = None
     guard: Any = None
     actions: list[Any] = Field(default_factory=list)
     internal: bool = False
+
+    @model_validator(mode="before")
+    @classmethod
+    def _empty(cls, data: Any) -> Any:
+        return {} if data is None else data  # (what a repair leaves in place of a bad item)
 
     @field_validator("actions", mode="before")
     @classmethod
@@ -153,7 +165,8 @@ class State(BaseModel):
     exit: list[Any] = Field(default_factory=list)
     on: dict[str, list[Transition]] = Field(default_factory=dict)
     always: list[Transition] = Field(default_factory=list)
-    after: After | None = None
+    after: list[After] = Field(default_factory=list)
+    """The state's timers; ``after: {...}`` (one mapping) is a list of one."""
     on_done: list[Transition] = Field(default_factory=list)
     on_error: list[Transition] = Field(default_factory=list)
     invoke: Invoke | None = None
@@ -165,7 +178,7 @@ class State(BaseModel):
     outcome: str | None = None
     """Final states only: the execution's outcome when it finishes here (default: the state's name)."""
 
-    @field_validator("entry", "exit", "always", "on_done", "on_error", mode="before")
+    @field_validator("entry", "exit", "always", "on_done", "on_error", "after", mode="before")
     @classmethod
     def _lists(cls, v: Any) -> Any:
         return _as_list(v)
@@ -207,7 +220,7 @@ class Definition(BaseModel):
 
     # Plain slots, not pydantic private attributes: ``step`` reads the tables on every event, and a
     # slot read is ~50x cheaper than pydantic's private-attribute lookup.
-    __slots__ = ("_compiled", "_source_name")
+    __slots__ = ("_compiled", "_source_name", "_version")
     if TYPE_CHECKING:
         _compiled: Tables
 
@@ -249,6 +262,7 @@ class Definition(BaseModel):
         from durastate.engine.tables import build_tables
 
         data = _plain_tree(data, issues, source)
+        single_timers = _single_timers(data)
         if isinstance(data, dict) and isinstance(data.get("context"), dict):
             bad = _context_issues(data["context"])
             if bad:
@@ -259,10 +273,10 @@ class Definition(BaseModel):
         except ValidationError as exc:
             issues += _pydantic_issues(exc)
             issues += _semantic_issues_despite(data, exc, handler)
-            raise DefinitionError(issues, source) from None
+            raise DefinitionError(_as_written(issues, single_timers), source) from None
         tables = build_tables(defn, issues)
         if issues:
-            raise DefinitionError(issues, source)
+            raise DefinitionError(_as_written(issues, single_timers), source)
         object.__setattr__(defn, "_compiled", tables)
         object.__setattr__(defn, "_source_name", source)
         return defn
@@ -310,6 +324,46 @@ class Definition(BaseModel):
     def to_dict(self) -> dict[str, Any]:
         """The JSON-able document form (defaults left out); ``load_definition`` of it round-trips."""
         return self.model_dump(mode="json", exclude_defaults=True)
+
+
+def _single_timers(doc: Any) -> set[str]:
+    """Make every state's ``after`` of ``doc`` (a private copy) a list; the sites where it was one mapping.
+
+    Done on the document rather than by the model so that structural errors come with list positions that
+    :func:`_repair` can follow; :func:`_as_written` then drops the ``[0]`` from the issues about a timer
+    written as one mapping, which name it as written (``states.pay.after.seconds``).
+    """
+    sites: set[str] = set()
+
+    def walk(states: Any, prefix: str) -> None:
+        if not isinstance(states, dict):
+            return
+        for name, state in states.items():
+            if not isinstance(state, dict):
+                continue
+            site = f"{prefix}states.{name}"
+            after = state.get("after")
+            if after is not None and not isinstance(after, list):
+                state["after"] = [after]
+                sites.add(f"{site}.after")
+            walk(state.get("states"), site + ".")
+
+    if isinstance(doc, dict):
+        walk(doc.get("states"), "")
+    return sites
+
+
+def _as_written(issues: list[str], single_timers: set[str]) -> list[str]:
+    """``states.a.after[0].x: ...`` -> ``states.a.after.x: ...`` where ``after`` was one mapping."""
+    if not single_timers:
+        return issues
+    out: list[str] = []
+    for issue in issues:
+        head, sep, rest = issue.partition("[0]")
+        if sep and head in single_timers:
+            issue = head + rest
+        out.append(issue)
+    return out
 
 
 def _loc_path(loc: tuple[int | str, ...]) -> str:

@@ -53,6 +53,8 @@ from durastate.engine.model import (
 )
 from durastate.engine.retry import RetryableFailure
 from durastate.engine.tables import CompiledTransition, Tables
+from durastate.engine.timers import BadTimerValue
+from durastate.engine.tracing import describe_transitions
 
 __all__ = ["MAX_MICROSTEPS", "ExecutionFailed", "Run", "StepResult", "step"]
 
@@ -78,7 +80,7 @@ class StepResult:
         self.emits: list[tuple[str | None, Event]] = []
         """Events to deliver: (target execution id, event), or (None, event) for the notification sink."""
         self.timers: list[TimerOp] = []
-        """Timer arms/cancels, at most one per state path (the last one of the step)."""
+        """Timer arms/cancels, at most one per timer key (the last one of the step)."""
         self.spawns: list[tuple[str, str, dict[str, Any]]] = []
         """Region children to create: (child id, region root path, seed context)."""
         self.trace: dict[str, Any] = {}
@@ -139,6 +141,8 @@ class Run(StepResult):
     invokes: list[int] | None = None
     forks: list[int] | None = None
     invoke_attempt = 1
+    fired: list[tuple[CompiledTransition, str]] | None = None
+    """The transitions taken and the event in hand when each fired; a list only for ``step(detail=True)``."""
 
     def __init__(self, t: Tables, exe: Execution, event: Event, now: float) -> None:
         self.emits = []
@@ -211,6 +215,8 @@ class Run(StepResult):
 
     # -- one transition ------------------------------------------------------------------------------
     def fire(self, ct: CompiledTransition) -> None:
+        if self.fired is not None:
+            self.fired.append((ct, self.event.name))
         t = self.t
         if ct.target < 0:
             self._actions(ct.actions, ct.actions_site)
@@ -245,10 +251,10 @@ class Run(StepResult):
             exe.history[t.paths[s]] = t.paths[leaf]
         if t.exit[s]:
             self._actions(t.exit[s], t.sites[s] + ".exit")
-        if t.after[s] is not None:
-            path = t.paths[s]
-            if exe.timers.pop(path, None) is not None:
-                self._timer(TimerOp("cancel", path))
+        if t.after[s]:
+            for timer in t.after[s]:
+                if exe.timers.pop(timer.key, None) is not None:
+                    self._timer(TimerOp("cancel", timer.key))
         if exe.children and (t.kind[s] == "parallel" or t.invoke[s] is not None):
             self._drop_children(s)
         if t.invoke_retry[s] is not None and exe.timers:
@@ -279,16 +285,28 @@ class Run(StepResult):
             return
         if t.entry[s]:
             self._actions(t.entry[s], t.sites[s] + ".entry")
-        after = t.after[s]
-        if after is not None:
-            path = t.paths[s]
-            fire_at = self.now + after[0]
-            self.exe.timers[path] = fire_at
-            self._timer(TimerOp("schedule", path, fire_at))
+        if t.after[s]:
+            self.arm_timers(s)
         if t.invoke[s] is not None:
             if self.invokes is None:
                 self.invokes = []
             self.invokes.append(s)
+
+    def arm_timers(self, s: int) -> None:
+        """Arm every ``after`` timer of the just-entered state ``s``; a computed delay or deadline that is
+        not one fails the step (naming the state, the timer and the value)."""
+        exe, now = self.exe, self.now
+        for timer in self.t.after[s]:
+            if timer.value is None:
+                fire_at = timer.fire_at(exe.context, self.event, now)
+            else:
+                self.site = timer.transition.site + (".at" if timer.is_at else ".seconds")
+                try:
+                    fire_at = timer.fire_at(exe.context, self.event, now)
+                except BadTimerValue as exc:
+                    raise ExecutionFailed(f"{exc} (fix the value, then `durastate redrive {exe.id}`)") from None
+            exe.timers[timer.key] = fire_at
+            self._timer(TimerOp("schedule", timer.key, fire_at))
 
     def complete(self, s: int) -> None:
         """Below a just-entered state: its initial (or history) defaults down to a leaf."""
@@ -503,11 +521,10 @@ class Run(StepResult):
         self._timer(TimerOp("cancel", path))
         if path.startswith(REINVOKE_PREFIX):
             return self.reinvoke(path[len(REINVOKE_PREFIX):])
-        i = t.index.get(path, -1)
-        after = t.after[i] if i >= 0 else None
-        if after is None:
+        timer = t.after_keys.get(path)
+        if timer is None:
             return True
-        ct = after[1]
+        ct = timer.transition
         if ct.guard is not None:
             self.site = ct.guard_site
             if not ct.guard(exe.context, ev):
@@ -604,8 +621,11 @@ _STARTED_FIELDS = (
 )
 
 
-def step(defn: Definition, exe: Execution, event: Event, now: float) -> StepResult:
-    """Apply ``event`` to ``exe`` (mutated in place) at time ``now``; return what to commit with it."""
+def step(defn: Definition, exe: Execution, event: Event, now: float, *, detail: bool = False) -> StepResult:
+    """Apply ``event`` to ``exe`` (mutated in place) at time ``now``; return what to commit with it.
+
+    ``detail``: the trace entry also lists the transitions taken (``"transitions"``, see
+    :func:`durastate.engine.tracing.describe_transitions`); off, the step records none of them."""
     t = defn.tables
     # Hot path: read and write the execution's fields through its __dict__ (pydantic's __setattr__
     # costs a microsecond per write and validates nothing here anyway).
@@ -624,6 +644,8 @@ def step(defn: Definition, exe: Execution, event: Event, now: float) -> StepResu
         }
         return res
     run = res = Run(t, exe, event, now)
+    if detail:
+        run.fired = []
     handled = True
     try:
         root_path = fields["root_path"]
@@ -704,5 +726,7 @@ def step(defn: Definition, exe: Execution, event: Event, now: float) -> StepResu
         trace["error"] = fields["error"]
     if res.logs:
         trace["log"] = list(res.logs)
+    if run.fired:
+        trace["transitions"] = describe_transitions(t, run.fired)
     res.trace = trace
     return res

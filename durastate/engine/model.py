@@ -24,10 +24,14 @@ from durastate.engine.ids import (
 )
 from durastate.engine.values import check_event_id, check_json
 
-Status = Literal["running", "suspended", "finished", "failed", "cancelled", "terminated"]
-STATUSES: tuple[Status, ...] = ("running", "suspended", "finished", "failed", "cancelled", "terminated")
-ENDED: frozenset[str] = frozenset(("finished", "failed", "cancelled", "terminated"))
-"""The statuses an execution never leaves (but ``failed``, by a redrive)."""
+Status = Literal["running", "suspended", "finished", "failed", "cancelled", "terminated", "purged"]
+STATUSES: tuple[Status, ...] = (
+    "running", "suspended", "finished", "failed", "cancelled", "terminated", "purged"
+)
+ENDED: frozenset[str] = frozenset(("finished", "failed", "cancelled", "terminated", "purged"))
+"""The statuses an execution never leaves (but ``failed``, by a redrive; and every other one but ``purged``
+by a purge). ``purged`` marks a tombstone: what a purge leaves of an ended execution (see
+``durastate.store.retention``) so that a repeated start or a late event is still recognised."""
 
 __all__ = [
     "CANCEL",
@@ -144,6 +148,10 @@ class Execution(BaseModel):
     id: str = Field(default_factory=new_id, min_length=1, max_length=128)
     definition_id: str
     definition_fqn: str | None = None
+    definition_version: str | None = Field(default=None, exclude_if=_empty)
+    """The version (:func:`durastate.engine.versions.definition_version`) of its definition it started on
+    and keeps running on after the definition file changes; ``None``: started before durastate recorded
+    versions, so it runs on the newest. Left out of the stored JSON while ``None``."""
     status: Status = "running"
     outcome: str | None = None
     error: str | None = None
@@ -179,6 +187,12 @@ class Execution(BaseModel):
     """What a redrive needs, recorded with the failure (``status == "failed"``)."""
     retry: PendingRetry | None = Field(default=None, exclude_if=_empty)
     """A retry armed by a retry policy and not fired yet."""
+    # Retention. Set by the store, left out of the stored JSON while unset.
+    ended_at: float | None = Field(default=None, exclude_if=lambda v: v is None)
+    """When the execution ended (the ``updated_at`` of the commit that ended it); what a purge's cutoff
+    compares. Cleared by a redrive, kept by the ignored events an ended execution still consumes."""
+    expires_at: float | None = Field(default=None, exclude_if=lambda v: v is None)
+    """A tombstone's (``status == "purged"``) expiry: after it the tombstone and its dedupe marks go."""
 
 
 # -- what a step asks to commit with the execution ------------------------------------------------------

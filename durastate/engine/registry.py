@@ -15,7 +15,9 @@ from typing import Any
 
 from durastate.engine.definition import Definition, load_definition
 from durastate.engine.model import Execution
-from durastate.errors import DefinitionError, UnknownDefinition
+from durastate.engine.schedules import is_schedule_file
+from durastate.engine.versions import definition_version
+from durastate.errors import DefinitionError, UnknownDefinition, UnknownDefinitionVersion
 
 __all__ = ["DEFINITION_SUFFIXES", "DefinitionRegistry", "definition_files", "duplicate_ids"]
 
@@ -23,10 +25,16 @@ DEFINITION_SUFFIXES = (".yaml", ".yml", ".json")
 
 
 class DefinitionRegistry:
-    """Definitions by id. ``get`` raises :class:`~durastate.errors.UnknownDefinition` for an unknown id."""
+    """Definitions by id. ``get`` raises :class:`~durastate.errors.UnknownDefinition` for an unknown id.
+
+    Besides the newest definition of each id (the file's: what new executions start on) it keeps older
+    versions that running executions are pinned to (``add_version``; the runtime loads them from the
+    store's archive), so :meth:`for_execution` gives each execution the version it started on.
+    """
 
     def __init__(self, definitions: Iterable[Definition | Mapping[str, Any] | str | Path] = ()) -> None:
         self._by_id: dict[str, Definition] = {}
+        self._versions: dict[tuple[str, str], Definition] = {}
         for d in definitions:
             self.register(d)
 
@@ -44,6 +52,8 @@ class DefinitionRegistry:
         issues: list[str] = []
         loaded: list[tuple[str, Definition]] = []
         for path in definition_files(root):
+            if is_schedule_file(path):
+                continue  # a `schedules:` file: loaded by durastate.engine.schedules.load_schedules
             try:
                 loaded.append((path.name, load_definition(path)))
             except DefinitionError as exc:
@@ -61,8 +71,22 @@ class DefinitionRegistry:
     def register(self, definition: Definition | Mapping[str, Any] | str | Path) -> Definition:
         """Add (or replace) a definition; anything ``load_definition`` accepts. Returns it."""
         defn = load_definition(definition)
+        previous = self._by_id.get(defn.id)
+        if previous is not None:  # an execution started on it keeps running on it
+            self._versions[(defn.id, definition_version(previous))] = previous
         self._by_id[defn.id] = defn
         return defn
+
+    def add_version(self, definition: Definition) -> None:
+        """Keep ``definition`` as an older version of its id (the newest stays what ``get`` returns)."""
+        self._versions[(definition.id, definition_version(definition))] = definition
+
+    def get_version(self, definition_id: str, version: str) -> Definition | None:
+        """Version ``version`` of ``definition_id`` if this registry holds it (the newest included)."""
+        newest = self._by_id.get(definition_id)
+        if newest is not None and definition_version(newest) == version:
+            return newest
+        return self._versions.get((definition_id, version))
 
     def get(self, definition_id: str) -> Definition:
         try:
@@ -71,16 +95,27 @@ class DefinitionRegistry:
             raise UnknownDefinition(definition_id, list(self._by_id)) from None
 
     def for_execution(self, exe: Execution) -> Definition:
-        """The definition of ``exe``; a Python-built one is imported from ``exe.definition_fqn`` if needed."""
+        """The definition ``exe`` runs on: the version it records (the newest if it records none); a
+        Python-built one is imported from ``exe.definition_fqn`` if needed.
+
+        Raises :class:`~durastate.errors.UnknownDefinitionVersion` when the recorded version is not held
+        here (the runtime then looks in the store's archive, see ``add_version``).
+        """
         defn = self._by_id.get(exe.definition_id)
-        if defn is not None:
+        if defn is None and exe.definition_fqn:
+            imported = import_definition(exe.definition_fqn)
+            if imported.id == exe.definition_id:
+                self._by_id[imported.id] = defn = imported
+        version = exe.definition_version
+        if defn is not None and (version is None or definition_version(defn) == version):
             return defn
-        if exe.definition_fqn:
-            defn = import_definition(exe.definition_fqn)
-            if defn.id == exe.definition_id:
-                self._by_id[defn.id] = defn
-                return defn
-        raise UnknownDefinition(exe.definition_id, list(self._by_id))
+        older = None if version is None else self._versions.get((exe.definition_id, version))
+        if older is not None:
+            return older
+        if defn is None:
+            raise UnknownDefinition(exe.definition_id, list(self._by_id))
+        assert version is not None
+        raise UnknownDefinitionVersion(exe.definition_id, version, exe.id)
 
     def unknown_references(self) -> list[str]:
         """Issues for ``invoke`` of definition ids this registry does not hold (checked across files)."""

@@ -22,9 +22,10 @@ import difflib
 import re
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from durastate.engine.expressions import (
+    VALUE_OPS,
     Action,
     Guard,
     Issues,
@@ -34,8 +35,10 @@ from durastate.engine.expressions import (
     compile_value,
     did_you_mean,
 )
-from durastate.engine.model import RESERVED_PREFIX
+from durastate.engine.ids import AFTER_SEPARATOR, after_timer_key
+from durastate.engine.model import RESERVED_PREFIX, Event
 from durastate.engine.retry import RetryPolicy, parse_retry
+from durastate.engine.timers import MAX_FIRE_AT, BadTimerValue, deadline_of, delay_of, show_value
 
 if TYPE_CHECKING:
     from durastate.engine.definition import After, Definition, State, Transition
@@ -43,6 +46,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DONE_PREFIX",
     "ERROR_PREFIX",
+    "CompiledAfter",
     "CompiledTransition",
     "Tables",
     "build_tables",
@@ -56,7 +60,8 @@ an invoked child finished. It selects the ``on_done`` transitions of ``<path>``.
 ERROR_PREFIX = "durastate.error."
 """Synthetic event ``durastate.error.<path>``: an invoked child or a region of ``<path>`` failed (on_error)."""
 
-_NAME_RE = re.compile(r"^[^.\s$]+$")
+_NAME_RE = re.compile(r"^[^.\s$~]+$")
+"""A state name: no '.' (paths), '$' (references), '~' (timer keys such as ``wait~after:1``), no spaces."""
 
 ANY = "*"
 """The descriptor that matches every event (but the reserved ``durastate.*`` ones)."""
@@ -137,6 +142,51 @@ class CompiledTransition:
 
 
 @dataclass(slots=True, eq=False)
+class CompiledAfter:
+    """One ``after`` timer of a state: when it fires (a constant, or an expression evaluated on entry) and
+    the transition it takes then."""
+
+    state: int
+    """The index of the state it belongs to."""
+    index: int
+    """Its place in the state's ``after`` list (0 for the only one of a mapping)."""
+    key: str
+    """Its timer key (:func:`~durastate.engine.ids.after_timer_key`: the state's path for the first)."""
+    transition: CompiledTransition
+    is_at: bool
+    """``at`` (a deadline) rather than ``seconds`` (a delay)."""
+    constant: float
+    """The delay in seconds, or the deadline in epoch seconds, when it is a constant."""
+    value: Value | None = None
+    """The expression to evaluate on entry (``None``: :attr:`constant` holds)."""
+    written: str = ""
+    """The expression as written (``$context.backoff``), for error messages."""
+
+    def fire_at(self, context: dict[str, Any], event: Event, now: float) -> float:
+        """When the timer fires if its state is entered at ``now`` by ``event``: ``now`` plus the delay, or
+        the deadline (``now`` if that has passed: it fires at the next sweep).
+
+        A computed value that is not a delay (for ``at``: not a time) raises :class:`BadTimerValue` naming
+        the state, the timer and the value."""
+        value = self.value
+        if value is None:
+            return max(now, self.constant) if self.is_at else now + self.constant
+        got = value(context, event)
+        try:
+            if self.is_at:
+                return max(now, deadline_of(got))
+            fire_at = now + delay_of(got)
+            if fire_at > MAX_FIRE_AT:
+                raise BadTimerValue(f"{got!r}: that many seconds from now is after the year 9999")
+        except BadTimerValue as exc:
+            state = self.key.split(AFTER_SEPARATOR, 1)[0]
+            raise BadTimerValue(
+                f"state {state!r}, after[{self.index}]: {'at' if self.is_at else 'seconds'} {self.written} = {exc}"
+            ) from None
+        return fire_at
+
+
+@dataclass(slots=True, eq=False)
 class Tables:
     paths: list[str] = field(default_factory=list)
     sites: list[str] = field(default_factory=list)
@@ -148,7 +198,10 @@ class Tables:
     initial: list[int] = field(default_factory=list)
     entry: list[tuple[Action, ...]] = field(default_factory=list)
     exit: list[tuple[Action, ...]] = field(default_factory=list)
-    after: list[tuple[float, CompiledTransition] | None] = field(default_factory=list)
+    after: list[tuple[CompiledAfter, ...]] = field(default_factory=list)
+    """The state's ``after`` timers, in document order (empty: none)."""
+    after_keys: dict[str, CompiledAfter] = field(default_factory=dict)
+    """Every ``after`` timer by its timer key (what a ``durastate.timeout`` names)."""
     invoke: list[tuple[str, Value] | None] = field(default_factory=list)
     invoke_retry: list[RetryPolicy | None] = field(default_factory=list)
     history_deep: list[bool] = field(default_factory=list)
@@ -193,6 +246,12 @@ class Tables:
                     return c
         return self.star[leaf]
 
+    def candidates(self, leaf: int, name: str) -> tuple[CompiledTransition, ...]:
+        """The transitions that may handle the event ``name`` while ``leaf`` is the active leaf, in the order
+        ``Run.dispatch`` tries them (innermost state first, document order within a state). ``dispatch``
+        inlines this lookup, and skips the call to :meth:`fallback` when no descriptor could match."""
+        return self.handlers[leaf].get(name) or self.fallback(leaf, name)
+
     def is_proper_ancestor(self, a: int, s: int) -> bool:
         depth, parent = self.depth, self.parent
         da = depth[a]
@@ -212,6 +271,13 @@ def build_tables(defn: Definition, issues: Issues, unsure: Collection[str] = ())
     b = _Builder(defn, issues, unsure)
     b.run()
     return b.t
+
+
+def _is_expression(spec: Any) -> bool:
+    """A timer value computed on entry: a ``$`` reference (not a ``$$`` literal) or ``{op: [args]}``."""
+    if isinstance(spec, str):
+        return spec.startswith("$") and not spec.startswith("$$")
+    return isinstance(spec, dict) and len(spec) == 1 and next(iter(spec)) in VALUE_OPS
 
 
 def _discard(ct: CompiledTransition) -> None:
@@ -242,7 +308,7 @@ class _Builder:
         t.initial.append(-1)
         t.entry.append(())
         t.exit.append(())
-        t.after.append(None)
+        t.after.append(())
         t.invoke.append(None)
         t.invoke_retry.append(None)
         t.history_deep.append(False)
@@ -261,7 +327,7 @@ class _Builder:
         for name, child in states.items():
             csite = f"{site}.states.{name}" if site else f"states.{name}"
             if not _NAME_RE.match(name):
-                self.issues.append(f"{csite}: state names cannot be empty or contain '.', '$' or spaces")
+                self.issues.append(f"{csite}: state names cannot be empty or contain '.', '$', '~' or spaces")
             cpath = f"{path}.{name}" if path else name
             kids.append(self._add(child, cpath, csite, i))
         t.children[i] = tuple(kids)
@@ -410,15 +476,8 @@ class _Builder:
             self._later(i, tr, f"{at('on_done')}[{k}]", t.own[i].setdefault(t.done_event[i], []).append)
         for k, tr in enumerate(node.on_error):
             self._later(i, tr, f"{at('on_error')}[{k}]", t.own[i].setdefault(t.error_event[i], []).append)
-        if node.after is not None:
-            seconds = node.after.seconds
-            if not seconds > 0 or seconds != seconds or seconds == float("inf"):
-                issues.append(f"{at('after')}.seconds: must be a positive number of seconds, got {seconds!r}")
-
-            def put_after(ct: CompiledTransition, s: float = seconds, i: int = i) -> None:
-                t.after[i] = (s, ct)
-
-            self._later(i, node.after, at("after"), put_after)
+        for k, spec in enumerate(node.after):
+            self._after(i, k, spec, f"{at('after')}[{k}]")
         if node.invoke is not None:
             if kind != "atomic":
                 checks.append(f"{at('invoke')}: only an atomic state (without child states) can invoke")
@@ -426,6 +485,48 @@ class _Builder:
             t.invoke[i] = (node.invoke.definition, ctx)
             if node.invoke.retry is not None:
                 t.invoke_retry[i] = parse_retry(node.invoke.retry, f"{at('invoke')}.retry", issues)
+
+    def _after(self, i: int, k: int, spec: After, site: str) -> None:
+        """Check the ``k``-th timer of state ``i`` (exactly one of ``seconds``/``at``; a constant must be a
+        delay/deadline, an expression compiles) and compile it once its transition is."""
+        t, issues = self.t, self.issues
+        is_at = spec.at is not None
+        if is_at and spec.seconds is not None:
+            issues.append(f"{site}: both `seconds` and `at`; a timer has one: a delay (`seconds`) or a deadline "
+                          "(`at`); write two timers for both")
+        elif not is_at and spec.seconds is None:
+            issues.append(f"{site}.seconds: required: a delay (seconds: 90, '15m' or $context.delay), or instead "
+                          "a deadline (at: '2026-01-31T17:00:00Z' or $context.deadline)")
+            return
+        raw = spec.at if is_at else spec.seconds
+        where = f"{site}.{'at' if is_at else 'seconds'}"
+        constant, value, written = 0.0, None, ""
+        if _is_expression(raw):
+            value = compile_value(raw, where, issues)
+            written = raw if isinstance(raw, str) else show_value(raw)
+        elif is_at:
+            try:
+                constant = deadline_of(raw)
+            except BadTimerValue as exc:
+                issues.append(f"{where}: {exc}")
+        elif isinstance(raw, int | float) and not isinstance(raw, bool) and not raw > 0:
+            issues.append(f"{where}: must be a positive number of seconds, got {float(raw)!r}")
+        else:
+            try:
+                constant = delay_of(raw)
+            except BadTimerValue as exc:
+                issues.append(f"{where}: {exc}")
+            else:
+                if constant <= 0:
+                    issues.append(f"{where}: must be a positive number of seconds, got {raw!r}")
+        key = after_timer_key(t.paths[i], k)
+
+        def put(ct: CompiledTransition) -> None:
+            timer = CompiledAfter(i, k, key, ct, is_at, constant, value, written)
+            t.after[i] = (*t.after[i], timer)
+            t.after_keys[key] = timer
+
+        self._later(i, spec, site, put)
 
     def _put_on(self, i: int, descriptor: str) -> Callable[[CompiledTransition], None]:
         own_on = self.t.own_on[i]
@@ -536,11 +637,11 @@ class _Builder:
         t = self.t
         n = len(t.paths)
         for i in range(n):
-            t.enter_work.append(bool(t.entry[i] or t.after[i] is not None or t.invoke[i] is not None))
+            t.enter_work.append(bool(t.entry[i] or t.after[i] or t.invoke[i] is not None))
             t.exit_work.append(
                 bool(
                     t.exit[i]
-                    or t.after[i] is not None
+                    or t.after[i]
                     or t.invoke[i] is not None
                     or t.has_history[i]
                     or t.kind[i] == "parallel"

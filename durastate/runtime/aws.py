@@ -13,15 +13,26 @@ definitions) from these variables:
                            per-service endpoints, also resolved by botocore itself (≥ 1.31)
 ``DURASTATE_QUEUE_URL``        the SQS FIFO queue events go to (relay, sweeper; the worker does not send)
 ``DURASTATE_DLQ_URL``          its FIFO dead-letter queue, where the worker moves records that can never apply
+``DURASTATE_TIMERS_QUEUE_URL`` the standard timers queue: timers due within 15 minutes wait there (a message
+                           delay) and the timers function forwards them to the event queue when due, so they
+                           fire within a second; unset, the sweeper alone fires them (up to a sweep late)
 ``DURASTATE_EVENT_BUS_NAME``   EventBridge bus for untargeted emits; unset means they are only logged
 ``DURASTATE_DEFINITIONS_DIR``  folder of definition files; default: ``definitions`` next to the handler
 ``DURASTATE_RELAY_BUDGET``     outbox entries + spawns handled per relay pass (default 500)
 ``DURASTATE_SWEEP_LIMIT``      due timers fired per sweeper run (default 500)
 ``DURASTATE_TRACE``            ``1`` records a trace step per commit (off by default: it turns every state-only
-                           commit into a transaction, about 3x the write cost)
+                           commit into a transaction, about 3x the write cost); off, only a step that failed
+                           is recorded (one put after its commit), so ``durastate show``/``trace`` can say why
 ``DURASTATE_PROCESSED_TTL_SECONDS`` / ``DURASTATE_TRACE_TTL_SECONDS``
                            lifetime of dedupe marks / trace steps before DynamoDB's TTL may delete them
                            (defaults 14 days / 7 days; a mark must outlive the queue's retention period)
+``DURASTATE_SCHEDULES``       JSON of schedules (``{name: spec}``, the construct's ``schedules``), besides the
+                           ``schedules:`` files of the definitions folder; the sweeper stores them once per
+                           container (cold start) and starts their executions
+``DURASTATE_RETENTION_SECONDS``  the sweeper also purges executions that ended longer ago (unset: never)
+``DURASTATE_TOMBSTONE_TTL_SECONDS`` / ``DURASTATE_RETENTION_BATCHES``
+                           how long a purged execution's tombstone lives (default 14 days) / purge batches
+                           of 500 per sweeper run (default 4)
 =========================  ===========================================================================
 
 No endpoint is passed to boto3 explicitly: botocore resolves ``AWS_ENDPOINT_URL_<SERVICE>`` and
@@ -34,22 +45,26 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 from durastate.engine import DefinitionRegistry
-from durastate.engine.model import Event
+from durastate.engine.ids import is_system_id
+from durastate.engine.model import Event, Execution
 from durastate.errors import DefinitionError, DurastateError, MalformedEvent
 from durastate.runtime.clock import Clock
 from durastate.runtime.local import PERMANENT_ERRORS
 from durastate.runtime.relay import Relay, RelayStats
-from durastate.runtime.sweeper import Sweeper
+from durastate.runtime.retention import Retention, RetentionRun
+from durastate.runtime.schedules import SyncReport, schedules_from, sync_schedules
+from durastate.runtime.sweeper import HOP_HORIZON, Sweeper, timeout_event
 from durastate.runtime.worker import HandleResult, Worker
-from durastate.store.base import ExecutionStore
+from durastate.store.base import ExecutionStore, TimerOp
 from durastate.transport.base import Sink, Transport
 from durastate.transport.sqs import SqsDeadLetters, dead_letter, sqs_id
+from durastate.transport.sqs_timers import SqsTimerQueue, hop_fire_at
 from durastate.transport.wire import Envelope, parse_envelope
 
 __all__ = [
@@ -69,6 +84,9 @@ log = logging.getLogger("durastate.runtime.aws")
 DEFAULT_BUDGET = 500
 DEFAULT_PROCESSED_TTL = 14 * 86400
 DEFAULT_TRACE_TTL = 7 * 86400
+MAX_HOP_WAIT = 1.5
+"""The longest the timers function waits for a hop to be due (SQS delays in whole seconds); sooner still,
+it goes back to the timers queue."""
 
 Outcome = Literal["applied", "duplicate", "ignored", "dead-lettered"]
 
@@ -90,6 +108,8 @@ class AwsSettings:
     region: str | None = None
     queue_url: str | None = None
     dlq_url: str | None = None
+    timers_queue_url: str | None = None
+    """The standard queue timers due within 15 minutes wait in (``None``: the sweeper fires every timer)."""
     event_bus_name: str | None = None
     definitions_dir: Path = Path("definitions")
     relay_budget: int = DEFAULT_BUDGET
@@ -97,6 +117,12 @@ class AwsSettings:
     trace: bool = False
     processed_ttl: int = DEFAULT_PROCESSED_TTL
     trace_ttl: int = DEFAULT_TRACE_TTL
+    schedules: str | None = None
+    """The construct's schedules as JSON (``DURASTATE_SCHEDULES``), besides the definitions folder's."""
+    retention: int | None = None
+    """Seconds after which an ended execution is purged by the sweeper (``None``: never)."""
+    tombstone_ttl: int = DEFAULT_PROCESSED_TTL
+    retention_batches: int = 4
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None,
@@ -108,6 +134,7 @@ class AwsSettings:
             region=env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or None,
             queue_url=env.get("DURASTATE_QUEUE_URL") or None,
             dlq_url=env.get("DURASTATE_DLQ_URL") or None,
+            timers_queue_url=env.get("DURASTATE_TIMERS_QUEUE_URL") or None,
             event_bus_name=env.get("DURASTATE_EVENT_BUS_NAME") or None,
             definitions_dir=Path(defs),
             relay_budget=_positive_int(env, "DURASTATE_RELAY_BUDGET", DEFAULT_BUDGET),
@@ -115,6 +142,11 @@ class AwsSettings:
             trace=(env.get("DURASTATE_TRACE") or "0").strip().lower() in ("1", "true", "yes", "on"),
             processed_ttl=_positive_int(env, "DURASTATE_PROCESSED_TTL_SECONDS", DEFAULT_PROCESSED_TTL),
             trace_ttl=_positive_int(env, "DURASTATE_TRACE_TTL_SECONDS", DEFAULT_TRACE_TTL),
+            schedules=env.get("DURASTATE_SCHEDULES") or None,
+            retention=(_positive_int(env, "DURASTATE_RETENTION_SECONDS", 1)
+                       if env.get("DURASTATE_RETENTION_SECONDS") else None),
+            tombstone_ttl=_positive_int(env, "DURASTATE_TOMBSTONE_TTL_SECONDS", DEFAULT_PROCESSED_TTL),
+            retention_batches=_positive_int(env, "DURASTATE_RETENTION_BATCHES", 4),
         )
 
 
@@ -160,11 +192,19 @@ class AwsRuntime:
     worker: Worker = field(init=False)
     relay: Relay = field(init=False)
     sweeper: Sweeper = field(init=False)
+    schedules_synced: bool = field(default=False, init=False)
+    """Whether this container stored its schedules already (once per cold start: see :meth:`sync_schedules`)."""
+
+    timer_hops: SqsTimerQueue | None = field(default=None, init=False)
+    """The timers queue (``DURASTATE_TIMERS_QUEUE_URL``), or ``None``: the sweeper alone fires timers."""
 
     def __post_init__(self) -> None:
         self.worker = Worker(self.store, self.registry, clock=self.clock)
         self.relay = Relay(self.store, self.registry, self.transport, sink=self.sink, clock=self.clock)
-        self.sweeper = Sweeper(self.store, self.transport, clock=self.clock)
+        if self.settings.timers_queue_url:
+            self.timer_hops = SqsTimerQueue(self.sqs, self.settings.timers_queue_url)
+            self.worker.on_commit = self.relay.on_commit = self._hop_armed
+        self.sweeper = Sweeper(self.store, self.transport, clock=self.clock, hops=self.timer_hops)
 
     # -- worker ----------------------------------------------------------------------------------------
     def parse(self, body: str) -> Envelope:
@@ -225,21 +265,72 @@ class AwsRuntime:
             raise DeadLetterUnavailable("no DURASTATE_DLQ_URL configured: there is no dead-letter queue to read")
         return SqsDeadLetters(self.sqs, self.settings.dlq_url, self.settings.queue_url)
 
+    # -- timers ----------------------------------------------------------------------------------------
+    def _hop_armed(self, exe: Execution, timers: Sequence[TimerOp]) -> None:
+        """After the worker's commit: hop the timers it armed that are due within the horizon (best effort:
+        if this process dies first, the timer is still in the timers table and the sweeper fires it)."""
+        now = self.clock()
+        due = [(exe.id, timeout_event(exe.id, op.path, op.fire_at)) for op in timers
+               if op.action == "schedule" and op.fire_at is not None and op.fire_at <= now + HOP_HORIZON
+               and not is_system_id(exe.id)]
+        if due and self.timer_hops is not None:
+            self.timer_hops.send(due, now)
+
+    def forward_timers(self, bodies: Sequence[str], *, sleep: Callable[[float], None] = time.sleep) -> int:
+        """The timers function: send the hops that are due on to the event queue; return how many went.
+
+        SQS delays in whole seconds and the hop was delayed by the whole seconds left, so a hop arrives up
+        to a second early: wait out that fraction (in due order) so that no timer fires early. A hop that
+        arrives earlier still (a clock that moves faster than real time) goes back with the delay left.
+        A body that is not a timeout in the wire format is dropped with a warning: only durastate sends here.
+        Raises if the event queue refuses the send; the hops then come back for another try.
+        """
+        hops: list[tuple[float, Envelope]] = []
+        for body in bodies:
+            try:
+                env = parse_envelope(body)
+            except MalformedEvent as exc:
+                log.warning("dropped a timers-queue message that is not the wire format: %s", exc)
+                continue
+            fire_at = hop_fire_at(env)
+            if fire_at is None:
+                log.warning("dropped %s %s from the timers queue: only timeouts hop", env.event.name, env.event.id)
+                continue
+            hops.append((fire_at, env))
+        hops.sort(key=lambda h: h[0])
+        early = [(env.target_id, env.event) for fire_at, env in hops if fire_at - self.clock() > MAX_HOP_WAIT]
+        if early and self.timer_hops is not None:
+            self.timer_hops.send(early, self.clock())
+        due = [(fire_at, env) for fire_at, env in hops if fire_at - self.clock() <= MAX_HOP_WAIT]
+        now = self.clock()
+        ready = [(env.target_id, env.event) for fire_at, env in due if fire_at <= now]
+        if ready:
+            self.transport.send(ready)
+        rest = due[len(ready):]  # due within the wait: one more send once the last of them is due
+        if rest:
+            wait = rest[-1][0] - self.clock()
+            if wait > 0:
+                sleep(wait)
+            self.transport.send([(env.target_id, env.event) for _, env in rest])
+        return len(due)
+
     # -- relay / sweeper -------------------------------------------------------------------------------
     def run_relay(self, budget: int | None = None,
                   remaining_ms: Callable[[], int] | None = None, reserve_ms: int = 5000,
-                  max_passes: int = 20) -> tuple[RelayStats, int]:
+                  max_passes: int = 20, shards: Collection[int] | None = None) -> tuple[RelayStats, int]:
         """Relay passes (spawns first, then the outbox) of ``budget`` items each.
 
         Another pass runs only while the previous one used its whole budget (there may be more) and the
         Lambda has more than ``reserve_ms`` left; what remains is picked up by the next stream trigger or
-        the scheduled backstop. Returns the summed stats and the number of passes.
+        the scheduled backstop. ``shards``: only the queue shards a stream batch inserted into (see
+        :meth:`Relay.run_once`; the backstop reads them all). Returns the summed stats and the number of
+        passes.
         """
         per_pass = budget or self.settings.relay_budget
         total = RelayStats(0, 0, 0)
         passes = 0
         while passes < max_passes:
-            stats = self.relay.run_once(max_items=per_pass)
+            stats = self.relay.run_once(max_items=per_pass, shards=shards)
             passes += 1
             total = RelayStats(total.spawned + stats.spawned, total.sent + stats.sent,
                                total.published + stats.published)
@@ -250,8 +341,37 @@ class AwsRuntime:
         return total, passes
 
     def run_sweeper(self, limit: int | None = None) -> int:
-        """One bounded sweep: at most ``limit`` due timers fire; a backlog drains over several runs."""
+        """One bounded sweep: at most ``limit`` due timers fire; a backlog drains over several runs.
+
+        The first run of a container first stores the deployment's schedules (:meth:`sync_schedules`); if
+        that fails it is logged, the sweep goes on, and the next run tries again."""
+        if not self.schedules_synced:
+            try:
+                self.sync_schedules()
+            except Exception:
+                log.exception("schedules were not stored (the next sweeper run tries again)")
         return self.sweeper.run_once(limit=limit or self.settings.sweep_limit)
+
+    def sync_schedules(self) -> SyncReport | None:
+        """Store the schedules of the definitions folder and ``DURASTATE_SCHEDULES``: one read per schedule
+        (a write only for a new or changed one) and one listing to find removed ones. None when the
+        deployment has no schedules source at all (nothing is read)."""
+        specs = schedules_from(self.settings.definitions_dir, self.settings.schedules, self.registry.ids())
+        report = None if specs is None else sync_schedules(self.store, specs, self.clock())
+        self.schedules_synced = True
+        if report is not None and (report.created or report.updated or report.removed):
+            log.info("schedules stored: added %s, updated %s, removed %s", report.created, report.updated,
+                     report.removed)
+        return report
+
+    def run_retention(self) -> RetentionRun | None:
+        """The sweeper's retention step (``DURASTATE_RETENTION_SECONDS``): a few bounded purge batches,
+        so a backlog drains over several runs; ``None`` when retention is off."""
+        if self.settings.retention is None:
+            return None
+        return Retention(self.store, self.settings.retention, self.clock,
+                         max_batches=self.settings.retention_batches,
+                         tombstone_ttl=self.settings.tombstone_ttl).run_once()
 
 
 def build_runtime(settings: AwsSettings | None = None, *, clock: Clock = time.time,
@@ -281,6 +401,9 @@ def build_runtime(settings: AwsSettings | None = None, *, clock: Clock = time.ti
 
         store = DynamoDBStore(dynamodb, prefix=settings.table_prefix, record_trace=settings.trace,
                               processed_ttl=settings.processed_ttl, trace_ttl=settings.trace_ttl)
+        built_store = True
+    else:
+        built_store = False
     transport: Transport
     if settings.queue_url:
         from durastate.transport.sqs import SqsTransport
@@ -295,7 +418,10 @@ def build_runtime(settings: AwsSettings | None = None, *, clock: Clock = time.ti
         sink = EventBridgeSink(events, settings.event_bus_name)
     else:
         sink = LogSink()
-    return AwsRuntime(settings, store, registry, transport, sink, sqs, clock=clock)
+    runtime = AwsRuntime(settings, store, registry, transport, sink, sqs, clock=clock)
+    if built_store and not settings.trace:  # the trace-on-failure mode: only a failed step is recorded
+        runtime.worker.trace, runtime.worker.trace_failures = False, True
+    return runtime
 
 
 def _load_registry(folder: Path) -> DefinitionRegistry:

@@ -31,13 +31,14 @@ import random
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from durastate.engine import DefinitionRegistry
 from durastate.engine.ids import start_event_id
 from durastate.engine.model import START, Event, Execution, new_id
+from durastate.engine.schedules import ScheduleSpec
 from durastate.errors import (
     DefinitionError,
     DeliveryFailed,
@@ -51,6 +52,8 @@ from durastate.errors import (
 )
 from durastate.runtime.clock import Backoff, Clock
 from durastate.runtime.relay import Relay
+from durastate.runtime.retention import Retention
+from durastate.runtime.schedules import SyncReport, sync_schedules
 from durastate.runtime.sweeper import Sweeper
 from durastate.runtime.worker import HandleResult, Worker
 from durastate.store.base import ExecutionStore
@@ -138,6 +141,8 @@ class RunStats:
     sent: int = 0
     published: int = 0
     fired: int = 0
+    purged: int = 0
+    """Ended executions turned into tombstones by the runtime's ``retention``."""
     idle: bool = False
     """True when the last round found nothing to do (False: stopped by ``max_rounds``)."""
 
@@ -176,10 +181,13 @@ class LocalRuntime:
                  sweep_limit: int = 500, sweep_interval: float = 1.0, lease_seconds: float = 30.0,
                  max_conflict_retries: int = 8, copy_on_load: bool | None = None,
                  on_dead_letter: Callable[[DeadLetter], None] | None = None,
-                 keep_committed: int = 0, retry_backoff: Backoff | None = None,
+                 keep_committed: int | None = None, exclusive: bool = False,
+                 retry_backoff: Backoff | None = None,
                  rand: Callable[[], float] = random.random,
-                 dead_letter_box: DeadLetterBox | None = None) -> None:
+                 dead_letter_box: DeadLetterBox | None = None, retention: Retention | None = None) -> None:
         self.store = store
+        self.retention = retention
+        """Purges old ended executions between rounds (``serve --retention``), when set."""
         self.registry = registry
         self.clock = clock
         self.transport: QueueTransport = transport if transport is not None else InMemoryTransport(clock)
@@ -193,9 +201,9 @@ class LocalRuntime:
         self.sweep_interval = sweep_interval
         self._last_sweep = float("-inf")
         self.lease_seconds = lease_seconds
-        # keep_committed: see Worker (worth it when this runtime is the only one serving its executions).
+        # keep_committed (default: Worker's DEFAULT_KEEP) and exclusive (trust kept copies unread): see Worker.
         self.worker = Worker(store, registry, clock, max_conflict_retries, copy_on_load=copy_on_load,
-                             keep_committed=keep_committed)
+                             keep_committed=keep_committed, exclusive=exclusive)
         self.relay = Relay(store, registry, self.transport, sink, clock)
         self.sweeper = Sweeper(store, self.transport, clock)
         if dead_letter_box is None:
@@ -260,6 +268,13 @@ class LocalRuntime:
     def redrive(self, execution_id: str) -> Redriven:
         """Restore a failed execution and queue its failed event again (the relay delivers it)."""
         return redrive(self.store, execution_id, self.clock)
+
+    # -- schedules ------------------------------------------------------------------------------------
+    def sync_schedules(self, specs: Mapping[str, ScheduleSpec]) -> SyncReport:
+        """Make ``specs`` this store's schedules (new ones stored, changed ones updated, missing ones marked
+        removed; see :func:`durastate.runtime.schedules.sync_schedules`). From then on the sweep of every
+        round starts their executions, tick by tick, across restarts."""
+        return sync_schedules(self.store, specs, self.clock())
 
     # -- dead letters ---------------------------------------------------------------------------------
     def list_dead_letters(self, limit: int = 100, cursor: str | None = None) -> DeadLetterPage:
@@ -349,6 +364,12 @@ class LocalRuntime:
         events for one execution does not cost a round each), relays, and sweeps. Sweeping reads every
         due timer, so it runs once per ``sweep_interval`` of clock time while busy, and always before the
         runtime may call itself idle.
+
+        Each claim takes up to the round's remaining budget of heads in one statement, and the messages
+        it returned are acked together once they are handled (``ack_many``, where the transport has it:
+        one transaction, one round trip on PostgreSQL) before the next claim — which is what frees their
+        targets' next messages. A crash between a commit and that ack only redelivers the message, and
+        the worker's dedupe skips it.
         """
         stats.rounds += 1
         handled = 0
@@ -360,8 +381,7 @@ class LocalRuntime:
                     if not claimed:
                         drained = True
                         break
-                    for c in claimed:
-                        self._process(c, stats)
+                    self._handle_claimed(claimed, stats)
                     handled += len(claimed)
         except BaseException:
             self.worker.forget()  # what it kept may be from commits the group just rolled back
@@ -382,6 +402,8 @@ class LocalRuntime:
             fired = self.sweeper.run_once(self.sweep_limit)
             stats.fired += fired
             busy = busy or fired > 0
+        if self.retention is not None:  # housekeeping: never what keeps a round busy
+            stats.purged += self.retention.run_if_due().purged
         self._settled = settled and fired == 0
         return busy
 
@@ -392,7 +414,31 @@ class LocalRuntime:
         group_with = getattr(self.transport, "group_with", None)
         return group_with(self.store) if group_with is not None else contextlib.nullcontext()
 
-    def _process(self, c: Claimed, stats: RunStats) -> None:
+    def _handle_claimed(self, claimed: Sequence[Claimed], stats: RunStats) -> None:
+        """Process one claim's messages, then ack the handled ones together (also when a later one raised,
+        unless the round's transaction is gone)."""
+        done: list[Claimed] = []
+        try:
+            for c in claimed:
+                self._process(c, stats, done)
+        except GroupAborted:
+            raise
+        except BaseException:
+            with contextlib.suppress(Exception):  # the error that stopped the batch is the one to report
+                self._ack(done)
+            raise
+        self._ack(done)
+
+    def _ack(self, claims: Sequence[Claimed]) -> None:
+        ack_many = getattr(self.transport, "ack_many", None)
+        if ack_many is not None:
+            ack_many(claims)
+        else:
+            for c in claims:
+                self.transport.ack(c)
+
+    def _process(self, c: Claimed, stats: RunStats, done: list[Claimed]) -> None:
+        """Handle one message; one to ack is appended to ``done`` (a retry is released at once)."""
         stats.handled += 1
         try:
             result = self.worker.handle(c.target_id, c.event)
@@ -400,7 +446,7 @@ class LocalRuntime:
             raise  # the round's transaction is gone: nothing more can be written in it
         except PERMANENT_ERRORS as err:
             self._dead_letter(c, err, stats)
-            self.transport.ack(c)
+            done.append(c)
             return
         except Exception as err:  # transient (store unavailable, conflicts past the bound) or a bug
             # Retried later, after a delay that grows with the attempts. Meanwhile the message stays its
@@ -413,7 +459,7 @@ class LocalRuntime:
                           "cause is fixed)", c.event.id, c.event.name, c.target_id, c.attempts,
                           type(err).__name__, err, exc_info=err)
                 self._dead_letter(c, err, stats)
-                self.transport.ack(c)
+                done.append(c)
                 return
             delay = self.retry_backoff.delay(c.attempts, self._rand)
             stats.retried += 1
@@ -426,7 +472,7 @@ class LocalRuntime:
                             type(err).__name__, delay, err)
             self.transport.release(c, delay)
             return
-        self.transport.ack(c)
+        done.append(c)
         if result is HandleResult.APPLIED:
             stats.applied += 1
         elif result is HandleResult.DUPLICATE:

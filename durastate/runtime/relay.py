@@ -10,15 +10,18 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from durastate.engine import DefinitionRegistry, step
 from durastate.engine.ids import FINISHED, finished_event_id, start_event_id
 from durastate.engine.model import START, Event, Execution
+from durastate.engine.tracing import step_details
 from durastate.errors import DeliveryFailed, StoreConflict
 from durastate.runtime.clock import Clock
-from durastate.store.base import ExecutionStore, OutboxEntry, SpawnEntry
+from durastate.runtime.versions import Versions
+from durastate.store.base import ExecutionStore, OutboxEntry, SpawnEntry, TimerOp
 from durastate.transport.base import Sink, Transport
 
 __all__ = ["Relay", "RelayStats"]
@@ -49,24 +52,38 @@ class Relay:
                  sink: Sink | None = None, clock: Clock = time.time, *, batch_size: int = 10) -> None:
         self.store = store
         self.registry = registry
+        self.versions = Versions(store, registry, clock)
         self.transport = transport
         self.sink = sink
         self.clock = clock
         self.batch_size = max(1, batch_size)
         self.undeliverable: list[tuple[OutboxEntry, str]] = []
         """Outbox entries dropped because the transport can never deliver them, with the reason."""
+        self.on_commit: Callable[[Execution, Sequence[TimerOp]], None] | None = None
+        """Called after a region child's creation is committed, with its timer operations (the AWS runtime
+        hops the timers it armed within SQS's delay horizon); best effort, an exception is logged."""
 
-    def run_once(self, max_items: int | None = None) -> RelayStats:
+    def run_once(self, max_items: int | None = None, *, shards: Collection[int] | None = None) -> RelayStats:
         """One pass: spawns first, then the outbox, at most ``max_items`` items in all.
 
         The outbox is *read* before the spawns, and spawns are *created* before the outbox is sent: an
         event in this outbox snapshot was committed no later than any spawn of the child it targets, so
         that child exists before the event leaves — a region never receives an event before it exists.
+
+        ``shards``: the queue shards known to have work (the DynamoDB stream trigger names them); a store
+        that shards its queues (``reads_queue_shards``) then reads only those, others ignore it. Both
+        tables are read for each: a parent's spawn intents and the events it forwards to its regions share
+        its shard, so the order above holds within a shard.
         """
         # Read only the budget (oldest first): a pass costs what it delivers, not the backlog.
         budget = None if max_items is None else max(0, max_items)
-        outbox = self.store.pending_outbox(budget)
-        spawns = self.store.pending_spawns(budget)
+        if shards is not None and getattr(self.store, "reads_queue_shards", False):
+            store: Any = self.store
+            outbox = store.pending_outbox(budget, shards=shards)
+            spawns = store.pending_spawns(budget, shards=shards)
+        else:
+            outbox = self.store.pending_outbox(budget)
+            spawns = self.store.pending_spawns(budget)
         if budget is not None:
             # Spawns spend the budget first; the outbox gets what is left (nothing, if a spawn was deferred,
             # so no event can overtake the creation of the child it targets).
@@ -94,18 +111,26 @@ class Relay:
             log.error("spawn %s: parent %s no longer exists; child %s not created", s.seq, s.parent_id,
                       s.child_id)
             return
-        defn = self.registry.get(parent.definition_id)
+        defn = self.versions.of(parent)  # a region runs on its parent's version
         now = self.clock()
         child = Execution(id=s.child_id, definition_id=parent.definition_id,
-                          definition_fqn=parent.definition_fqn, parent_id=parent.id, child_id=s.child_id,
+                          definition_fqn=parent.definition_fqn, definition_version=parent.definition_version,
+                          parent_id=parent.id, child_id=s.child_id,
                           root_path=s.root_path, context=dict(s.context), created_at=now)
         start = Event(id=start_event_id(s.child_id), name=START)
-        res = step(defn, child, start, now)
+        res = step(defn, child, start, now, detail=True)
+        step_details(res.trace, now, start, res.emits, res.timers, res.spawns, (s.context, child.context))
         try:
             self.store.commit(child, res.emits, processed_event_id=start.id, timers=res.timers,
                               spawns=res.spawns, trace=res.trace)
         except StoreConflict:
             log.debug("spawn %s: child %s already exists", s.seq, s.child_id)
+            return
+        if self.on_commit is not None and res.timers:
+            try:
+                self.on_commit(child, res.timers)
+            except Exception:
+                log.warning("after-commit hook failed for %s", child.id, exc_info=True)
 
     def _refuse_adoption(self, s: SpawnEntry, existing: Execution) -> None:
         """A region's id is taken by an execution that is not that region: never adopt it.

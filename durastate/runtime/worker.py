@@ -5,15 +5,21 @@ pure ``step`` → one atomic ``commit`` that also records the event id as proces
 compare-and-swap is the only concurrency control: a loser reloads and steps again on fresh state, so the
 result always equals some serial order of the events.
 
-``keep_committed=N`` (opt-in, on a store whose commit can check an event's dedupe mark itself —
-``EventCheckingStore``: the SQL stores): the worker keeps the last N executions it committed and applies
-the next event for one of them without reading it back. The commit's CAS rejects a copy another writer
-has since moved on, its event check rejects a redelivered event, and on either the worker reloads and
-goes the usual way, so exactly-once holds as before. It pays when this worker is the only one applying
-events to its executions (one embedded process; a deployment partitioned by execution): one round trip
-per event instead of two. With several workers taking turns on the same executions a kept copy is
-usually stale, and the step then runs twice (once on the stale copy, whose commit is refused) — still
-correct, but wasted work and user actions called twice — so it is off by default.
+``keep_committed=N`` (on by default, :data:`DEFAULT_KEEP`, on a store whose commit can check an event's
+dedupe mark itself — ``EventCheckingStore``: the SQL stores): the worker keeps the last N executions it
+committed and applies the next event for one of them without loading and parsing it again. Before
+stepping a kept copy it asks the store for the execution's version and whether the event was applied
+(``version_for_event``: one indexed read of the row's ``version`` and ``rids``, the data neither sent nor
+parsed); a copy another worker has moved on is dropped and the execution loaded as usual, a redelivered
+event is a duplicate — so a step never runs on a stale copy, and user actions run once, as on the
+read-first path, also when several workers take turns on the same executions. The commit still checks
+both (CAS and ``check_event``), which covers a writer that slips in between that read and the commit
+exactly as the read-first path's CAS does.
+
+``exclusive=True`` skips that read (``durastate serve --exclusive``): for a worker that is the only one
+applying events to its executions (one embedded process; a deployment partitioned by execution), one
+round trip per event instead of two. If it is not, a stale copy is still caught by the commit — after
+the step ran, so the step and its actions run twice.
 """
 
 from __future__ import annotations
@@ -48,6 +54,7 @@ from durastate.engine.ids import (
     finished_event_id,
 )
 from durastate.engine.model import ENDED, Event, Execution, PendingRetry
+from durastate.engine.tracing import step_details
 from durastate.engine.values import check_execution_id
 from durastate.errors import (
     EventAlreadyProcessed,
@@ -57,6 +64,7 @@ from durastate.errors import (
     UnknownExecution,
 )
 from durastate.runtime.clock import Clock
+from durastate.runtime.versions import Versions
 from durastate.store.base import Emit, EventCheckingStore, ExecutionStore, Spawn, TimerOp
 from durastate.store.memory.sync import DictCore
 
@@ -141,6 +149,10 @@ def _json_copy(value: Any) -> Any:
 
 _CONTAINERS = (dict, list)
 
+DEFAULT_KEEP = 64
+"""Executions a worker keeps after committing them (``keep_committed``'s default): the last 64 it
+committed, a few MB for typical ones; older ones are loaded again."""
+
 
 class Worker:
     """Applies events to executions in ``store`` using the definitions in ``registry``."""
@@ -148,10 +160,12 @@ class Worker:
     def __init__(self, store: ExecutionStore, registry: DefinitionRegistry, clock: Clock = time.time,
                  max_conflict_retries: int = 8, *, copy_on_load: bool | None = None,
                  sleep: Callable[[float], None] = time.sleep, trace: bool = True,
-                 keep_committed: int = 0) -> None:
+                 keep_committed: int | None = None, exclusive: bool = False) -> None:
         self.store = store
         self.registry = registry
         self.clock = clock
+        self.versions = Versions(store, registry, clock)
+        """Each execution's version of its definition (older ones from the store's archive)."""
         self.max_conflict_retries = max_conflict_retries
         self.copy_on_load = returns_live_objects(store) if copy_on_load is None else copy_on_load
         self._sleep = sleep
@@ -161,14 +175,27 @@ class Worker:
         from a two-item transaction into one conditional ``PutItem`` (half the requests' write units)."""
         self.conflicts = 0
         """How many commits lost the compare-and-swap and were retried (a metric)."""
+        self.stale = 0
+        """How many kept copies were found stale before stepping, and loaded again instead (a metric)."""
         checks = isinstance(store, EventCheckingStore) and bool(store.commit_checks_event)
+        if keep_committed is None:
+            keep_committed = DEFAULT_KEEP
         if keep_committed < 0:
             raise ValueError(f"keep_committed must be 0 or more, got {keep_committed}")
         self.keep_committed = keep_committed if checks else 0
-        """How many executions this worker keeps after committing them to skip the next read (0, the
-        default: read before every event; ignored on a store whose commit cannot check the event). See
-        the module docstring for when to turn it on."""
+        """How many executions this worker keeps after committing them, to skip loading them again
+        (:data:`DEFAULT_KEEP`; 0: load before every event; ignored on a store whose commit cannot check the
+        event). See the module docstring."""
+        self.exclusive = exclusive
+        """Trust kept copies without the version read before stepping (see the module docstring)."""
         self._kept: OrderedDict[str, Execution] = OrderedDict()
+        self.trace_failures = False
+        """With ``trace`` off, still commit the trace step of a step that failed (the execution failed, or an
+        attempt failed and will be retried), so ``durastate show``/``trace`` can say what happened; other
+        commits stay trace-free (on DynamoDB: one conditional put, no transaction)."""
+        self.on_commit: Callable[[Execution, Sequence[TimerOp]], None] | None = None
+        """Called after each successful commit with the execution and its timer operations (the AWS runtime
+        hops the timers armed within SQS's delay horizon); an exception from it is logged, never raised."""
 
     def handle(self, target_id: str, event: Event) -> HandleResult:
         """Apply ``event`` to execution ``target_id``.
@@ -179,6 +206,15 @@ class Worker:
         """
         attempt = 0
         kept = self._kept.pop(target_id, None)
+        if kept is not None and not self.exclusive:
+            # The kept copy is used only if it is what the store holds: checked before any step runs.
+            version, seen = cast(EventCheckingStore, self.store).version_for_event(target_id, event.id)
+            if seen:
+                self._kept[target_id] = kept
+                return HandleResult.DUPLICATE
+            if version != kept.version:
+                kept = None
+                self.stale += 1
         exe: Execution | None
         while True:
             if kept is not None:
@@ -224,9 +260,9 @@ class Worker:
             if event.name == FINISHED and not self._finished_is_true(exe, event):
                 log.warning("ignored %s %s for %s: its child has not ended as it claims", event.name, event.id,
                             target_id)
-                self._ignore(exe, event, blind, "the notice does not match the child's stored state")
+                self._ignore(exe, event, blind, now, "the notice does not match the child's stored state")
                 return HandleResult.IGNORED
-            defn = self.registry.get(exe.definition_id)
+            defn = self.versions.of(exe)
         batch = _Batch()
         fresh = exe.version == 0
         if fresh:
@@ -235,8 +271,13 @@ class Worker:
         if exe.held and exe.retry is None and exe.status == "running":
             held, exe.held = exe.held, []
             self._apply_held(batch, exe, held, now)  # the retry went through: what waited for it applies
-        self._commit(exe, batch.emits, event.id, blind, timers=batch.timers, spawns=batch.spawns,
-                     trace=batch.trace())
+        timers, fired = _split_fired(event, batch.timers)
+        self._commit(exe, batch.emits, event.id, blind, timers=timers, spawns=batch.spawns, trace=batch.trace())
+        if fired is not None:
+            try:
+                self.store.delete_timer(exe.id, *fired)
+            except Exception:  # the commit stands; a timer left behind fires a stale timeout, ignored
+                log.warning("the fired timer %s of %s was not deleted", fired[0], exe.id, exc_info=True)
         return status
 
     def _control(self, exe: Execution, event: Event, now: float, blind: bool) -> HandleResult | None:
@@ -244,25 +285,25 @@ class Worker:
         name, status = event.name, exe.status
         if name == TERMINATE:
             if status in ENDED:
-                self._ignore(exe, event, blind, f"already {status}")
+                self._ignore(exe, event, blind, now, f"already {status}")
                 return HandleResult.IGNORED
             effects = control.terminate(exe, _reason(event), now)
             self._commit(exe, effects.emits, event.id, blind, timers=effects.timers,
-                         trace=_control_record(exe, event, effects))
+                         trace=_control_record(exe, event, effects, now))
             return HandleResult.APPLIED
         if status in ENDED:
             # Ended: consumed and ignored, without needing its definition (it may be gone by now).
-            self._ignore(exe, event, blind, None)
+            self._ignore(exe, event, blind, now, None)
             return HandleResult.IGNORED
         if status == "suspended":
             if name == RESUME:
                 effects, held = control.resume(exe, now)
                 return self._release(exe, event, held, effects, now, blind)
             if name == SUSPEND:
-                self._ignore(exe, event, blind, "already suspended")
+                self._ignore(exe, event, blind, now, "already suspended")
                 return HandleResult.IGNORED
             if name != CANCEL:
-                return self._hold(exe, event, blind)
+                return self._hold(exe, event, blind, now)
             dropped = len(exe.held)  # a cancel ends it: what it held is dropped, and the trace says so
             exe.held, exe.retry, exe.status = [], None, "running"
             if dropped:
@@ -272,30 +313,30 @@ class Worker:
         if name == SUSPEND:
             effects = control.suspend(exe, _reason(event), now)
             self._commit(exe, effects.emits, event.id, blind, timers=effects.timers,
-                         trace=_control_record(exe, event, effects))
+                         trace=_control_record(exe, event, effects, now))
             return HandleResult.APPLIED
         if name == RESUME:
-            self._ignore(exe, event, blind, "not suspended")
+            self._ignore(exe, event, blind, now, "not suspended")
             return HandleResult.IGNORED
         if exe.retry is not None and name != CANCEL and not _fires_retry(exe, event):
-            return self._hold(exe, event, blind)
+            return self._hold(exe, event, blind, now)
         return None
 
-    def _hold(self, exe: Execution, event: Event, blind: bool) -> HandleResult:
+    def _hold(self, exe: Execution, event: Event, blind: bool, now: float) -> HandleResult:
         try:
             control.hold(exe, event)
         except control.ControlError as err:
             raise MalformedEvent(str(err)) from None  # refused for good: the runtime dead-letters it
         self._commit(exe, [], event.id, blind, trace={
             "event": event.name, "event_id": event.id, "from": exe.active_path, "to": exe.active_path,
-            "status": exe.status, "held": len(exe.held)})
+            "status": exe.status, "held": len(exe.held), "at": now})
         return HandleResult.HELD
 
     def _release(self, exe: Execution, event: Event, held: list[Event], effects: control.Effects, now: float,
                  blind: bool) -> HandleResult:
         """Commit a resume together with the held events it releases, applied in order."""
         batch = _Batch(emits=list(effects.emits), timers=list(effects.timers))
-        batch.records.append(_control_record(exe, event, effects))
+        batch.records.append(_control_record(exe, event, effects, now))
         if held:
             self._apply_held(batch, exe, held, now)
         self._commit(exe, batch.emits, event.id, blind, timers=batch.timers, spawns=batch.spawns,
@@ -304,7 +345,7 @@ class Worker:
 
     def _apply_held(self, batch: _Batch, exe: Execution, held: list[Event], now: float) -> None:
         """Apply held events in arrival order; while a retry is pending, all but its own timer wait."""
-        defn = self.registry.get(exe.definition_id)
+        defn = self.versions.of(exe)
         queue = list(held)
         while queue:
             if exe.status != "running":
@@ -324,9 +365,9 @@ class Worker:
                 continue
             batch.step(self, defn, exe, ev, now, detached_copy(exe), fresh=False)
 
-    def _ignore(self, exe: Execution, event: Event, blind: bool, reason: str | None) -> None:
+    def _ignore(self, exe: Execution, event: Event, blind: bool, now: float, reason: str | None) -> None:
         record: dict[str, Any] = {"event": event.name, "event_id": event.id, "from": exe.active_path,
-                                  "to": exe.active_path, "status": exe.status, "ignored": True}
+                                  "to": exe.active_path, "status": exe.status, "ignored": True, "at": now}
         if reason:
             record["reason"] = reason
         self._commit(exe, [], event.id, blind, trace=record)
@@ -335,8 +376,12 @@ class Worker:
                 timers: Iterable[TimerOp] = (), spawns: Iterable[Spawn] = (),
                 trace: dict[str, Any] | None = None) -> None:
         """The one commit of an event; afterwards ``exe`` is what the store holds, so keep it."""
+        failure: dict[str, Any] | None = None
         if not self.trace:
+            if self.trace_failures and trace is not None and (exe.status == "failed" or "error" in trace):
+                failure = trace if "error" in trace or not exe.error else {**trace, "error": exe.error}
             trace = None
+        timers = list(timers)
         if blind:  # only when keep_committed is on, i.e. the store is an EventCheckingStore
             cast(EventCheckingStore, self.store).commit(
                 exe, emits, processed_event_id=event_id, timers=timers, spawns=spawns, trace=trace,
@@ -344,6 +389,16 @@ class Worker:
         else:
             self.store.commit(exe, emits, processed_event_id=event_id, timers=timers, spawns=spawns,
                               trace=trace)
+        if failure is not None:  # after the commit, outside it: the commit stays as cheap as without a trace
+            try:
+                self.store.append_trace(exe.id, failure)
+            except Exception:
+                log.warning("the failing step of %s was not traced", exe.id, exc_info=True)
+        if self.on_commit is not None and timers:
+            try:
+                self.on_commit(exe, timers)
+            except Exception:  # the commit stands; whatever the hook does is best effort
+                log.warning("after-commit hook failed for %s", exe.id, exc_info=True)
         if self.keep_committed:
             kept = self._kept
             kept[exe.id] = exe
@@ -379,13 +434,13 @@ class Worker:
         else:
             self._check_invoked(target_id, refs["parent_id"], refs["child_id"])
         try:
-            defn = self.registry.get(definition_id)
+            defn, version = self.versions.newest(definition_id)
         except UnknownDefinition as err:
             if refs["parent_id"] is None:
                 raise
             self._fail_child(target_id, event, definition_id, context, refs, err, now)
             return None
-        exe = Execution(id=target_id, definition_id=definition_id,
+        exe = Execution(id=target_id, definition_id=definition_id, definition_version=version,
                         context=defn.initial_context(context),
                         parent_id=refs["parent_id"], child_id=refs["child_id"], root_path=refs["root_path"],
                         created_at=now)
@@ -448,7 +503,7 @@ class Worker:
         log.warning("child %s of %s failed to start: %s", target_id, parent_id, err)
         self._commit(child, [(parent_id, notice)], event.id, False,
                      trace={"event": event.name, "event_id": event.id, "from": None, "to": None,
-                            "status": "failed", "error": str(err)})
+                            "status": "failed", "error": str(err), "at": now})
 
 
 
@@ -468,9 +523,27 @@ def _reason(event: Event) -> str | None:
     return str(reason) if reason is not None else None
 
 
-def _control_record(exe: Execution, event: Event, effects: control.Effects) -> dict[str, Any]:
+def _control_record(exe: Execution, event: Event, effects: control.Effects, now: float) -> dict[str, Any]:
     return {"event": event.name, "event_id": event.id, "from": exe.active_path, "to": exe.active_path,
-            "status": exe.status, **effects.trace}
+            "status": exe.status, "at": now, **effects.trace}
+
+
+def _split_fired(event: Event, timers: list[TimerOp]) -> tuple[list[TimerOp], tuple[str, float] | None]:
+    """A timeout's cancel of the very timer that fired leaves the commit, as a guarded delete after it.
+
+    Whoever fired the timer deletes it too (the sweeper, after sending, guarded by ``fire_at``), or it is
+    deleted right after this commit (a timer hopped ahead of time is still armed): either way a delete
+    guarded by the fired ``fire_at`` is exact — a timer re-armed to another time survives it, and one
+    left behind by a crash fires a stale timeout the engine ignores. Out of the commit, a timeout whose
+    step writes nothing else is one single-item write instead of a transaction (on DynamoDB 1 write
+    unit, not 2 + 2 for a delete of a timer that is usually gone already)."""
+    path, fire_at = event.data.get("path"), event.data.get("fire_at")
+    if event.name != TIMEOUT or not isinstance(path, str) or not isinstance(fire_at, int | float):
+        return timers, None
+    kept = [op for op in timers if not (op.action == "cancel" and op.path == path)]
+    if len(kept) == len(timers):
+        return timers, None
+    return kept, (path, float(fire_at))
 
 
 def _fires_retry(exe: Execution, event: Event) -> bool:
@@ -507,7 +580,10 @@ class _Batch:
         if _fires_retry(exe, event):
             return self._fire_retry(worker, defn, exe, event, now)
         was_running = exe.status == "running" and exe.active_path is not None
-        res = step(defn, exe, event, now)
+        traced = worker.trace
+        # The context before the step, for the trace's changed keys (copied only if none is at hand).
+        context_before = (before.context if before is not None else _json_copy(exe.context)) if traced else None
+        res = step(defn, exe, event, now, detail=traced)
         if res.retry is not None:
             if before is None:
                 before = worker.store.load(exe.id)  # the committed state the step started from
@@ -521,7 +597,8 @@ class _Batch:
                 self.timers.append(TimerOp("schedule", RETRY_PATH, fire_at))
                 self.records.append({"event": event.name, "event_id": event.id, "from": exe.active_path,
                                      "to": exe.active_path, "status": exe.status, "attempt": attempt,
-                                     "error": str(failure), "retry_at": fire_at, "site": failure.site})
+                                     "error": str(failure), "retry_at": fire_at, "site": failure.site,
+                                     "at": now})
                 log.info("%s: %s failed on attempt %d (%s); retry at %.3f", exe.id, event.name, attempt, failure,
                          fire_at)
                 return HandleResult.APPLIED
@@ -534,6 +611,8 @@ class _Batch:
             exe.reason = _reason(event)
         if exe.status in ENDED:
             exe.retry = None
+        if context_before is not None and res.trace:
+            step_details(res.trace, now, event, res.emits, res.timers, res.spawns, (context_before, exe.context))
         self.add(res)
         return HandleResult.IGNORED if res.ignored else HandleResult.APPLIED
 
@@ -545,8 +624,11 @@ class _Batch:
             self.add(control.fail(exe, error, now))
         else:
             before = detached_copy(exe)
-            self.add(step(defn, exe, Event.model_construct(id=derived_id(event.id, "catch"), name=CATCH,
-                                                           data=data), now))
+            catch = Event.model_construct(id=derived_id(event.id, "catch"), name=CATCH, data=data)
+            res = step(defn, exe, catch, now, detail=worker.trace)
+            if worker.trace and res.trace:
+                step_details(res.trace, now, catch, res.emits, res.timers, res.spawns, (before.context, exe.context))
+            self.add(res)
             if exe.status != "failed":
                 return HandleResult.APPLIED
             control.record_failure(exe, before, event)
@@ -563,7 +645,7 @@ class _Batch:
             return self.step(worker, defn, exe, event, now, detached_copy(exe), fresh=False)
         if pending is None or exe.timers.get(RETRY_PATH) != event.data.get("fire_at"):
             self.records.append({"event": event.name, "event_id": event.id, "from": exe.active_path,
-                                 "to": exe.active_path, "status": exe.status, "ignored": True})
+                                 "to": exe.active_path, "status": exe.status, "ignored": True, "at": now})
             return HandleResult.IGNORED
         exe.retry = None
         del exe.timers[RETRY_PATH]

@@ -14,8 +14,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from durastate.engine.ids import SYSTEM_PREFIX
 from durastate.engine.model import Emit, Event, Execution, Spawn, TimerOp
 from durastate.errors import InvalidCursor, StoreConflict
+from durastate.store.retention import DEFAULT_PURGE_LIMIT, DEFAULT_TOMBSTONE_TTL, PURGEABLE, PurgeResult
 
 __all__ = [
     "DEFAULT_TRACE_MAX",
@@ -26,12 +28,14 @@ __all__ = [
     "ExecutionStore",
     "ExecutionSummary",
     "OutboxEntry",
+    "PurgeResult",
     "Spawn",
     "SpawnEntry",
     "StoreConflict",
     "TimerOp",
     "decode_cursor",
     "encode_cursor",
+    "hides_system",
     "normalize_status",
     "summary_matches",
 ]
@@ -59,6 +63,13 @@ class SpawnEntry:
 
 @dataclass(frozen=True, slots=True)
 class ExecutionSummary:
+    """One row of a listing: what a table of executions shows, without the context.
+
+    ``created_at``: when the execution was created (its start applied); ``updated_at``: its last commit
+    that went through a step (epoch seconds, the runtime's clock). Both are ``None`` for an execution
+    saved without ever being stepped, and on DynamoDB for items written before durastate broke them out.
+    """
+
     id: str
     definition_id: str
     version: int
@@ -66,11 +77,14 @@ class ExecutionSummary:
     outcome: str | None
     active_path: str | None
     parent_id: str | None
+    created_at: float | None = None
+    updated_at: float | None = None
 
     @classmethod
     def of(cls, exe: Execution) -> ExecutionSummary:
         return cls(
-            exe.id, exe.definition_id, exe.version, exe.status, exe.outcome, exe.active_path, exe.parent_id
+            exe.id, exe.definition_id, exe.version, exe.status, exe.outcome, exe.active_path, exe.parent_id,
+            exe.created_at, exe.updated_at,
         )
 
 
@@ -89,14 +103,41 @@ def normalize_status(status: str | Sequence[str] | None) -> frozenset[str] | Non
     return frozenset(status)
 
 
+def hides_system(definition_id: str | None) -> bool:
+    """Whether a listing leaves out system records (definition id starting with ``~``): always, unless
+    it asks for one kind of them by its definition id (``~definition``, ``~schedule``)."""
+    return definition_id is None or not definition_id.startswith(SYSTEM_PREFIX)
+
+
 def summary_matches(
-    s: ExecutionSummary, definition_id: str | None, statuses: frozenset[str] | None, roots_only: bool
+    s: ExecutionSummary,
+    definition_id: str | None,
+    statuses: frozenset[str] | None,
+    roots_only: bool,
+    *,
+    parent_id: str | None = None,
+    updated_after: float | None = None,
+    updated_before: float | None = None,
 ) -> bool:
-    """The listing filter every store applies (server-side where the backend can)."""
+    """The listing filter every store applies (server-side where the backend can).
+
+    ``updated_after`` / ``updated_before``: ``updated_after <= updated_at < updated_before``; an
+    execution without ``updated_at`` matches no time filter.
+    """
     if definition_id is not None and s.definition_id != definition_id:
+        return False
+    if hides_system(definition_id) and s.definition_id.startswith(SYSTEM_PREFIX):
         return False
     if statuses is not None and s.status not in statuses:
         return False
+    if parent_id is not None and s.parent_id != parent_id:
+        return False
+    if updated_after is not None or updated_before is not None:
+        at = s.updated_at
+        if at is None or (updated_after is not None and at < updated_after):
+            return False
+        if updated_before is not None and at >= updated_before:
+            return False
     return not (roots_only and s.parent_id is not None)
 
 
@@ -155,11 +196,35 @@ class ExecutionStore(Protocol):
         roots_only: bool = False,
         limit: int = 100,
         cursor: str | None = None,
-    ) -> ExecutionPage: ...
+        *,
+        parent_id: str | None = None,
+        updated_after: float | None = None,
+        updated_before: float | None = None,
+    ) -> ExecutionPage:
+        """A keyset page of summaries, filtered (every filter given must hold; see :func:`summary_matches`).
+
+        System records (definition id ``~…``) are left out unless ``definition_id`` names their kind."""
+        ...
 
     def read_trace(self, execution_id: str) -> list[dict[str, Any]]: ...
 
     def append_trace(self, execution_id: str, entry: dict[str, Any]) -> None: ...
+
+    def purge(
+        self,
+        ended_before: float,
+        statuses: Sequence[str] = PURGEABLE,
+        definition_id: str | None = None,
+        limit: int = DEFAULT_PURGE_LIMIT,
+        now: float | None = None,
+        tombstone_ttl: float = DEFAULT_TOMBSTONE_TTL,
+        *,
+        dry_run: bool = False,
+    ) -> PurgeResult:
+        """Turn up to ``limit`` executions that ended before ``ended_before`` (status in ``statuses``) into
+        tombstones, and delete expired tombstones; see :mod:`durastate.store.retention`. ``dry_run``:
+        change nothing, report what would go."""
+        ...
 
     def close(self) -> None: ...
 
@@ -176,9 +241,17 @@ class EventCheckingStore(ExecutionStore, Protocol):
     an event twice stays harmless (the seed's contract). The SQL stores implement it for free (the mark's
     insert reports whether it inserted); stores that cannot do it cheaply just do not declare
     ``commit_checks_event``.
+
+    ``version_for_event`` is the cheap read that goes with it: the stored version and whether an event was
+    applied, without reading the execution's data — what a worker compares its kept copy with *before*
+    stepping it, so that a copy another worker moved on is reloaded before any action runs.
     """
 
     commit_checks_event: bool
+
+    def version_for_event(self, execution_id: str, event_id: str) -> tuple[int | None, bool]:
+        """(the stored version, ``None`` if there is no such execution; whether ``event_id`` was applied)."""
+        ...
 
     def commit(
         self,
@@ -236,10 +309,30 @@ class AsyncExecutionStore(Protocol):
         roots_only: bool = False,
         limit: int = 100,
         cursor: str | None = None,
-    ) -> ExecutionPage: ...
+        *,
+        parent_id: str | None = None,
+        updated_after: float | None = None,
+        updated_before: float | None = None,
+    ) -> ExecutionPage:
+        """A keyset page of summaries, filtered (every filter given must hold; see :func:`summary_matches`).
+
+        System records (definition id ``~…``) are left out unless ``definition_id`` names their kind."""
+        ...
 
     async def read_trace(self, execution_id: str) -> list[dict[str, Any]]: ...
 
     async def append_trace(self, execution_id: str, entry: dict[str, Any]) -> None: ...
+
+    async def purge(
+        self,
+        ended_before: float,
+        statuses: Sequence[str] = PURGEABLE,
+        definition_id: str | None = None,
+        limit: int = DEFAULT_PURGE_LIMIT,
+        now: float | None = None,
+        tombstone_ttl: float = DEFAULT_TOMBSTONE_TTL,
+        *,
+        dry_run: bool = False,
+    ) -> PurgeResult: ...
 
     async def close(self) -> None: ...

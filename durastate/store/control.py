@@ -80,7 +80,8 @@ def _commit_control(store: ExecutionStore, execution_id: str,
         try:
             store.commit(exe, [*effects.emits, *extra], timers=effects.timers,
                          trace={"event": effects.trace.get("control"), "from": exe.active_path,
-                                "to": exe.active_path, "status": exe.status, **effects.trace})
+                                "to": exe.active_path, "status": exe.status, "at": exe.updated_at,
+                                **effects.trace})
         except StoreConflict:
             continue
         return exe

@@ -23,6 +23,7 @@ from typing import Any, Protocol, TypeVar
 
 from durastate.engine.model import Emit, Execution, Spawn, TimerOp
 from durastate.store.base import ExecutionPage, OutboxEntry, SpawnEntry
+from durastate.store.retention import DEFAULT_PURGE_LIMIT, DEFAULT_TOMBSTONE_TTL, PURGEABLE, PurgeResult
 
 __all__ = [
     "AsyncCore",
@@ -78,11 +79,25 @@ class Core(Protocol):
         roots_only: bool,
         limit: int,
         cursor: str | None,
+        parent_id: str | None = None,
+        updated_after: float | None = None,
+        updated_before: float | None = None,
     ) -> Ops[ExecutionPage]: ...
 
     def read_trace_ops(self, execution_id: str) -> Ops[list[dict[str, Any]]]: ...
 
     def append_trace_ops(self, execution_id: str, entry: dict[str, Any]) -> Ops[None]: ...
+
+    def purge_ops(
+        self,
+        ended_before: float,
+        statuses: Sequence[str],
+        definition_id: str | None,
+        limit: int,
+        now: float | None,
+        tombstone_ttl: float,
+        dry_run: bool,
+    ) -> Ops[PurgeResult]: ...
 
 
 class CheckingCore(Core, Protocol):
@@ -98,6 +113,8 @@ class CheckingCore(Core, Protocol):
         trace: dict[str, Any] | None,
         check_event: bool = False,
     ) -> Ops[None]: ...
+
+    def version_for_event_ops(self, execution_id: str, event_id: str) -> Ops[tuple[int | None, bool]]: ...
 
 
 class SyncCore(Core, Protocol):
@@ -173,14 +190,33 @@ class SyncDriven:
         roots_only: bool = False,
         limit: int = 100,
         cursor: str | None = None,
+        *,
+        parent_id: str | None = None,
+        updated_after: float | None = None,
+        updated_before: float | None = None,
     ) -> ExecutionPage:
-        return self._run(self.list_ops(definition_id, status, roots_only, limit, cursor))
+        return self._run(self.list_ops(definition_id, status, roots_only, limit, cursor, parent_id, updated_after,
+                                       updated_before))
 
     def read_trace(self: SyncCore, execution_id: str) -> list[dict[str, Any]]:
         return self._run(self.read_trace_ops(execution_id))
 
     def append_trace(self: SyncCore, execution_id: str, entry: dict[str, Any]) -> None:
         self._run(self.append_trace_ops(execution_id, entry))
+
+    def purge(
+        self: SyncCore,
+        ended_before: float,
+        statuses: Sequence[str] = PURGEABLE,
+        definition_id: str | None = None,
+        limit: int = DEFAULT_PURGE_LIMIT,
+        now: float | None = None,
+        tombstone_ttl: float = DEFAULT_TOMBSTONE_TTL,
+        *,
+        dry_run: bool = False,
+    ) -> PurgeResult:
+        """One bounded purge batch (see :mod:`durastate.store.retention`)."""
+        return self._run(self.purge_ops(ended_before, statuses, definition_id, limit, now, tombstone_ttl, dry_run))
 
 
 class SyncEventChecking(SyncDriven):
@@ -198,6 +234,10 @@ class SyncEventChecking(SyncDriven):
         check_event: bool = False,
     ) -> None:
         self._run(self.commit_ops(exe, emits, processed_event_id, timers, spawns, trace, check_event))
+
+    def version_for_event(self: SyncCheckingCore, execution_id: str, event_id: str) -> tuple[int | None, bool]:
+        """The stored version (``None``: none) and whether ``event_id`` was applied, without the data."""
+        return self._run(self.version_for_event_ops(execution_id, event_id))
 
 
 class AsyncDriven:
@@ -253,14 +293,35 @@ class AsyncDriven:
         roots_only: bool = False,
         limit: int = 100,
         cursor: str | None = None,
+        *,
+        parent_id: str | None = None,
+        updated_after: float | None = None,
+        updated_before: float | None = None,
     ) -> ExecutionPage:
-        return await self._run(self.list_ops(definition_id, status, roots_only, limit, cursor))
+        return await self._run(self.list_ops(definition_id, status, roots_only, limit, cursor, parent_id,
+                                             updated_after, updated_before))
 
     async def read_trace(self: AsyncCore, execution_id: str) -> list[dict[str, Any]]:
         return await self._run(self.read_trace_ops(execution_id))
 
     async def append_trace(self: AsyncCore, execution_id: str, entry: dict[str, Any]) -> None:
         await self._run(self.append_trace_ops(execution_id, entry))
+
+    async def purge(
+        self: AsyncCore,
+        ended_before: float,
+        statuses: Sequence[str] = PURGEABLE,
+        definition_id: str | None = None,
+        limit: int = DEFAULT_PURGE_LIMIT,
+        now: float | None = None,
+        tombstone_ttl: float = DEFAULT_TOMBSTONE_TTL,
+        *,
+        dry_run: bool = False,
+    ) -> PurgeResult:
+        """One bounded purge batch (see :mod:`durastate.store.retention`)."""
+        return await self._run(
+            self.purge_ops(ended_before, statuses, definition_id, limit, now, tombstone_ttl, dry_run)
+        )
 
 
 class AsyncEventChecking(AsyncDriven):
@@ -278,3 +339,9 @@ class AsyncEventChecking(AsyncDriven):
         check_event: bool = False,
     ) -> None:
         await self._run(self.commit_ops(exe, emits, processed_event_id, timers, spawns, trace, check_event))
+
+    async def version_for_event(
+        self: AsyncCheckingCore, execution_id: str, event_id: str
+    ) -> tuple[int | None, bool]:
+        """The stored version (``None``: none) and whether ``event_id`` was applied, without the data."""
+        return await self._run(self.version_for_event_ops(execution_id, event_id))

@@ -10,14 +10,20 @@ tables and run the same statements, and a fix to the shape lands in both:
   :func:`statements` (SQL is written with ``?`` and rendered to ``%s`` for psycopg).
 - :func:`execution_row` / :func:`summary_from_row` map an :class:`Execution` to the broken-out columns and
   a listing row back to an :class:`ExecutionSummary`.
-- :func:`list_query` builds the listing ``WHERE`` (definition, status list, roots only) with keyset
+- :func:`list_query` builds the listing ``WHERE`` (definition, status list, roots only, parent, updated
+  time; system records left out) with keyset
   (cursor) paging on ``id``: the cursor is the last id returned, so each page costs what it returns.
 
 Two ways to update: ``update_execution`` sets every listing column in one statement (right for
 PostgreSQL, whose HOT updates skip index maintenance when an indexed value did not change);
-``update_keep_status`` leaves the indexed ``status`` alone and RETURNs the stored one, and the store runs
-``update_status`` only when it changed (SQLite rewrites an index entry for every column named in SET, i.e.
-one more 4 KB WAL frame per commit; status changes a handful of times in an execution's life).
+``update_keep_status`` leaves the indexed ``status`` (and its retention columns) alone, and the SQLite store
+uses it when its ``commit_read`` shows they did not change (SQLite rewrites an index entry for every column
+named in SET, i.e. one more 4 KB WAL frame per commit; status changes a handful of times in an execution's
+life).
+
+The dedupe marks of recent events live in the execution row (``rids``), as the DynamoDB store keeps them
+in its item — see :func:`next_recent` for the layout, the spill to ``processed_events`` and why every
+applied event id is always in one of the two.
 
 Why broken-out columns: the hot path (CAS) compares ``version`` and listing filters on ``definition_id``,
 ``status`` and ``parent_id`` without ever parsing the JSON ``data`` blob, which stays the single source of
@@ -40,12 +46,15 @@ from typing import Any, Literal
 
 from pydantic_core import to_json
 
+from durastate.engine.ids import SYSTEM_PREFIX
 from durastate.engine.model import Execution
 from durastate.errors import InvalidCursor
-from durastate.store.base import ExecutionSummary, decode_cursor, encode_cursor
+from durastate.store.base import ExecutionSummary, decode_cursor, encode_cursor, hides_system
+from durastate.store.retention import ended_index_value
 
 __all__ = [
     "POSTGRES",
+    "RECENT_EVENTS",
     "SCHEMA_VERSION",
     "SQLITE",
     "TABLES",
@@ -54,18 +63,24 @@ __all__ = [
     "Index",
     "Statements",
     "Table",
+    "applied",
     "create_statements",
     "cursor_after",
     "execution_row",
     "list_query",
     "next_cursor",
+    "next_recent",
+    "recent_ids",
     "statements",
+    "summary_columns",
     "summary_from_row",
     "trace_entry",
 ]
 
-SCHEMA_VERSION = 1
-"""Bumped when the tables change shape; stores record it (SQLite: ``PRAGMA user_version``)."""
+SCHEMA_VERSION = 3
+"""Bumped when the tables change shape; stores record it (SQLite: ``PRAGMA user_version``).
+2: ``executions.ended_at`` / ``expires_at`` and their partial indexes (retention), added on open.
+3: ``executions.rids``, the recent dedupe ids (:func:`next_recent`), added on open."""
 
 ColumnType = Literal["text", "int", "bigint", "float", "serial"]
 
@@ -85,6 +100,17 @@ class Dialect:
     """SQLite: store composite-key tables clustered on their key."""
     no_limit: int | None
     """The ``LIMIT ?`` argument that means "all rows": -1 in SQLite, NULL in PostgreSQL."""
+    add_column_if_missing: bool = False
+    """``ALTER TABLE … ADD COLUMN IF NOT EXISTS`` exists (PostgreSQL): a guard for two processes upgrading
+    one database at once (the stores add only :func:`missing_columns`, found before the DDL)."""
+    data_number: str = "json_extract(data, '$.{key}')"
+    """A top-level number of the execution's JSON ``data`` as an SQL expression (``{key}``: its field name).
+    ``created_at`` and ``updated_at`` are read this way (no column of their own, so no schema change):
+    the listing shows them and filters on ``updated_at`` with it — a filter no index serves, which scans
+    the rows the other filters leave."""
+
+    def data_field(self, key: str) -> str:
+        return self.data_number.format(key=key)
 
     def limit(self, limit: int | None) -> int | None:
         """The ``LIMIT`` argument for an optional row limit (a relay pass reads only its budget)."""
@@ -110,6 +136,8 @@ POSTGRES = Dialect(
     serial_pk="BIGSERIAL PRIMARY KEY",
     no_limit=None,
     without_rowid=False,
+    add_column_if_missing=True,
+    data_number="(data::json ->> '{key}')::double precision",
 )
 
 
@@ -124,6 +152,8 @@ class Column:
 class Index:
     name: str
     columns: tuple[str, ...]
+    where: str | None = None
+    """A partial index's predicate: only the rows it holds are indexed (and cost index writes)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,11 +177,21 @@ TABLES: tuple[Table, ...] = (
             Column("active_path", "text", nullable=True),
             Column("outcome", "text", nullable=True),
             Column("data", "text"),
+            Column("ended_at", "float", nullable=True),
+            Column("expires_at", "float", nullable=True),
+            Column("rids", "text", nullable=True),
         ),
         primary_key=("id",),
         indexes=(
             Index("executions_status_id", ("status", "id")),
             Index("executions_definition_id", ("definition_id", "id")),
+            # A definition's executions in one status (`durastate list --definition D --status S`, redrive of a
+            # definition's failures, the console's counts per status), read without passing the others.
+            Index("executions_definition_status_id", ("definition_id", "status", "id")),
+            # Retention: only ended (purgeable) executions and tombstones are in these, so a purge reads
+            # what it purges, and running executions never pay an index write for them.
+            Index("executions_ended", ("ended_at",), where="ended_at IS NOT NULL"),
+            Index("executions_expires", ("expires_at",), where="expires_at IS NOT NULL"),
         ),
     ),
     Table(
@@ -187,9 +227,46 @@ TABLES: tuple[Table, ...] = (
 )
 
 
-def create_statements(dialect: Dialect, tables: Sequence[Table] = TABLES) -> list[str]:
-    """Idempotent DDL (``IF NOT EXISTS``) for ``tables`` in ``dialect``, tables before their indexes."""
+ADDED_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("executions", "ended_at"), ("executions", "expires_at"), ("executions", "rids"),
+)
+"""Columns added after schema version 1, as (table, column): a database made before them gets them on open
+(their rows then have no end time, so executions that ended before the upgrade are purged only once
+touched again; see docs/retention.md; and no recent ids: a NULL ``rids`` is an empty list, every mark
+made before is in ``processed_events``, where it stays valid)."""
+
+
+def _column(table: Table, name: str) -> Column:
+    return next(c for c in table.columns if c.name == name)
+
+
+def add_column_statements(
+    dialect: Dialect, tables: Sequence[Table], missing: Sequence[tuple[str, str]]
+) -> list[str]:
+    """``ALTER TABLE … ADD COLUMN`` for each (table, column) of ``missing`` (``tables``' names may be
+    schema-qualified: matched by their last part)."""
+    out = []
+    guard = " IF NOT EXISTS" if dialect.add_column_if_missing else ""
+    for t in tables:
+        for table, name in missing:
+            if t.name.rsplit(".", 1)[-1] == table:
+                col = _column(t, name)
+                out.append(f"ALTER TABLE {t.name} ADD COLUMN{guard} {col.name} {dialect.types[col.type]}")
+    return out
+
+
+def missing_columns(present: dict[str, set[str]]) -> list[tuple[str, str]]:
+    """The :data:`ADDED_COLUMNS` absent from existing tables (``present``: table -> its columns; a table
+    not in it does not exist yet, and is created whole)."""
+    return [(t, c) for t, c in ADDED_COLUMNS if t in present and c not in present[t]]
+
+
+def create_statements(dialect: Dialect, tables: Sequence[Table] = TABLES,
+                      missing: Sequence[tuple[str, str]] = ()) -> list[str]:
+    """Idempotent DDL (``IF NOT EXISTS``) for ``tables`` in ``dialect``: tables, then the ``missing``
+    columns of existing tables (:func:`missing_columns`), then the indexes, which may name those columns."""
     out: list[str] = []
+    indexes: list[str] = []
     for t in tables:
         cols = []
         for c in t.columns:
@@ -201,10 +278,12 @@ def create_statements(dialect: Dialect, tables: Sequence[Table] = TABLES) -> lis
             cols.append(f"PRIMARY KEY ({', '.join(t.primary_key)})")
         tail = " WITHOUT ROWID" if dialect.without_rowid and t.primary_key else ""
         out.append(f"CREATE TABLE IF NOT EXISTS {t.name} ({', '.join(cols)}){tail}")
-        out.extend(
-            f"CREATE INDEX IF NOT EXISTS {ix.name} ON {t.name} ({', '.join(ix.columns)})" for ix in t.indexes
+        indexes.extend(
+            f"CREATE INDEX IF NOT EXISTS {ix.name} ON {t.name} ({', '.join(ix.columns)})"
+            + (f" WHERE {ix.where}" if ix.where else "")
+            for ix in t.indexes
         )
-    return out
+    return out + add_column_statements(dialect, tables, missing) + indexes
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,15 +291,17 @@ class Statements:
     """Every statement of the SQL family, rendered for one dialect. Parameters are listed per statement."""
 
     load: str  # (id) -> data
-    load_for_event: str  # (id, execution_id, event_id) -> (data | NULL, processed 0/1): always one row
-    insert_execution: str  # execution_row(exe) + () ; ON CONFLICT DO NOTHING: rowcount 0 = conflict
-    update_execution: str  # (data, version, status, active_path, outcome, id, old_version)
-    update_keep_status: str  # (data, version, active_path, outcome, id, old_version) RETURNING status
-    update_status: str  # (status, id)
+    load_for_event: str  # (id, id, execution_id, event_id) -> (data | NULL, rids | NULL, marked 0/1): one row
+    version_for_event: str  # (id, id, execution_id, event_id) -> (version | NULL, rids | NULL, marked 0/1)
+    commit_read: str  # (id) -> version, status, ended_at, expires_at, rids: what a SQLite commit builds on
+    insert_execution: str  # execution_row(exe, data, rids); ON CONFLICT DO NOTHING: rowcount 0 = conflict
+    update_execution: str  # (data, version, status, active_path, outcome, ended_at, expires_at, rids, id,
+    # old_version)
+    update_keep_status: str  # (data, version, active_path, outcome, rids, id, old_version): the indexed columns
+    # (status and its retention columns) left alone, for a commit that did not change them
     select_version: str  # (id) -> version   (only to report a conflict)
     insert_outbox: str  # (target_id, event_json)
     insert_processed: str  # (execution_id, event_id); idempotent
-    is_processed: str  # (execution_id, event_id) -> 1
     upsert_timer: str  # (execution_id, path, fire_at)
     cancel_timer: str  # (execution_id, path)
     insert_spawn: str  # (parent_id, child_id, root_path, context_json)
@@ -233,9 +314,19 @@ class Statements:
     ack_spawn: str  # (seq)
     due_timers: str  # (now) -> (execution_id, path, fire_at) oldest first
     delete_timer: str  # (execution_id, path, fire_at) guarded by fire_at
+    tombstone: str  # (data, version, expires_at, id, old_version): a purge's CAS conversion
+    delete_trace: str  # (execution_id)
+    expired: str  # (now, limit) -> id: tombstones whose expiry passed
+    delete_expired: str  # (id, now) guarded by the expiry
+    delete_marks: str  # (execution_id)
 
 
 _SUMMARY_COLUMNS = "id, definition_id, version, status, outcome, active_path, parent_id"
+
+
+def summary_columns(dialect: Dialect) -> str:
+    """The listing's columns, in :func:`summary_from_row`'s order: the broken-out ones, then the times."""
+    return f"{_SUMMARY_COLUMNS}, {dialect.data_field('created_at')}, {dialect.data_field('updated_at')}"
 
 
 def statements(dialect: Dialect) -> Statements:
@@ -243,29 +334,31 @@ def statements(dialect: Dialect) -> Statements:
     return Statements(
         load=r("SELECT data FROM executions WHERE id = ?"),
         load_for_event=r(
-            "SELECT (SELECT data FROM executions WHERE id = ?), "
+            "SELECT (SELECT data FROM executions WHERE id = ?), (SELECT rids FROM executions WHERE id = ?), "
             "EXISTS (SELECT 1 FROM processed_events WHERE execution_id = ? AND event_id = ?)"
         ),
+        version_for_event=r(
+            "SELECT (SELECT version FROM executions WHERE id = ?), (SELECT rids FROM executions WHERE id = ?), "
+            "EXISTS (SELECT 1 FROM processed_events WHERE execution_id = ? AND event_id = ?)"
+        ),
+        commit_read=r("SELECT version, status, ended_at, expires_at, rids FROM executions WHERE id = ?"),
         insert_execution=r(
-            "INSERT INTO executions "
-            "(id, definition_id, version, status, parent_id, active_path, outcome, data) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING"
+            "INSERT INTO executions (id, definition_id, version, status, parent_id, active_path, outcome, data, "
+            "ended_at, expires_at, rids) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING"
         ),
         update_execution=r(
-            "UPDATE executions SET data = ?, version = ?, status = ?, active_path = ?, outcome = ? "
-            "WHERE id = ? AND version = ?"
+            "UPDATE executions SET data = ?, version = ?, status = ?, active_path = ?, outcome = ?, "
+            "ended_at = ?, expires_at = ?, rids = ? WHERE id = ? AND version = ?"
         ),
         update_keep_status=r(
-            "UPDATE executions SET data = ?, version = ?, active_path = ?, outcome = ? "
-            "WHERE id = ? AND version = ? RETURNING status"
+            "UPDATE executions SET data = ?, version = ?, active_path = ?, outcome = ?, rids = ? "
+            "WHERE id = ? AND version = ?"
         ),
-        update_status=r("UPDATE executions SET status = ? WHERE id = ?"),
         select_version=r("SELECT version FROM executions WHERE id = ?"),
         insert_outbox=r("INSERT INTO outbox (target_id, event) VALUES (?, ?)"),
         insert_processed=r(
             "INSERT INTO processed_events (execution_id, event_id) VALUES (?, ?) ON CONFLICT DO NOTHING"
         ),
-        is_processed=r("SELECT 1 FROM processed_events WHERE execution_id = ? AND event_id = ?"),
         upsert_timer=r(
             "INSERT INTO timers (execution_id, path, fire_at) VALUES (?, ?, ?) "
             "ON CONFLICT (execution_id, path) DO UPDATE SET fire_at = excluded.fire_at"
@@ -286,11 +379,20 @@ def statements(dialect: Dialect) -> Statements:
         ack_spawn=r("DELETE FROM spawns WHERE seq = ?"),
         due_timers=r("SELECT execution_id, path, fire_at FROM timers WHERE fire_at <= ? ORDER BY fire_at"),
         delete_timer=r("DELETE FROM timers WHERE execution_id = ? AND path = ? AND fire_at = ?"),
+        tombstone=r(
+            "UPDATE executions SET data = ?, version = ?, status = 'purged', active_path = NULL, "
+            "ended_at = NULL, expires_at = ? WHERE id = ? AND version = ?"
+        ),
+        delete_trace=r("DELETE FROM trace WHERE execution_id = ?"),
+        expired=r("SELECT id FROM executions WHERE expires_at <= ? ORDER BY expires_at LIMIT ?"),
+        delete_expired=r("DELETE FROM executions WHERE id = ? AND expires_at <= ?"),
+        delete_marks=r("DELETE FROM processed_events WHERE execution_id = ?"),
     )
 
 
-def execution_row(exe: Execution, data: str) -> tuple[Any, ...]:
-    """Parameters of ``insert_execution`` for ``exe`` already serialised to ``data``."""
+def execution_row(exe: Execution, data: str, rids: str | None = None) -> tuple[Any, ...]:
+    """Parameters of ``insert_execution`` for ``exe`` already serialised to ``data`` (``rids``: its recent
+    dedupe ids, :func:`next_recent`)."""
     return (
         exe.id,
         exe.definition_id,
@@ -300,12 +402,91 @@ def execution_row(exe: Execution, data: str) -> tuple[Any, ...]:
         exe.active_path,
         exe.outcome,
         data,
+        ended_index_value(exe),
+        exe.expires_at,
+        rids,
     )
+
+
+def purge_query(
+    dialect: Dialect, ended_before: float, statuses: Sequence[str], definition_id: str | None, limit: int
+) -> tuple[str, list[Any]]:
+    """The SELECT of a purge batch: ``id, version, data`` of up to ``limit + 1`` ended executions, oldest
+    first (one more than the batch, to tell whether there is more). It walks the partial
+    ``executions_ended`` index in end-time order, which holds only ended executions (not tombstones, not
+    running ones), and stops at the limit: with the default statuses it reads what it purges; a status or
+    definition filter also reads past the ended executions it leaves out."""
+    where = f"status IN ({', '.join('?' for _ in statuses)}) AND ended_at < ?"
+    params: list[Any] = [*statuses, ended_before]
+    if definition_id is not None:
+        where += " AND definition_id = ?"
+        params.append(definition_id)
+    params.append(limit + 1)
+    # SQLite's planner, without statistics, prefers the (status, id) index for ``status IN`` and then sorts
+    # every ended execution: name the index (an error, not a silent scan, if it ever cannot serve).
+    hint = " INDEXED BY executions_ended" if dialect.name == "sqlite" else ""
+    sql = f"SELECT id, version, data FROM executions{hint} WHERE {where} ORDER BY ended_at LIMIT ?"
+    return dialect.render(sql), params
+
+
+RECENT_EVENTS = 16
+"""How many applied event ids an execution row keeps in ``rids`` before they spill to ``processed_events``
+(:func:`next_recent`); 0 writes every mark to ``processed_events`` in its commit (the layout before)."""
+
+RIDS_SEPARATOR = "\n"
+"""Between the ids in ``rids``: a control character, which :func:`~durastate.engine.values.check_event_id`
+never lets into an id, so splitting on it gives back exactly the ids."""
+
+
+def recent_ids(rids: str | None) -> list[str]:
+    """The ids a ``rids`` value holds, newest first (``NULL``, a row from before the column: none)."""
+    return rids.split(RIDS_SEPARATOR) if rids else []
+
+
+def next_recent(rids: str | None, event_id: str | None, keep: int = RECENT_EVENTS) -> tuple[str | None, list[str]]:
+    """(the ``rids`` to store with the commit that applies ``event_id``, the ids to insert into
+    ``processed_events`` in the same transaction).
+
+    Layout: ``rids`` holds up to ``keep`` applied event ids, newest first, joined by
+    :data:`RIDS_SEPARATOR`. A commit that applies an event puts its id in front; a commit that finds
+    ``rids`` full first moves every id it holds to ``processed_events`` — one multi-row insert every
+    ``keep`` events, in the commit's transaction — and starts ``rids`` again with the new id alone.
+    ``keep=0``: the id goes straight to ``processed_events`` (one row per event, the layout before).
+    Newest first because PostgreSQL logs an updated row without the tail it shares with the old one:
+    prepending costs the WAL the new id only, where appending would log the whole list each time.
+
+    Why every applied id is always in ``rids`` or in ``processed_events`` (what the dedupe check, which
+    reads both, relies on): an id enters ``rids`` in the very commit that applies it; it leaves only in
+    a commit that inserts it into ``processed_events`` in the same transaction; and the ``rids`` a commit
+    writes is computed from the ``rids`` of the version it replaces — the version compare-and-swap
+    guarantees the stored row is that version (SQLite reads it under the write lock; PostgreSQL's
+    ``durastate_commit_cas`` reads it and updates ``WHERE version = old``, so a row changed in between
+    makes the commit write nothing). Commits without an event (``save``, a control write) carry ``rids``
+    over. A purge's tombstone keeps ``rids``; deleting an expired tombstone deletes both.
+    """
+    ids = recent_ids(rids)
+    if event_id is None or event_id in ids:
+        return rids, []
+    if keep <= 0:
+        return rids, [event_id]
+    if len(ids) >= keep:
+        return event_id, ids
+    return RIDS_SEPARATOR.join([event_id, *ids]), []
+
+
+def applied(event_id: str, rids: str | None, marked: Any) -> bool:
+    """Whether ``event_id`` was applied, from a row's ``rids`` and its ``processed_events`` mark."""
+    return bool(marked) or event_id in recent_ids(rids)
 
 
 def summary_from_row(row: Sequence[Any]) -> ExecutionSummary:
     """A listing row (``_SUMMARY_COLUMNS`` order) as an :class:`ExecutionSummary`."""
-    return ExecutionSummary(row[0], row[1], int(row[2]), row[3], row[4], row[5], row[6])
+    return ExecutionSummary(row[0], row[1], int(row[2]), row[3], row[4], row[5], row[6],
+                            _float_or_none(row[7]), _float_or_none(row[8]))
+
+
+def _float_or_none(value: Any) -> float | None:
+    return None if value is None else float(value)
 
 
 def json_text(value: Any) -> str:
@@ -360,11 +541,16 @@ def list_query(
     roots_only: bool,
     after_id: str | None,
     limit: int,
+    parent_id: str | None = None,
+    updated_after: float | None = None,
+    updated_before: float | None = None,
 ) -> tuple[str, list[Any]] | None:
     """The listing SELECT and its parameters, or ``None`` when nothing can match (an empty status list).
 
     Keyset paging: ``id > after_id ORDER BY id LIMIT limit + 1`` — stable under concurrent inserts and
     served by the primary key (or the ``(status, id)`` / ``(definition_id, id)`` indexes when filtered).
+    System records are left out unless ``definition_id`` names their kind (:func:`~durastate.store.base.
+    hides_system`); the time filters read ``updated_at`` from ``data`` (see :attr:`Dialect.data_number`).
     """
     if limit < 1:
         raise ValueError(f"limit must be at least 1, got {limit}")
@@ -379,12 +565,24 @@ def list_query(
         ordered = sorted(statuses)
         where.append(f"status IN ({', '.join('?' for _ in ordered)})")
         params.extend(ordered)
+    if hides_system(definition_id):
+        where.append("definition_id NOT LIKE ?")
+        params.append(SYSTEM_PREFIX + "%")
+    if parent_id is not None:
+        where.append("parent_id = ?")
+        params.append(parent_id)
+    if updated_after is not None:
+        where.append(f"{dialect.data_field('updated_at')} >= ?")
+        params.append(updated_after)
+    if updated_before is not None:
+        where.append(f"{dialect.data_field('updated_at')} < ?")
+        params.append(updated_before)
     if roots_only:
         where.append("parent_id IS NULL")
     if after_id is not None:
         where.append("id > ?")
         params.append(after_id)
-    sql = f"SELECT {_SUMMARY_COLUMNS} FROM executions"
+    sql = f"SELECT {summary_columns(dialect)} FROM executions"
     if where:
         sql += " WHERE " + " AND ".join(where)
     sql += " ORDER BY id LIMIT ?"

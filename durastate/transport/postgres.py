@@ -9,8 +9,13 @@ as an SQS FIFO message group and as the SQLite transport:
   flagged ``head``. Only heads can be claimed, and only while no live lease holds them; acking a head
   deletes it and promotes the target's next message. Claims take rows with ``FOR UPDATE SKIP LOCKED``,
   so concurrent workers never wait on each other and never claim the same row.
-- **a claim costs what it returns.** It reads a partial index of heads only — the heads in flight plus
-  the ones it leases — not a target's backlog behind them.
+- **fair: least recently served first.** Each head carries a ``turn`` from a sequence: a new target's
+  head takes one when it is sent, a target's next message takes one when the ack before it promotes it.
+  Claims take heads in ``turn`` order, so a target just served goes to the back of the line: an
+  execution with a deep backlog gets one event per pass over the targets, and one with a single event
+  waits at most one pass, never behind another's backlog.
+- **a claim costs what it returns.** It reads a partial index of heads only (by turn) — the heads in
+  flight plus the ones it leases — not a target's backlog behind them.
 - **leases.** A claim holds its message until ``now + lease_seconds`` (by ``clock``, default the host's
   ``time.time``: keep hosts NTP-synced). A worker that dies without ``ack``/``release`` does not block its
   target: after the lease the head is claimable again, ``attempts`` counting every claim. A release with
@@ -28,7 +33,8 @@ the transport's ``dead_letter_box``); a replay deletes the letters and queues th
 transaction, under the same per-target locks as a send.
 
 A claim is one statement (one round trip on the autocommit connection ``from_dsn`` opens); a send and
-an ack are each one pipelined transaction (``BEGIN``, lock, write, ``COMMIT``): one round trip too.
+an ack are each one pipelined transaction (``BEGIN``, lock, write, ``COMMIT``): one round trip too, and so
+is :meth:`PostgresTransport.ack_many`, which acks a runtime round's batch together.
 """
 
 from __future__ import annotations
@@ -84,9 +90,13 @@ class PostgresTransport(PgLink):
             f"CREATE TABLE IF NOT EXISTS {s}.inbox (seq BIGSERIAL PRIMARY KEY, target_id TEXT NOT NULL, "
             "event_id TEXT NOT NULL, event TEXT NOT NULL, head BOOLEAN NOT NULL, "
             "attempts INTEGER NOT NULL DEFAULT 0, token TEXT, lease_until DOUBLE PRECISION)",
+            # turns (the claim order) came later: an older inbox gets the column, its heads turn 0 (first)
+            f"ALTER TABLE {s}.inbox ADD COLUMN IF NOT EXISTS turn BIGINT NOT NULL DEFAULT 0",
+            f"CREATE SEQUENCE IF NOT EXISTS {s}.inbox_turn",
             f"CREATE UNIQUE INDEX IF NOT EXISTS inbox_target_event ON {s}.inbox (target_id, event_id)",
             f"CREATE INDEX IF NOT EXISTS inbox_target_seq ON {s}.inbox (target_id, seq)",
-            f"CREATE INDEX IF NOT EXISTS inbox_heads ON {s}.inbox (seq) WHERE head",
+            f"CREATE INDEX IF NOT EXISTS inbox_turns ON {s}.inbox (turn) WHERE head",
+            f"DROP INDEX IF EXISTS {s}.inbox_heads",
             f"CREATE TABLE IF NOT EXISTS {s}.dead_letters (seq BIGSERIAL PRIMARY KEY, id TEXT NOT NULL UNIQUE, "
             "target_id TEXT NOT NULL, event TEXT, body TEXT, reason TEXT NOT NULL, error TEXT NOT NULL, "
             "at DOUBLE PRECISION NOT NULL, attempts INTEGER NOT NULL)",
@@ -95,27 +105,30 @@ class PostgresTransport(PgLink):
         # Sends and acks of one target serialise on this lock, taken in a statement of its own (so the
         # next statement's snapshot sees whatever the previous holder committed).
         self._target_lock = "SELECT pg_advisory_xact_lock(hashtext(%s), hashtext(%s))"
-        # A message is its target's head iff its target has nothing queued yet.
+        # A message is its target's head iff its target has nothing queued yet; it takes a turn either way
+        # (a message queued behind a head gets a new one when it is promoted).
+        turn = f"nextval('{s}.inbox_turn')"
         self._send = (
-            f"INSERT INTO {s}.inbox (target_id, event_id, event, head) "
-            f"SELECT %s, %s, %s, NOT EXISTS (SELECT 1 FROM {s}.inbox WHERE target_id = %s) "
+            f"INSERT INTO {s}.inbox (target_id, event_id, event, head, turn) "
+            f"SELECT %s, %s, %s, NOT EXISTS (SELECT 1 FROM {s}.inbox WHERE target_id = %s), {turn} "
             "ON CONFLICT (target_id, event_id) DO NOTHING"
         )
-        # Heads that no live lease holds, oldest first, locked and leased in one statement. The partial
-        # index holds only heads: a claim reads the heads in flight plus what it returns, however deep
-        # each target's backlog is.
+        # Heads that no live lease holds, least recently served first, locked and leased in one statement.
+        # The partial index holds only heads: a claim reads the heads in flight plus what it returns,
+        # however deep each target's backlog is.
         self._claim = (
             f"WITH picked AS (SELECT seq FROM {s}.inbox "
             "WHERE head AND (lease_until IS NULL OR lease_until <= %s) "
-            "ORDER BY seq LIMIT %s FOR UPDATE SKIP LOCKED) "
+            "ORDER BY turn LIMIT %s FOR UPDATE SKIP LOCKED) "
             f"UPDATE {s}.inbox q SET attempts = q.attempts + 1, token = q.seq::text || ':' || %s, "
             "lease_until = %s FROM picked WHERE q.seq = picked.seq "
-            "RETURNING q.seq, q.target_id, q.event, q.attempts, q.token"
+            "RETURNING q.seq, q.target_id, q.event, q.attempts, q.token, q.turn"
         )
-        # Delete the head (only with this claim's token) and promote the target's next message.
+        # Delete the head (only with this claim's token) and promote the target's next message, at the back
+        # of the line.
         self._ack = (
             f"WITH done AS (DELETE FROM {s}.inbox WHERE seq = %s AND token = %s RETURNING target_id) "
-            f"UPDATE {s}.inbox SET head = true WHERE seq = (SELECT min(i.seq) FROM {s}.inbox i "
+            f"UPDATE {s}.inbox SET head = true, turn = {turn} WHERE seq = (SELECT min(i.seq) FROM {s}.inbox i "
             "JOIN done ON i.target_id = done.target_id WHERE i.seq > %s)"
         )
         # A delayed release leaves the head "leased" to nobody until the retry time (NULL: claimable now).
@@ -196,7 +209,7 @@ class PostgresTransport(PgLink):
 
     # -- QueueTransport -------------------------------------------------------------------------------
     def claim(self, max_messages: int, lease_seconds: float = 30.0) -> list[Claimed]:
-        """Lease up to ``max_messages`` heads of distinct targets, oldest first."""
+        """Lease up to ``max_messages`` heads of distinct targets, least recently served first."""
         if max_messages < 1:
             return []
         now = self._clock()
@@ -204,17 +217,23 @@ class PostgresTransport(PgLink):
             cur.execute(self._claim, (now, max_messages, uuid.uuid4().hex, now + lease_seconds))
             rows = cur.fetchall()
             self._conn.commit()
-        rows.sort(key=lambda r: r[0])
+        rows.sort(key=lambda r: (r[5], r[0]))
         return [Claimed(r[4], r[1], Event.model_validate_json(r[2]), int(r[3])) for r in rows]
 
     def ack(self, c: Claimed) -> None:
         """Done: delete the message and make the target's next one its head (one round trip).
 
         A no-op if this claim's lease expired and the message was claimed again (a stale token)."""
-        seq = _seq(c)
-        self._transaction(
-            [(self._target_lock, [(self._lock_key, c.target_id)]), (self._ack, [(seq, c.token, seq)])]
-        )
+        self.ack_many([c])
+
+    def ack_many(self, claims: Sequence[Claimed]) -> None:
+        """:meth:`ack` of each, in one transaction and one round trip (a runtime round acks its batch at
+        once): the targets' locks in sorted order, as a send takes them, then every delete-and-promote."""
+        if not claims:
+            return
+        locks = [(self._lock_key, t) for t in sorted({c.target_id for c in claims})]
+        acks = [(_seq(c), c.token, _seq(c)) for c in claims]
+        self._transaction([(self._target_lock, locks), (self._ack, acks)])
 
     def release(self, c: Claimed, delay: float = 0.0) -> None:
         """Not done: make the message claimable again now, or after ``delay`` seconds (by ``clock``) —

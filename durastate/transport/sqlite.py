@@ -8,11 +8,16 @@ process dies (with ``synchronous="FULL"`` not even on power loss). Delivery foll
 - **one in flight per target, in order per target** — each target has one *head*: its oldest message,
   flagged ``head``. Only heads can be claimed, and only while no live lease holds them; an ``ack`` deletes
   the head and flags the target's next message in the same transaction;
+- **fair: least recently served first** — each head carries a ``turn``: a new target's head gets the
+  next turn when it is sent, and a target's next message gets the next turn when the ack before it
+  promotes it. A claim takes heads in ``turn`` order, so a target that was just served goes to the back
+  of the line: an execution with a backlog of thousands gets one event per pass over the targets, and
+  an execution with one event waits at most one pass, never behind another's backlog;
 - **a claim costs what it returns** — it reads a partial index of the heads (``WHERE head = 1``) in
-  ``seq`` order: the heads in flight it skips plus the ones it leases, not the backlog queued behind
+  ``turn`` order: the heads in flight it skips plus the ones it leases, not the backlog queued behind
   them, so ``durastate serve`` claims as fast with 100 000 events queued as with ten. A send flags its
   message head iff the target has nothing queued; an ack finds the next one through the
-  ``(target_id, seq)`` index. SQLite has one writer at a time (``BEGIN IMMEDIATE``), so that check and
+  ``(target_id, seq)`` index, and the next turn is the largest one of the heads' index plus one. SQLite has one writer at a time (``BEGIN IMMEDIATE``), so that check and
   the insert, or the delete and the promotion, cannot interleave with another process's send or ack:
   no message is stranded without a head and no target gets two. (An inbox written by an older durastate,
   without the flag, is given it when first opened: see :meth:`SqliteTransport._ensure_schema`.)
@@ -63,39 +68,48 @@ _DDL = (
     # ``head`` is last so that a fresh table and one migrated by ``ALTER TABLE … ADD COLUMN`` are alike.
     "CREATE TABLE IF NOT EXISTS inbox (seq INTEGER PRIMARY KEY AUTOINCREMENT, target_id TEXT NOT NULL, "
     "event_id TEXT NOT NULL, event TEXT NOT NULL, attempts INTEGER NOT NULL DEFAULT 0, token TEXT, "
-    "lease_until REAL, head INTEGER NOT NULL DEFAULT 0)",
+    "lease_until REAL, head INTEGER NOT NULL DEFAULT 0, turn INTEGER NOT NULL DEFAULT 0)",
     # Dead letters: one row per letter id (derived from target and event id), in the order first kept.
     "CREATE TABLE IF NOT EXISTS dead_letters (seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL UNIQUE, "
     "target_id TEXT NOT NULL, event TEXT, body TEXT, reason TEXT NOT NULL, error TEXT NOT NULL, "
     "at REAL NOT NULL, attempts INTEGER NOT NULL)",
 )
-# Run after the ``head`` column is known to exist (a file of an older durastate gets it first).
+# Run after the ``head`` and ``turn`` columns are known to exist (an older file gets them first). The heads
+# are indexed by turn (the claim order); the index of heads by ``seq`` of older versions is dropped.
 _INDEXES = (
     "CREATE UNIQUE INDEX IF NOT EXISTS inbox_target_event ON inbox (target_id, event_id)",
     "CREATE INDEX IF NOT EXISTS inbox_target_seq ON inbox (target_id, seq)",
-    "CREATE INDEX IF NOT EXISTS inbox_heads ON inbox (seq) WHERE head = 1",
+    "CREATE INDEX IF NOT EXISTS inbox_turns ON inbox (turn) WHERE head = 1",
+    "DROP INDEX IF EXISTS inbox_heads",
 )
 # A file written before the head flag: add it, then flag each target's oldest message.
 _MIGRATE = (
     "ALTER TABLE inbox ADD COLUMN head INTEGER NOT NULL DEFAULT 0",
     "UPDATE inbox SET head = 1 WHERE seq IN (SELECT MIN(seq) FROM inbox GROUP BY target_id)",
 )
+# A file written before turns: every head gets turn 0 (served first, oldest first by seq, as before).
+_MIGRATE_TURN = "ALTER TABLE inbox ADD COLUMN turn INTEGER NOT NULL DEFAULT 0"
+# The turn after every head's: the back of the line (the max of the partial index: one probe).
+_NEXT_TURN = "(SELECT COALESCE(MAX(turn), 0) + 1 FROM inbox WHERE head = 1)"
 # A message is its target's head iff its target has nothing queued yet (an earlier row of the same batch
-# counts: it is in the same transaction). A duplicate is not queued, so its head flag does not matter.
-_SEND = ("INSERT INTO inbox (target_id, event_id, event, head) "
-         "VALUES (?, ?, ?, NOT EXISTS (SELECT 1 FROM inbox WHERE target_id = ?)) "
+# counts: it is in the same transaction); a head takes the next turn. A duplicate is not queued, so its
+# flag does not matter. (``WHERE true``: SQLite's upsert after a SELECT needs a WHERE to parse.)
+_SEND = ("INSERT INTO inbox (target_id, event_id, event, head, turn) "
+         f"SELECT ?, ?, ?, h, CASE WHEN h THEN {_NEXT_TURN} ELSE 0 END "
+         "FROM (SELECT NOT EXISTS (SELECT 1 FROM inbox WHERE target_id = ?) AS h) WHERE true "
          "ON CONFLICT (target_id, event_id) DO NOTHING")
-# Heads that no live lease holds, oldest first, read from the partial index of heads: the heads in
-# flight plus what is returned, however many messages wait behind them.
+# Heads that no live lease holds, least recently served first, read from the partial index of heads: the
+# heads in flight plus what is returned, however many messages wait behind them.
 _CLAIMABLE = (
-    "SELECT seq, target_id, event, attempts FROM inbox "
-    "WHERE head = 1 AND (lease_until IS NULL OR lease_until <= ?) ORDER BY seq LIMIT ?"
+    "SELECT seq, target_id, event, attempts FROM inbox INDEXED BY inbox_turns "
+    "WHERE head = 1 AND (lease_until IS NULL OR lease_until <= ?) ORDER BY turn LIMIT ?"
 )
 _LEASE = "UPDATE inbox SET attempts = attempts + 1, token = ?, lease_until = ? WHERE seq = ?"
 _HELD = "SELECT target_id FROM inbox WHERE seq = ? AND token = ?"
 _ACK = "DELETE FROM inbox WHERE seq = ?"
-# The target's next message (by the (target_id, seq) index) becomes its head.
-_PROMOTE = "UPDATE inbox SET head = 1 WHERE seq = (SELECT MIN(seq) FROM inbox WHERE target_id = ?)"
+# The target's next message (by the (target_id, seq) index) becomes its head, at the back of the line.
+_PROMOTE = (f"UPDATE inbox SET head = 1, turn = {_NEXT_TURN} "
+            "WHERE seq = (SELECT MIN(seq) FROM inbox WHERE target_id = ?)")
 # A release with a delay keeps the row a head whose "lease" (no token: nobody holds it) ends at the retry
 # time, so the claim above skips it until then, and the target's later messages wait behind it.
 _RELEASE = "UPDATE inbox SET token = NULL, lease_until = ? WHERE seq = ? AND token = ?"
@@ -139,6 +153,8 @@ class SqliteTransport:
             if "head" not in columns:
                 for stmt in _MIGRATE:
                     cur.execute(stmt)
+            if "turn" not in columns:
+                cur.execute(_MIGRATE_TURN)
             for stmt in _INDEXES:
                 cur.execute(stmt)
 
@@ -197,13 +213,21 @@ class SqliteTransport:
     def ack(self, c: Claimed) -> None:
         """The message was handled: delete it and make its target's next message the head, in one
         transaction (a no-op if this claim's lease was lost to another)."""
-        seq = _seq_of(c.token)
+        self.ack_many([c])
+
+    def ack_many(self, claims: Sequence[Claimed]) -> None:
+        """:meth:`ack` of each, in one transaction (a runtime round acks its batch at once); the targets
+        served go to the back of the line in this order."""
+        if not claims:
+            return
         with self._db.write(savepoint=False) as cur:
-            row = cur.execute(_HELD, (seq, c.token)).fetchone()
-            if row is None:
-                return
-            cur.execute(_ACK, (seq,))
-            cur.execute(_PROMOTE, (row[0],))
+            for c in claims:
+                seq = _seq_of(c.token)
+                row = cur.execute(_HELD, (seq, c.token)).fetchone()
+                if row is None:
+                    continue
+                cur.execute(_ACK, (seq,))
+                cur.execute(_PROMOTE, (row[0],))
 
     def release(self, c: Claimed, delay: float = 0.0) -> None:
         """Give the message back for a retry, at once or after ``delay`` seconds (by ``clock``); it stays

@@ -130,13 +130,13 @@ def test_trace_shows_each_step(cli: Cli) -> None:
     ok(cli("send", "t1", "inc"))
     ok(cli("send", "t1", "finish"))
     ok(cli("serve", "--until-idle"))
-    out = ok(cli("trace", "t1")).stdout.splitlines()
+    out = [line for line in ok(cli("trace", "t1")).stdout.splitlines() if "#" in line]  # each step's headline
     assert len(out) == 3
     assert "start" in out[0] and "counting" in out[0]
     assert "finish" in out[2] and "counting → done" in out[2] and "finished (counted)" not in out[0]
     steps = json.loads(ok(cli("trace", "t1", "--json")).stdout)
     assert [s["event"] for s in steps] == ["durastate.start", "inc", "finish"]
-    assert len(ok(cli("trace", "t1", "--last", "1")).stdout.splitlines()) == 1
+    assert len([line for line in ok(cli("trace", "t1", "--last", "1")).stdout.splitlines() if "#" in line]) == 1
 
 
 def test_serve_fires_timers_on_an_advanced_clock(cli: Cli) -> None:
@@ -185,8 +185,8 @@ def test_viz_prints_mermaid_and_marks_the_active_states(cli: Cli, env: Env) -> N
     ok(cli("serve", "--until-idle"))
     marked = ok(cli("viz", "--execution", "v1")).stdout
     assert "classDef active" in marked
-    assert ("class processing__fulfilment__packing__picking,"
-            "processing__fulfilment__shipping__awaiting_label active") in marked
+    assert "class processing__fulfilment__packing__picking active\n" in marked
+    assert "class processing__fulfilment__shipping__awaiting_label active\n" in marked
     target = env.tmp / "o.mmd"
     ok(cli("viz", "order", "-e", "v1", "-o", str(target)))
     assert target.read_text() == marked

@@ -16,15 +16,15 @@ from ._support import Env, Outcome, assert_one_line_error
 
 Cli = Callable[..., Outcome]
 
-COUNTER_COPY = "id: counter\ninitial: a\nstates: {a: {}}\n"
+COUNTER_COPY = "id: counter\ninitial: a\nstates: {a: {type: final}}\n"
 
 
 def test_two_files_of_a_folder_with_the_same_id_are_both_invalid(cli: Cli, tmp_path: Path) -> None:
     folder = tmp_path / "team"
     folder.mkdir()
-    (folder / "one.yaml").write_text("id: same\ninitial: a\nstates: {a: {}}\n")
-    (folder / "two.yaml").write_text("id: same\ninitial: b\nstates: {b: {}}\n")
-    (folder / "other.yaml").write_text("id: other\ninitial: a\nstates: {a: {}}\n")
+    (folder / "one.yaml").write_text("id: same\ninitial: a\nstates: {a: {type: final}}\n")
+    (folder / "two.yaml").write_text("id: same\ninitial: b\nstates: {b: {type: final}}\n")
+    (folder / "other.yaml").write_text("id: other\ninitial: a\nstates: {a: {type: final}}\n")
     out = cli("validate", str(folder))
     assert out.code == 1, out.stdout
     assert "2 of 3 definition file(s) invalid" in out.stderr
@@ -110,3 +110,38 @@ def test_send_accepts_an_event_a_descriptor_matches(cli: Cli, env: Env) -> None:
     assert_one_line_error(cli("send", "e1", "error.sender"), "no transition on event 'error.sender'")
     assert cli("serve", "--until-idle").code == 0
     assert json.loads(cli("show", "e1", "--json").stdout)["active_path"] == "b"
+
+
+def test_static_issues_fail_validate_with_their_paths(cli: Cli, tmp_path: Path) -> None:
+    chart = tmp_path / "chart.yaml"
+    chart.write_text("id: chart\ninitial: a\nstates:\n  a: {on: {go: [b, c]}}\n  b: {type: final}\n"
+                     "  c: {type: final}\n  lost: {on: {x: b}}\n")
+    out = cli("validate", str(chart))
+    assert out.code == 1 and "1 of 1 definition file(s) invalid" in out.stderr
+    assert "states.lost: unreachable" in out.stdout
+    assert "states.a.on.go[1]: never taken: two unguarded transitions on one event" in out.stdout
+
+
+def test_explore_reports_a_deadlock_with_the_events_that_reach_it_and_domains_open_guards(
+    cli: Cli, tmp_path: Path
+) -> None:
+    chart = tmp_path / "approval.yaml"
+    chart.write_text("id: approval\ninitial: submitted\nstates:\n"
+                     "  submitted:\n    on:\n      review:\n"
+                     "        - {target: approved, guard: {gt: [$event.score, 70]}}\n"
+                     "        - {target: waiting}\n"
+                     "  waiting:\n    on: {nudge: {target: approved, guard: {eq: [$context.escalated, true]}}}\n"
+                     "  approved: {type: final}\n")
+    out = cli("validate", str(chart), "--explore", "100")
+    assert out.code == 1 and "exploration found 1 problem" in out.stderr
+    assert "deadlock in 'waiting' after start → review" in out.stdout
+    assert "--domain event.score=…" in out.stdout  # says which values it could not guess
+    opened = cli("validate", str(chart), "--explore", "100", "--domain", "event.score=50,90",
+                 "--domain", "context.escalated=true")
+    assert opened.code == 0 and "explored 2 configurations (all of them)" in opened.stdout
+    [entry] = json.loads(cli("validate", str(chart), "--explore", "100", "--json").stdout)
+    found = entry["exploration"]
+    assert found["complete"] and found["undomained_event_keys"] == ["score"]
+    assert [(f["kind"], f["active_path"], f["events"]) for f in found["findings"]] == [
+        ("deadlock", "waiting", ["start", "review"])]
+    assert "--domain is for --explore N" in cli("validate", str(chart), "--domain", "event.score=1").stderr

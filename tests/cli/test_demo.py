@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from xml.etree import ElementTree
 
 import pytest
 
@@ -22,6 +23,9 @@ def test_demo_runs_every_order_to_its_outcome(tmp_path: Path) -> None:
                  "✓ o-1004: abandoned"):
         assert line in proc.stdout
     assert "$ durastate serve --until-idle --advance 3700" in proc.stdout
-    diagram = (keep / "o-1001.mmd").read_text()
-    assert diagram.startswith("```mermaid\nstateDiagram-v2\n") and "class " in diagram
+    diagram = ElementTree.fromstring((keep / "o-1001.svg").read_text())
+    active = {g.get("data-path") for g in diagram.iter("{http://www.w3.org/2000/svg}g")
+              if "active" in (g.get("class") or "").split()}
+    assert active == {"processing.fulfilment.packing.picking", "processing.fulfilment.shipping.awaiting_label"}
+    assert f"open {(keep / 'o-1001.svg').as_uri()} in a browser" in proc.stdout
     assert (keep / "durastate.db").exists()

@@ -1,4 +1,5 @@
-"""``durastate.viz``: Mermaid stateDiagram-v2 that GitHub renders.
+"""``durastate.viz``: Mermaid stateDiagram-v2 that GitHub renders, coloured by an execution's status; and
+``durastate viz``'s formats (Mermaid, SVG, PNG, chosen by ``--format`` or the output's suffix).
 
 Beyond spot checks, :func:`check_structure` parses the output the way Mermaid scopes it and enforces the
 rules GitHub's renderer needs: balanced composite blocks, every state declared once with a unique id,
@@ -11,12 +12,16 @@ region (mermaid-js/mermaid#4052).
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
+from xml.etree import ElementTree
+
+from PIL import Image
 
 from durastate.engine import load_definition
-from durastate.viz import guard_text, state_id, to_markdown, to_mermaid
+from durastate.viz import STATUS_COLOURS, guard_text, mermaid_style, state_id, to_markdown, to_mermaid
 
-from ._support import DEFS, EXAMPLES
+from ._support import DEFS, EXAMPLES, Env, Outcome
 
 DECL = re.compile(r'^state "(?P<label>[^"]*)" as (?P<id>\w+)(?P<open> \{)?$')
 EDGE = re.compile(r"^(?P<src>\[\*\]|\w+) --> (?P<dst>\[\*\]|\w+)(?: : (?P<label>.+))?$")
@@ -105,19 +110,39 @@ def test_order_diagram_structure() -> None:
     # lifted across composites, with the real end named
     assert "on_hold --> processing : resume (→ processing.resume_point)" in text
     assert "processing --> payment_failed : done [else] (from payment)" in text
-    assert "cart --> abandoned : after 3600s" in text
+    assert "cart --> abandoned : after 1h" in text
 
 
 def test_active_states_are_marked_with_a_class() -> None:
     defn = load_definition(EXAMPLES / "order.yaml")
     text = to_mermaid(defn, ["processing.fulfilment.packing.picking", "processing.fulfilment.shipping.ready"])
     check_structure(text)
-    assert "classDef active " in text
-    assert text.rstrip().splitlines()[-1] == ("    class processing__fulfilment__packing__picking,"
-                                              "processing__fulfilment__shipping__ready active")
+    assert f"classDef active {mermaid_style('active')}" in text
+    # one `class` line per state (GitHub styles a nested state only when it is named on its own line),
+    # the composites holding the active states marked as their parents
+    assert text.rstrip().splitlines()[-6:] == [
+        "    class processing__fulfilment__packing__picking active",
+        "    class processing__fulfilment__shipping__ready active",
+        "    class processing active_parent",
+        "    class processing__fulfilment active_parent",
+        "    class processing__fulfilment__packing active_parent",
+        "    class processing__fulfilment__shipping active_parent",
+    ]
     composite = to_mermaid(defn, ["processing.fulfilment"])
-    assert "%% active: processing.fulfilment" in composite and "\n    class " not in composite
+    assert "    class processing__fulfilment active\n" in composite
+    assert "    class processing active_parent\n" in composite
     assert "classDef" not in to_mermaid(defn)
+
+
+def test_the_status_colours_the_active_states() -> None:
+    defn = load_definition(EXAMPLES / "order.yaml")
+    for status, colours in STATUS_COLOURS.items():
+        text = to_mermaid(defn, ["completed"], status)
+        check_structure(text)
+        cls = "active" if status == "running" else status
+        assert f"    classDef {cls} fill:{colours[0]},stroke:{colours[1]}" in text
+        assert text.rstrip().endswith(f"class completed {cls}")
+    assert len({to_mermaid(defn, ["completed"], s) for s in ("finished", "failed", "cancelled")}) == 3
 
 
 def test_every_example_and_test_definition_is_well_formed() -> None:
@@ -183,3 +208,42 @@ states:
     assert 'state "inner · loop ↺" as p__r1__inner {' in text
     assert "p__r1__a --> p__r1__inner__c : go" in text
     assert "p__r1__inner__c --> p__r1__a : back (from inner)" in text
+
+
+# -- the command: formats ---------------------------------------------------------------------------------
+
+
+def _finished_counter(cli: Callable[..., Outcome]) -> None:
+    for args in (("start", "counter", "--id", "c1"), ("send", "c1", "finish"), ("serve", "--until-idle")):
+        out = cli(*args)
+        assert out.code == 0, out.stderr
+
+
+def test_viz_writes_svg_and_png_chosen_by_the_suffix(cli: Callable[..., Outcome], env: Env) -> None:
+    _finished_counter(cli)
+    svg_file, png_file = env.tmp / "c1.svg", env.tmp / "c1.png"
+    assert cli("viz", "-e", "c1", "-o", str(svg_file)).code == 0
+    root = ElementTree.fromstring(svg_file.read_text())
+    assert "status-finished" in (root.get("class") or "").split()
+    done = next(g for g in root.iter("{http://www.w3.org/2000/svg}g") if g.get("data-path") == "done")
+    assert "active" in (done.get("class") or "").split() and done.get("id") == "state-done"
+    assert STATUS_COLOURS["finished"][0] in svg_file.read_text()
+    assert cli("viz", "counter", "-e", "c1", "-o", str(png_file)).code == 0
+    with Image.open(png_file) as img:
+        assert img.format == "PNG" and img.width > 100
+    # SVG to stdout is fine; a format given wins over the suffix
+    out = cli("viz", "counter", "--format", "svg")
+    assert out.code == 0 and out.stdout.startswith("<svg ")
+    other = env.tmp / "c1.txt"
+    assert cli("viz", "counter", "-f", "svg", "-o", str(other)).code == 0 and other.read_text().startswith("<svg ")
+    mermaid = cli("viz", "-e", "c1")
+    assert mermaid.code == 0 and "classDef finished " in mermaid.stdout and "class done finished" in mermaid.stdout
+
+
+def test_viz_refuses_png_to_stdout_and_unknown_formats(cli: Callable[..., Outcome]) -> None:
+    png = cli("viz", "counter", "--format", "png")
+    assert png.code == 1 and "--output FILE.png" in png.stderr
+    bad = cli("viz", "counter", "--format", "gif")
+    assert bad.code == 1 and "unknown --format 'gif'; use one of mermaid, svg, png" in bad.stderr
+    md = cli("viz", "counter", "--format", "svg", "--markdown")
+    assert md.code == 1 and "--markdown" in md.stderr

@@ -38,12 +38,15 @@ def start(sqs: Any, queue_url: str, execution_id: str, definition_id: str = "ord
 
 
 def executions(ddb: Any, prefix: str = "durastate") -> dict[str, dict[str, Any]]:
-    """Every execution in the table, as the stored JSON document."""
+    """Every execution in the table, as the stored JSON document (not the system records kept beside them,
+    such as the archived definition versions: their ids start with ``~``)."""
     out: dict[str, dict[str, Any]] = {}
     kwargs: dict[str, Any] = {"TableName": f"{prefix}_executions", "ConsistentRead": True}
     while True:
         page = ddb.scan(**kwargs)
         for item in page.get("Items", []):
+            if item["id"]["S"].startswith("~"):
+                continue
             out[item["id"]["S"]] = json.loads(item["data"]["S"])
         if "LastEvaluatedKey" not in page:
             return out

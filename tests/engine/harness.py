@@ -22,6 +22,7 @@ from durastate.engine import (
     step,
     timeout_event_id,
 )
+from durastate.engine.ids import timer_key_state
 
 
 def check_invariants(defn: Definition, exe: Execution) -> None:
@@ -31,8 +32,9 @@ def check_invariants(defn: Definition, exe: Execution) -> None:
     if exe.status == "running":
         assert exe.active_path is not None
         active = exe.active_path
-        for path in exe.timers:
-            assert active == path or active.startswith(path + "."), (path, active)
+        for key in exe.timers:
+            path = timer_key_state(key)  # the state a timer belongs to (a state may have several)
+            assert active == path or active.startswith(path + "."), (key, active)
     assert exe.active_path is None or exe.active_path in defn.tables.index
 
 

@@ -42,7 +42,7 @@ def test_prefix_names_tables_queues_and_bus(template: dict[str, Any]) -> None:
     assert names == {f"orders_{n}" for n in ("executions", "outbox", "spawns", "timers", "processed",
                                              "counters", "trace")}
     assert {r["Properties"]["QueueName"] for r in _of(template, "AWS::SQS::Queue")} == {
-        "orders-events.fifo", "orders-events-dlq.fifo"}
+        "orders-events.fifo", "orders-events-dlq.fifo", "orders-timers"}
     buses = [r["Properties"]["Name"] for r in _of(template, "AWS::Events::EventBus")]
     assert buses == ["orders-notifications"]
     for fn in _of(template, "AWS::Lambda::Function"):

@@ -244,14 +244,19 @@ def test_each_function_gets_exactly_its_table_actions(template_json: dict[str, A
 def test_queue_bus_and_wildcard_grants(template_json: dict[str, Any]) -> None:
     queue = _logical_id(template_json, "AWS::SQS::Queue", QueueName="durastate-events.fifo")
     dlq = _logical_id(template_json, "AWS::SQS::Queue", QueueName="durastate-events-dlq.fifo")
+    timers = _logical_id(template_json, "AWS::SQS::Queue", QueueName="durastate-timers")
 
     def sends(role: str) -> set[str]:
         return {st["Resource"]["Fn::GetAtt"][0] for st in _statements(template_json, role)
                 if "sqs:SendMessage" in _actions(st)}
 
-    assert sends("worker") == {dlq}, "the worker only dead-letters; it never enqueues"
-    assert sends("relay") == {queue}
-    assert sends("sweeper") == {queue}
+    # The worker dead-letters and hops the timers it arms (never enqueues events); the timers function
+    # forwards hops to the event queue and touches no table.
+    assert sends("worker") == {dlq, timers}
+    assert sends("relay") == {queue, timers}
+    assert sends("sweeper") == {queue, timers}
+    assert sends("timers") == {queue}
+    assert not any(a.startswith("dynamodb:") for st in _statements(template_json, "timers") for a in _actions(st))
     for role in HANDLERS:
         for st in _statements(template_json, role):
             if st["Resource"] == "*":

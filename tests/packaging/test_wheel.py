@@ -3,8 +3,9 @@
 Slow (a build in an isolated environment, a fresh virtualenv, two pip installs; ~30 s), so marked ``slow``;
 ``make test`` runs it. What it guards:
 
-* the wheel and the sdist carry every module of every subpackage and ``py.typed`` (the package reads no
-  other data file at run time: no SQL or template files — the SQL lives in ``durastate/store/sql.py``);
+* the wheel and the sdist carry every module of every subpackage and ``py.typed``, and the web console's
+  templates and static files (``durastate/ui``; the package reads no other data file at run time: the SQL
+  lives in ``durastate/store/sql.py``);
 * the metadata: name ``durastate``, the console script, the licence, and a core that needs only pydantic and
   PyYAML, every client library behind an extra;
 * the installed wheel works away from this checkout: the core alone runs an execution on SQLite; with the
@@ -40,7 +41,7 @@ CORE_CLOSURE = {"durastate", "pydantic", "pydantic-core", "annotated-types", "ty
 #: What the `cli` extra adds on top.
 CLI_CLOSURE = CORE_CLOSURE | {"typer", "rich", "click", "shellingham", "markdown-it-py", "mdurl", "pygments",
                               "annotated-doc", "colorama"}
-EXTRAS = {"cli", "postgres", "dynamodb", "aio-dynamodb", "aws"}
+EXTRAS = {"cli", "postgres", "dynamodb", "aio-dynamodb", "aws", "ui"}
 #: Folders and files of a checkout that are not inputs of the build (environments, caches, build outputs).
 NOT_SOURCES = shutil.ignore_patterns(".git", ".venv", "node_modules", "cdk.out", "build", "dist", "*.egg-info",
                                      "__pycache__", "*.pyc", ".mypy_cache", ".ruff_cache", ".pytest_cache",

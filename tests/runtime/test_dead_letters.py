@@ -8,7 +8,7 @@ only come back is refused before anything moves. Also the control shortcuts of t
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -162,11 +162,11 @@ def test_a_crash_between_keeping_a_letter_and_acking_its_message_keeps_it_once(
     class CrashOnAck(SqliteTransport):
         crash = True
 
-        def ack(self, c: Claimed) -> None:
+        def ack_many(self, claims: Sequence[Claimed]) -> None:  # how the runtime acks a claim's messages
             if self.crash:
                 self.crash = False
                 raise RuntimeError("killed before the ack")
-            super().ack(c)
+            super().ack_many(claims)
 
     store = DictStore()
     inbox = CrashOnAck(tmp_path / "inbox.db", clock=clock)

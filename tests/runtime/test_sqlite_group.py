@@ -34,6 +34,7 @@ def test_a_round_commits_its_events_and_acks_once(
     for target in ("a", "b"):
         queue(transport, target, ["inc"] * 10)
     rt = LocalRuntime(store, registry, transport, clock, batch_size=32)
+    rt.worker.versions.newest("counter")  # archive the version now: the first start ever writes it once
     statements: list[str] = []
     store.db.conn.set_trace_callback(statements.append)
     stats = rt.run_once()

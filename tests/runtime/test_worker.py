@@ -18,7 +18,7 @@ from durastate.errors import (
     UnknownExecution,
 )
 from durastate.runtime import HandleResult, ManualClock, Worker
-from durastate.runtime.worker import detached_copy, returns_live_objects
+from durastate.runtime.worker import DEFAULT_KEEP, detached_copy, returns_live_objects
 from durastate.store import DictStore
 from durastate.store.base import ExecutionStore
 
@@ -290,19 +290,44 @@ def test_a_redelivered_event_on_a_kept_execution_is_still_a_duplicate(
     assert exe is not None and exe.context["count"] == 3
 
 
+@pytest.mark.parametrize("exclusive", [False, True], ids=["default", "exclusive"])
 def test_a_kept_copy_another_writer_moved_on_is_reloaded_and_the_result_is_serial(
-        sqlite_store: ExecutionStore, registry: DefinitionRegistry, clock: ManualClock) -> None:
-    mine = Worker(sqlite_store, registry, clock, keep_committed=8)
-    other = Worker(sqlite_store, registry, clock)
+        sqlite_store: ExecutionStore, registry: DefinitionRegistry, clock: ManualClock, exclusive: bool) -> None:
+    mine = Worker(sqlite_store, registry, clock, keep_committed=8, exclusive=exclusive)
+    other = Worker(sqlite_store, registry, clock, keep_committed=0)
     mine.handle("c1", start_event("c1"))
     mine.handle("c1", ev("inc", "i1"))
     other.handle("c1", ev("inc", "i2"))  # mine's kept copy is now one version behind
     other.handle("c1", ev("wait", "w"))
     assert mine.handle("c1", ev("inc", "i3")) == "applied"
-    assert mine.conflicts == 1
+    # By default the stale copy is found before it is stepped (no step, no action on it, no lost commit);
+    # an exclusive worker trusts it, steps it, and only its commit's compare-and-swap refuses it.
+    assert (mine.stale, mine.conflicts) == ((0, 1) if exclusive else (1, 0))
     exe = sqlite_store.load("c1")  # on the stale copy it would be count 2 in idle
     assert exe is not None and exe.context["count"] == 3 and exe.active_path == "waiting"
     assert sqlite_store.is_processed("c1", "i3")
+
+
+def test_kept_copies_are_the_default_and_each_costs_one_version_read_instead_of_a_load(
+        sqlite_store: ExecutionStore, registry: DefinitionRegistry, clock: ManualClock) -> None:
+    store = CountingStore(sqlite_store)
+    checks: list[str] = []
+    real = sqlite_store.version_for_event  # type: ignore[attr-defined]
+
+    def version_for_event(execution_id: str, event_id: str) -> tuple[int | None, bool]:
+        checks.append(event_id)
+        result: tuple[int | None, bool] = real(execution_id, event_id)
+        return result
+
+    store.version_for_event = version_for_event  # type: ignore[attr-defined]
+    w = Worker(store, registry, clock)  # type: ignore[arg-type]
+    assert w.keep_committed == DEFAULT_KEEP and not w.exclusive
+    w.handle("c1", start_event("c1"))
+    for i in range(3):
+        w.handle("c1", ev("inc", f"i{i}"))
+    assert store.reads == 1 and checks == ["i0", "i1", "i2"]
+    assert w.handle("c1", ev("inc", "i1")) == HandleResult.DUPLICATE  # the version read says it was applied
+    assert checks[-1] == "i1" and store.reads == 1
 
 
 def test_keep_committed_is_ignored_on_a_store_whose_commit_cannot_check_the_event(

@@ -17,14 +17,16 @@ shard keys in :mod:`~durastate.store.dynamodb.sharding` and the filter of spille
 from __future__ import annotations
 
 import json
+import math
 import random
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Generator, Iterable, Sequence
+from collections.abc import Callable, Collection, Generator, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
+from durastate.engine.ids import SYSTEM_PREFIX
 from durastate.engine.model import STATUSES, Event, Execution
 from durastate.errors import ExecutionTooLarge, StoreConflict, StoreThrottled, StoreUnavailable
 from durastate.store.base import (
@@ -38,13 +40,22 @@ from durastate.store.base import (
     TimerOp,
     decode_cursor,
     encode_cursor,
+    hides_system,
     normalize_status,
     summary_matches,
 )
-from durastate.store.dynamodb.bloom import bloom_add, bloom_false_positive_rate, bloom_may_contain
+from durastate.store.dynamodb.bloom import BLOOM_BITS, bloom_add, bloom_may_contain
 from durastate.store.dynamodb.client import endpoint_address
 from durastate.store.dynamodb.errors import DENIED_CODES, cancellation_reasons, classify, error_code
-from durastate.store.dynamodb.layout import TABLES, TTL_ATTRIBUTE, check_prefix, create_table_request, key_schema
+from durastate.store.dynamodb.layout import (
+    ADDED_INDEXES,
+    TABLES,
+    TTL_ATTRIBUTE,
+    add_index_request,
+    check_prefix,
+    create_table_request,
+    key_schema,
+)
 from durastate.store.dynamodb.limits import (
     BATCH_GET_MAX,
     BATCH_WRITE_MAX,
@@ -56,12 +67,37 @@ from durastate.store.dynamodb.limits import (
     S,
     item_size,
 )
-from durastate.store.dynamodb.sharding import QUEUE_SHARDS, TIMER_SHARDS, execution_shard, queue_key, shard_of
+from durastate.store.dynamodb.sharding import (
+    QUEUE_SHARDS,
+    TIMER_SHARDS,
+    ended_shard,
+    execution_shard,
+    queue_key,
+    shard_of,
+)
+from durastate.store.retention import (
+    PurgeResult,
+    check_purge,
+    ended_index_value,
+    is_purgeable,
+    stamp_ended,
+    tombstone,
+)
 
 T = TypeVar("T")
 
-DEFAULT_RECENT_EVENTS = 8
-"""Event ids kept in the execution item. 8 uuid-sized ids keep a small execution under 1 KB (1 WRU)."""
+DEFAULT_RECENT_EVENTS = 24
+"""At most this many applied event ids are kept in the execution item (``rids``) before they spill, as one
+chunk, to ``processed``. Beyond :data:`RECENT_FLOOR` an id is kept only while it costs no write unit (the
+item stays within the kilobyte it needs anyway), so a small execution spills once per 24 events, a large
+one once per 8. 24 uuid-sized ids make a chunk item of about 950 bytes: one write unit."""
+RECENT_FLOOR = 8
+"""Event ids kept in the execution item even when they make it cross a kilobyte (the layout before chunks)."""
+MAX_RECENT_EVENTS = 64
+SPILL_CHUNK_PREFIX = "~spill~"
+"""Sort key prefix (in ``processed``) of a chunk of spilled event ids: ``~spill~{version:012d}``, the version
+whose commit spilled them. An event id of a user cannot start with ``~``; a derived one never has this prefix."""
+_KB = 1024
 
 
 # -- requests a store operation yields ---------------------------------------------------------------
@@ -130,8 +166,9 @@ class DynamoCore:
     Options (keyword-only, the same on both stores):
 
     - ``trace_max``: trace ring size per execution (``DEFAULT_TRACE_MAX``; 0/None keeps every step).
-    - ``recent_events``: applied event ids kept inside the execution item (default 8; 0 = the seed's
-      layout, one ``processed`` item written in every commit's transaction).
+    - ``recent_events``: at most this many applied event ids are kept inside the execution item
+      (default 24, see :data:`DEFAULT_RECENT_EVENTS`; 0 = the seed's layout, one ``processed`` item written
+      in every commit's transaction).
     - ``max_retries``, ``backoff_base``, ``backoff_cap``: the bounded, jittered exponential backoff
       for throttling and transaction conflicts (seconds), then :class:`~durastate.errors.StoreThrottled`.
     - ``processed_ttl`` / ``trace_ttl``: seconds after which DynamoDB's TTL may delete a dedupe mark /
@@ -162,8 +199,8 @@ class DynamoCore:
         record_trace: bool = True,
     ) -> None:
         check_prefix(prefix)
-        if not 0 <= recent_events <= BATCH_WRITE_MAX - 1:
-            raise ValueError(f"recent_events must be between 0 and {BATCH_WRITE_MAX - 1}")
+        if not 0 <= recent_events <= MAX_RECENT_EVENTS:
+            raise ValueError(f"recent_events must be between 0 and {MAX_RECENT_EVENTS}")
         self.prefix = prefix
         self.trace_max: int | None = trace_max
         self.recent_events = recent_events
@@ -241,15 +278,16 @@ class DynamoCore:
         """Whether the dedupe check should read the execution and the mark together (one BatchGetItem,
         two read units) rather than the execution first (one GetItem, one read unit, plus a second
         request when its filter cannot rule the event out): with the seed layout (every mark in
-        ``processed``), and for an execution last seen without a filter or with a saturated one, where
-        the second request is (nearly) certain. A superseded entry only costs: both paths are exact."""
+        ``processed``), and for an execution last seen without a filter, where the second request is
+        certain. (An execution with a filter keeps its spilled ids in chunks, which a point read cannot
+        find: its second request is a Query.) A superseded entry only costs: both paths are exact."""
         if self.recent_events == 0:
             return True
         with self._lock:
             hit = self._known.get(execution_id)
         if hit is None:
             return False
-        return hit[2] is None or bloom_false_positive_rate(hit[2]) >= 0.5
+        return hit[2] is None
 
     def _forget(self, execution_id: str) -> None:
         with self._lock:
@@ -386,6 +424,17 @@ class DynamoCore:
                     for i in desc.get("GlobalSecondaryIndexes", [])
                 }
                 missing = [i.name for i in spec.indexes if i.name not in indexes]
+                added = [i for i in spec.indexes if i.name in missing and i.name in ADDED_INDEXES]
+                for index in added:
+                    # An index added by a later version of the layout: add it to the table in place.
+                    try:
+                        yield from self._call("update_table", add_index_request(self.prefix, spec, index))
+                    except Exception as exc:
+                        if error_code(exc) in DENIED_CODES:
+                            return
+                        raise
+                    missing.remove(index.name)
+                    indexes[index.name] = "CREATING"
                 if missing:
                     raise StoreUnavailable(
                         f"table {name} exists without the index {missing[0]!r} durastate queries; create it "
@@ -474,7 +523,8 @@ class DynamoCore:
         id not in ``rids`` is in the filter of every later version). Otherwise — a filter false
         positive, or an item without a filter — the ``processed`` mark is read too. No item means no
         mark: marks are written only for ids of an existing execution (in its commit's transaction,
-        or behind it for ids it already holds in ``rids``) and executions are never deleted.
+        or behind it for ids it already holds in ``rids``), and an execution item is deleted only as an
+        expired tombstone, after which its id is free again.
         """
         if self._batch_read_pays(execution_id):
             return (yield from self._with_mark(execution_id, event_id, ", ".join(names), names))
@@ -494,19 +544,46 @@ class DynamoCore:
         if event_id in self._rids(item):
             return item, True
         spill = self._spill(item)
-        if spill is not None and not bloom_may_contain(spill, event_id):
+        if spill is None:  # no filter: every spilled id has a mark of its own
+            mark = yield from self._call(
+                "get_item",
+                {
+                    "TableName": self.table("processed"),
+                    "Key": {"execution_id": S(execution_id), "event_id": S(event_id)},
+                    "ConsistentRead": True,
+                    "ProjectionExpression": "#e",
+                    "ExpressionAttributeNames": {"#e": "event_id"},
+                },
+            )
+            return item, "Item" in mark
+        if not bloom_may_contain(spill, event_id):
             return item, False
-        mark = yield from self._call(
-            "get_item",
-            {
-                "TableName": self.table("processed"),
-                "Key": {"execution_id": S(execution_id), "event_id": S(event_id)},
-                "ConsistentRead": True,
-                "ProjectionExpression": "#e",
-                "ExpressionAttributeNames": {"#e": "event_id"},
-            },
-        )
-        return item, "Item" in mark
+        return item, (yield from self._spilled(execution_id, event_id))
+
+    def _spilled(self, execution_id: str, event_id: str) -> Ops[bool]:
+        """Whether ``event_id`` is among ``execution_id``'s spilled ids: its chunks (and any single marks a
+        durastate before chunks wrote), newest first, a page of a few at a time (a real duplicate is
+        usually recent; a filter false positive reads them all: about 1 read unit per 100 spilled ids)."""
+        kw: dict[str, Any] = {
+            "TableName": self.table("processed"),
+            "KeyConditionExpression": "#x = :x",
+            "ExpressionAttributeNames": {"#x": "execution_id"},
+            "ExpressionAttributeValues": {":x": S(execution_id)},
+            "ScanIndexForward": False,
+            "ConsistentRead": True,
+            "Limit": 8,
+        }
+        while True:
+            resp = yield from self._call("query", kw)
+            for mark in resp.get("Items", []):
+                if ("ids" in mark and event_id in mark["ids"]["SS"]) or (
+                    "ids" not in mark and mark["event_id"]["S"] == event_id
+                ):
+                    return True
+            last = resp.get("LastEvaluatedKey")
+            if not last:
+                return False
+            kw["ExclusiveStartKey"] = last
 
     def load_for_event_ops(self, execution_id: str, event_id: str) -> Ops[tuple[Execution | None, bool]]:
         item, seen = yield from self._dedupe_read(execution_id, event_id, self._LOAD_NAMES)
@@ -530,13 +607,20 @@ class DynamoCore:
         }
 
     def _next_recent(
-        self, recent: tuple[str, ...], event_id: str | None
+        self, recent: tuple[str, ...], event_id: str | None, costs_a_unit: Callable[[tuple[str, ...]], bool]
     ) -> tuple[tuple[str, ...], tuple[str, ...]]:
-        """(the new ``rids``, the ids to write to ``processed`` first)."""
+        """(the new ``rids``, the ids to write to ``processed`` first).
+
+        ``rids`` spill — all but the newest id, as one chunk — when they would exceed ``recent_events``,
+        or, past :data:`RECENT_FLOOR`, when keeping them would cost the item a write unit
+        (``costs_a_unit(ids)``: the item would cross a kilobyte it does not cross with the newest id
+        alone)."""
         ids = list(recent)
         if event_id is not None and self.recent_events > 0 and event_id not in ids:
             ids.append(event_id)
-        if len(ids) <= self.recent_events:
+        if len(ids) <= self.recent_events and (
+            len(ids) <= min(RECENT_FLOOR, self.recent_events) or event_id is None or not costs_a_unit(tuple(ids))
+        ):
             return tuple(ids), ()
         keep = ids[-1:] if self.recent_events > 0 else []
         return tuple(keep), tuple(dict.fromkeys(ids[: len(ids) - len(keep)]))
@@ -553,16 +637,13 @@ class DynamoCore:
         spawns: list[Spawn],
         trace: dict[str, Any] | None,
     ) -> _Plan:
+        if exe.status != "running" or exe.ended_at is not None:
+            stamp_ended(exe, self._clock())
         exe.version = old + 1
         try:
             data = exe.model_dump_json()
         finally:
             exe.version = old
-        new_recent, evicted = self._next_recent(recent, processed_event_id)
-        # The filter must hold every applied id that is not in ``rids``. The seed layout writes marks only
-        # to ``processed`` (and spills every id it finds in ``rids``), so it drops the filter; and an item
-        # without one (written by the seed layout, or before filters) never gets one back.
-        new_spill = None if self.recent_events == 0 or spill is None else bloom_add(spill, evicted)
         item: Item = {
             "id": S(exe.id),
             "data": S(data),
@@ -574,8 +655,27 @@ class DynamoCore:
             value = getattr(exe, name)
             if value is not None:
                 item[name] = S(value)
-        if new_recent:
-            item["rids"] = {"L": [S(i) for i in new_recent]}
+        for name in ("created_at", "updated_at"):  # broken out for listings (not in the status index)
+            at = getattr(exe, name)
+            if at is not None:
+                item[name] = N(at)
+        item.update(self._retention_attributes(exe))
+        if spill is not None and self.recent_events > 0:
+            item["spill"] = {"B": spill or bytes(BLOOM_BITS // 8)}  # its size once anything spilled
+
+        def with_rids(ids: tuple[str, ...]) -> Item:
+            return {**item, "rids": {"L": [S(i) for i in ids]}} if ids else item
+
+        def costs_a_unit(ids: tuple[str, ...]) -> bool:
+            return -(-item_size(with_rids(ids)) // _KB) > -(-item_size(with_rids(ids[-1:])) // _KB)
+
+        new_recent, evicted = self._next_recent(recent, processed_event_id, costs_a_unit)
+        # The filter must hold every applied id that is not in ``rids``. The seed layout writes marks only
+        # to ``processed`` (and spills every id it finds in ``rids``), so it drops the filter; and an item
+        # without one (written by the seed layout, or before filters) never gets one back.
+        new_spill = None if self.recent_events == 0 or spill is None else bloom_add(spill, evicted)
+        item = with_rids(new_recent)
+        item.pop("spill", None)
         if new_spill is not None:
             item["spill"] = {"B": new_spill}
         hint = "keep large payloads out of the context and event data (store them elsewhere, keep a key)"
@@ -602,6 +702,16 @@ class DynamoCore:
         if not plan.single:
             self._check_transaction(exe.id, plan, placeholder)
         return plan
+
+    @staticmethod
+    def _retention_attributes(exe: Execution) -> Item:
+        """The ``ended`` index's keys for an ended (purgeable) execution; the TTL of a tombstone."""
+        end = ended_index_value(exe)
+        if end is not None:
+            return {"ended_shard": S(ended_shard(exe.status, exe.id)), "ended_at": N(end)}
+        if exe.expires_at is not None:
+            return {TTL_ATTRIBUTE: N(math.ceil(exe.expires_at))}
+        return {}
 
     def _check_transaction(self, execution_id: str, plan: _Plan, placeholder: int) -> None:
         sizes = [item_size(plan.exe_item)]
@@ -711,7 +821,14 @@ class DynamoCore:
                 spawn_list,
                 trace,
             )
-        if plan.evicted:
+        if plan.evicted and plan.spill is not None:
+            # One chunk of the spilled ids, keyed by the version that drops them. Every writer from
+            # version ``old`` spills the same ids (``rids`` of that stored version), so a racing
+            # writer's overwrite writes the same chunk.
+            key = f"{SPILL_CHUNK_PREFIX}{old + 1:012d}"
+            chunk = {**self._mark_item(exe.id, key), "ids": {"SS": list(plan.evicted)}}
+            yield from self._call("put_item", {"TableName": self.table("processed"), "Item": chunk})
+        elif plan.evicted:  # an item without a filter: its dedupe check reads single marks
             yield from self._batch_write(
                 self.table("processed"),
                 [{"PutRequest": {"Item": self._mark_item(exe.id, e)}} for e in plan.evicted],
@@ -724,7 +841,7 @@ class DynamoCore:
         }
         traced: int | None = None
         try:
-            if plan.single:
+            if plan.single or (yield from self._arm_ahead(exe.id, plan)):
                 yield from self._call("put_item", put)
             else:
                 txn, traced = yield from self._transaction(exe.id, old, plan, put)
@@ -740,6 +857,36 @@ class DynamoCore:
         self._remember(exe.id, old + 1, plan.recent, plan.spill)
         self._remember_trace(exe.id, old, traced)
         exe.version = old + 1
+
+    def _arm_ahead(self, execution_id: str, plan: _Plan) -> Ops[bool]:
+        """Arm a commit's timers *ahead* of its execution write, so that it needs no transaction — when the
+        commit writes nothing else but the execution, and each timer's path has no timer armed at another
+        time (a conditional Put). Then True: the caller writes the execution with one PutItem.
+
+        Why that is safe: a timer armed ahead of a commit that then fails (a lost race, a crash) fires a
+        timeout whose ``fire_at`` the stored execution does not hold, which the engine ignores as stale; a
+        retried commit that arms the path at another time finds it taken and falls back to the transaction,
+        which overwrites it. What must not happen — an armed timer of the stored execution replaced by
+        one it does not hold — is what the condition prevents. The cost: 1 write unit per timer instead of
+        2, and the execution's 1 instead of 2 (an arm was a 2-item transaction)."""
+        if plan.outbox or plan.spawns or plan.processed is not None or plan.trace is not None:
+            return False
+        if not plan.timers or any(op.action != "schedule" for op in plan.timers):
+            return False
+        for op in plan.timers:
+            try:
+                yield from self._call("put_item", {
+                    "TableName": self.table("timers"),
+                    "Item": self._timer_item(execution_id, op),
+                    "ConditionExpression": "attribute_not_exists(#p) OR #fa = :f",
+                    "ExpressionAttributeNames": {"#p": "path", "#fa": "fire_at"},
+                    "ExpressionAttributeValues": {":f": N(op.fire_at)},
+                })
+            except Exception as exc:
+                if classify(exc) != "conflict":
+                    raise
+                return False  # armed at another time: the transaction replaces it atomically with the state
+        return True
 
     def _transaction(
         self, execution_id: str, old: int, plan: _Plan, put: dict[str, Any]
@@ -863,11 +1010,13 @@ class DynamoCore:
         return int(items[0]["idx"]["N"]) if items else -1
 
     # -- relay and sweeper ----------------------------------------------------------------------------
-    def pending_outbox_ops(self, limit: int | None = None) -> Ops[list[OutboxEntry]]:
+    def pending_outbox_ops(
+        self, limit: int | None = None, shards: Collection[int] | None = None
+    ) -> Ops[list[OutboxEntry]]:
         # No cut is needed: all of one execution's entries live in one shard (see _next_seqs), and a
         # Query of a shard returns them in seq order, so a pass never sees a later entry of an
         # execution without the earlier ones, whatever commits land between its per-shard Queries.
-        rows = yield from self._oldest("outbox", limit)
+        rows = yield from self._oldest("outbox", limit, shards)
         return [
             OutboxEntry(
                 int(r["seq"]["N"]),
@@ -886,8 +1035,10 @@ class DynamoCore:
     def ack_spawn_ops(self, seq: int) -> Ops[None]:
         return self.ack_ops("spawns", seq)
 
-    def pending_spawns_ops(self, limit: int | None = None) -> Ops[list[SpawnEntry]]:
-        rows = yield from self._oldest("spawns", limit)
+    def pending_spawns_ops(
+        self, limit: int | None = None, shards: Collection[int] | None = None
+    ) -> Ops[list[SpawnEntry]]:
+        rows = yield from self._oldest("spawns", limit, shards)
         return [
             SpawnEntry(
                 int(r["seq"]["N"]),
@@ -899,9 +1050,14 @@ class DynamoCore:
             for r in rows
         ]
 
-    def _oldest(self, table: str, limit: int | None) -> Ops[list[Item]]:
+    def _oldest(self, table: str, limit: int | None, shards: Collection[int] | None = None) -> Ops[list[Item]]:
         """The ``limit`` entries of a queue table with the lowest seqs (all of them for None), in seq
         order: a merge of per-shard Queries in seq order.
+
+        ``shards``: read only these (the relay's stream trigger names the shards its inserts went to:
+        a pass then Queries those, not all :data:`~durastate.store.dynamodb.sharding.QUEUE_SHARDS`).
+        Without it, one ``Scan`` of a single item first asks whether the table holds anything at all, so
+        a pass over an empty table — the scheduled backstop, an idle local loop — is one request.
 
         Each shard is read from its oldest entry, ``limit / QUEUE_SHARDS + 1`` items at first (executions
         spread evenly over the shards, so that is often all it takes); then, while fewer than
@@ -911,7 +1067,12 @@ class DynamoCore:
         """
         if limit is not None and limit <= 0:
             return []
-        per = None if limit is None else limit // QUEUE_SHARDS + 1
+        if shards is None:
+            if not (yield from self._any_item(table)):
+                return []
+            shards = range(QUEUE_SHARDS)
+        wanted = sorted({int(n) for n in shards if 0 <= int(n) < QUEUE_SHARDS})
+        per = None if limit is None else limit // max(1, len(wanted)) + 1
         rows: list[Item] = []
         more: dict[str, tuple[int, Item]] = {}  # shard -> (last seq read, where to go on)
 
@@ -935,7 +1096,7 @@ class DynamoCore:
             if last:
                 more[shard] = (int(last["seq"]["N"]), last)
 
-        for n in range(QUEUE_SHARDS):
+        for n in wanted:
             yield from page(str(n), per, None)
         while more:
             shard, (bound, start) = min(more.items(), key=lambda kv: kv[1][0])
@@ -947,8 +1108,21 @@ class DynamoCore:
         rows.sort(key=lambda r: int(r["seq"]["N"]))
         return rows if limit is None else rows[:limit]
 
+    def _any_item(self, table: str) -> Ops[bool]:
+        """Whether ``table`` holds any item: a consistent Scan of at most one (one request, one read unit at
+        most). An empty answer that still names a place to go on counts as "maybe" (it is never wrong to
+        read on)."""
+        resp = yield from self._call(
+            "scan", {"TableName": self.table(table), "Limit": 1, "ConsistentRead": True, "Select": "COUNT"}
+        )
+        return bool(resp.get("Count") or resp.get("LastEvaluatedKey"))
+
     def due_timers_ops(self, now: float) -> Ops[list[tuple[str, str, float]]]:
+        """The due timers, from the ``due`` index (one Query per shard) — after one Scan of a single item
+        of the timers table: no timer armed at all (an idle deployment) makes a sweep one request."""
         out: list[tuple[str, str, float]] = []
+        if not (yield from self._any_item("timers")):
+            return out
         for shard in range(TIMER_SHARDS):
             rows = yield from self._pages(
                 "query",
@@ -989,7 +1163,18 @@ class DynamoCore:
         roots_only: bool,
         limit: int,
         cursor: str | None,
+        parent_id: str | None = None,
+        updated_after: float | None = None,
+        updated_before: float | None = None,
     ) -> Ops[ExecutionPage]:
+        """Keyset pages over the ``by_status`` index, one query per status merged in id order.
+
+        Definition, parent, roots and the system-record exclusion filter in the index query; the time
+        filters (``updated_at`` is not projected into the index) and the final check filter the summaries,
+        so a round may keep fewer than it read and the next round continues after it: a page is short only
+        when it is the last (which may be empty: a cursor is handed out when more ids follow, before they
+        are read).
+        """
         if limit < 1:
             raise ValueError(f"limit must be at least 1, got {limit}")
         statuses = normalize_status(status)
@@ -999,17 +1184,27 @@ class DynamoCore:
             if not isinstance(decoded, dict) or not isinstance(decoded.get("after"), str):
                 raise ValueError(f"invalid cursor {cursor!r}: pass back a next_cursor this store returned")
             after = decoded["after"]
-        ids: list[str] = []
-        for st in sorted(statuses) if statuses is not None else STATUSES:
-            ids += yield from self._status_ids(st, definition_id, roots_only, after, limit + 1)
-        ids = sorted(set(ids))
-        page = ids[:limit]
-        summaries = yield from self._summaries(page)
-        items = [s for s in summaries if summary_matches(s, definition_id, statuses, roots_only)]
-        return ExecutionPage(items, encode_cursor({"after": page[-1]}) if len(ids) > limit else None)
+        items: list[ExecutionSummary] = []
+        while True:
+            need = limit - len(items)
+            ids: list[str] = []
+            for st in sorted(statuses) if statuses is not None else STATUSES:
+                ids += yield from self._status_ids(st, definition_id, roots_only, after, need + 1, parent_id)
+            ids = sorted(set(ids))
+            batch = ids[:need]  # read the summaries of the page only; the extra id says whether more follow
+            summaries = (yield from self._summaries(batch)) if batch else []
+            items += [s for s in summaries if summary_matches(
+                s, definition_id, statuses, roots_only, parent_id=parent_id, updated_after=updated_after,
+                updated_before=updated_before)]
+            if len(ids) <= need:  # every status returned less than it was asked for: nothing is left
+                return ExecutionPage(items, None)
+            after = batch[-1]
+            if len(items) == limit:
+                return ExecutionPage(items, encode_cursor({"after": after}))
 
     def _status_ids(
-        self, status: str, definition_id: str | None, roots_only: bool, after: str | None, want: int
+        self, status: str, definition_id: str | None, roots_only: bool, after: str | None, want: int,
+        parent_id: str | None = None,
     ) -> Ops[list[str]]:
         """The first ``want`` ids (in id order, after the cursor) in one status of the index."""
         names = {"#st": "status"}
@@ -1024,9 +1219,17 @@ class DynamoCore:
             filters.append("#def = :def")
             names["#def"] = "definition_id"
             values[":def"] = S(definition_id)
+        elif hides_system(definition_id):
+            filters.append("NOT begins_with(#def, :sys)")
+            names["#def"] = "definition_id"
+            values[":sys"] = S(SYSTEM_PREFIX)
         if roots_only:
             filters.append("attribute_not_exists(#pid)")
             names["#pid"] = "parent_id"
+        if parent_id is not None:
+            filters.append("#pid = :pid")
+            names["#pid"] = "parent_id"
+            values[":pid"] = S(parent_id)
         kw: dict[str, Any] = {
             "TableName": self.table("executions"),
             "IndexName": "by_status",
@@ -1059,6 +1262,8 @@ class DynamoCore:
             "#oc": "outcome",
             "#ap": "active_path",
             "#pid": "parent_id",
+            "#ca": "created_at",
+            "#ua": "updated_at",
         }
         for start in range(0, len(ids), BATCH_GET_MAX):
             got = yield from self._batch_get(
@@ -1075,6 +1280,9 @@ class DynamoCore:
                 def opt(name: str, r: Item = r) -> str | None:
                     return r[name]["S"] if name in r else None
 
+                def at(name: str, r: Item = r) -> float | None:
+                    return float(r[name]["N"]) if name in r else None
+
                 found[r["id"]["S"]] = ExecutionSummary(
                     r["id"]["S"],
                     r["definition_id"]["S"],
@@ -1083,6 +1291,8 @@ class DynamoCore:
                     opt("outcome"),
                     opt("active_path"),
                     opt("parent_id"),
+                    at("created_at"),
+                    at("updated_at"),
                 )
         return [found[i] for i in ids if i in found]
 
@@ -1132,3 +1342,122 @@ class DynamoCore:
                     "Key": {"execution_id": S(execution_id), "idx": N(idx - self.trace_max)},
                 },
             )
+
+    # -- retention --------------------------------------------------------------------------------------
+    def purge_ops(
+        self,
+        ended_before: float,
+        statuses: Sequence[str],
+        definition_id: str | None,
+        limit: int,
+        now: float | None,
+        tombstone_ttl: float,
+        dry_run: bool,
+    ) -> Ops[PurgeResult]:
+        """One bounded batch (see :mod:`durastate.store.retention`): the candidates come from the sparse
+        ``ended`` index (per status and shard, ``ended_at`` below the cutoff), each is read (consistent)
+        and replaced by its tombstone with a conditional Put on its version, then its trace is deleted.
+        Expired tombstones are DynamoDB TTL's to delete (``expired`` is always 0 here)."""
+        wanted = check_purge(statuses, limit, tombstone_ttl)
+        now = self._clock() if now is None else now
+        candidates: list[str] = []
+        for status in wanted:
+            for shard in range(TIMER_SHARDS):
+                if len(candidates) > limit:
+                    break
+                candidates += yield from self._ended_ids(
+                    status, shard, ended_before, definition_id, limit + 1 - len(candidates)
+                )
+        more = len(candidates) > limit
+        picked = candidates[:limit]
+        if dry_run:
+            return PurgeResult(len(picked), 0, more, tuple(picked))
+        purged: list[str] = []
+        for eid in picked:
+            if (yield from self._purge_one(eid, ended_before, wanted, definition_id, now, tombstone_ttl)):
+                purged.append(eid)
+        return PurgeResult(len(purged), 0, more, tuple(purged))
+
+    def _ended_ids(
+        self, status: str, shard: int, ended_before: float, definition_id: str | None, want: int
+    ) -> Ops[list[str]]:
+        names = {"#k": "ended_shard", "#e": "ended_at"}
+        values: dict[str, Any] = {":k": S(ended_shard(status, shard)), ":cut": N(ended_before)}
+        kw: dict[str, Any] = {
+            "TableName": self.table("executions"),
+            "IndexName": "ended",
+            "KeyConditionExpression": "#k = :k AND #e < :cut",
+            "ExpressionAttributeNames": names,
+            "ExpressionAttributeValues": values,
+            "Limit": want,
+        }
+        if definition_id is not None:
+            kw["FilterExpression"] = "#d = :d"
+            names["#d"] = "definition_id"
+            values[":d"] = S(definition_id)
+        ids: list[str] = []
+        while len(ids) < want:
+            resp = yield from self._call("query", kw)
+            ids += [r["id"]["S"] for r in resp.get("Items", [])]
+            last = resp.get("LastEvaluatedKey")
+            if not last:
+                break
+            kw = {**kw, "ExclusiveStartKey": last}
+        return ids[:want]
+
+    def _purge_one(
+        self, eid: str, ended_before: float, statuses: tuple[str, ...], definition_id: str | None, now: float,
+        tombstone_ttl: float,
+    ) -> Ops[bool]:
+        """Read one candidate (the index may lag), replace it by its tombstone if it still qualifies (CAS
+        on its version: a commit that lands first wins, and the purge skips it), then drop its trace."""
+        resp = yield from self._call(
+            "get_item", {"TableName": self.table("executions"), "Key": {"id": S(eid)}, "ConsistentRead": True}
+        )
+        item = resp.get("Item")
+        if not item:
+            return False
+        exe = Execution.model_validate_json(item["data"]["S"])
+        if not is_purgeable(exe, ended_before, statuses, definition_id):
+            return False
+        old = int(item["version"]["N"])
+        exe.version = old
+        tomb = tombstone(exe, now + tombstone_ttl, now)
+        data = tomb.model_dump_json()
+        tomb_item: Item = {
+            "id": S(eid),
+            "data": S(data),
+            "version": N(old + 1),
+            "definition_id": S(tomb.definition_id),
+            "status": S(tomb.status),
+            **self._retention_attributes(tomb),
+        }
+        for name in ("parent_id", "outcome"):
+            value = getattr(tomb, name)
+            if value is not None:
+                tomb_item[name] = S(value)
+        for keep in ("rids", "spill"):  # the dedupe marks kept inside the item stay with the tombstone
+            if keep in item:
+                tomb_item[keep] = item[keep]
+        try:
+            yield from self._call("put_item", {
+                "TableName": self.table("executions"), "Item": tomb_item, **self._cas(old),
+                "ReturnValuesOnConditionCheckFailure": "ALL_OLD"})
+        except Exception as exc:
+            if classify(exc) != "conflict":
+                raise
+            stored = getattr(exc, "response", {}).get("Item")
+            if not (stored and stored.get("data", {}).get("S") == data):  # not our own retried write
+                return False
+        self._forget(eid)
+        keys = yield from self._pages("query", {
+            "TableName": self.table("trace"),
+            "KeyConditionExpression": "#e = :e",
+            "ExpressionAttributeNames": {"#e": "execution_id", "#x": "idx"},
+            "ExpressionAttributeValues": {":e": S(eid)},
+            "ProjectionExpression": "#e, #x",
+            "ConsistentRead": True,
+        })
+        if keys:
+            yield from self._batch_write(self.table("trace"), [{"DeleteRequest": {"Key": k}} for k in keys])
+        return True

@@ -8,7 +8,7 @@ beyond the seed design are written down. Names such as :data:`sharding.QUEUE_SHA
 package's other modules (:mod:`durastate.store.dynamodb`).
 
 Layout (seven tables ``{prefix}_{name}``, on-demand; the seed's key schemas except the outbox's and
-the spawns', plus two indexes):
+the spawns', plus three indexes):
 
 ==========  =====================================  ==============================================
 table       key                                    holds
@@ -18,7 +18,9 @@ executions  id (S)                                 ``data`` (the Execution JSON)
                                                    (``status``, ``outcome``, ``active_path``,
                                                    ``parent_id``), ``rids`` (recent event ids) and
                                                    ``spill`` (B: a filter of the ids spilled from
-                                                   ``rids``)
+                                                   ``rids``); when ended: ``ended_shard``,
+                                                   ``ended_at`` (the ``ended`` index); a tombstone:
+                                                   ``expires_at`` (TTL)
 outbox      shard (S), seq (N)                     ``target_id``, ``event`` (JSON)
 spawns      shard (S), seq (N)                     ``parent_id``, ``child_id``, ``root_path``,
                                                    ``context`` (JSON)
@@ -53,8 +55,9 @@ Beyond the seed, and why (the seed's behaviour stays the contract):
   :data:`bloom.BLOOM_HASHES`), and 128 bytes keep the cost benchmark's state-only execution item under
   1 KB (1 write unit). No item means not applied, with no second read: a mark is only ever written
   for an id its execution holds (in the commit's transaction, or behind it for ids in ``rids``) and
-  executions are never deleted (no store operation deletes one, and the table has no TTL), so no mark
-  exists without its execution item. The seed layout (every mark in ``processed``) writes no filter
+  an execution item is only ever deleted as an expired tombstone (by TTL, see Retention below), after
+  which its id is meant to be free again: a mark left without its item no longer counts. The seed
+  layout (every mark in ``processed``) writes no filter
   and drops one it finds (its marks are not in it); an item without a filter (written by the seed
   layout, or by a durastate before the filter) never gets one back, and its dedupe check always reads
   the mark. There, and for an execution remembered with a saturated filter (false-positive rate ≥
@@ -84,6 +87,20 @@ Beyond the seed, and why (the seed's behaviour stays the contract):
   summaries come from a BatchGetItem of the page's ids. Pages come back in id order, full (``limit``
   items while more match), with an opaque ``after`` cursor. The index carries no attribute that
   changes on every commit (not ``version``), so ordinary commits never write to it.
+* **Retention: a sparse** ``ended`` **index and tombstones.** An ended execution (not a system record)
+  carries ``ended_shard`` (``{status}#{shard}``, :func:`sharding.ended_shard`) and ``ended_at``, the keys
+  of the ``ended`` index (``definition_id`` projected); running ones carry neither, so they are not in
+  it and their commits never write it. A purge Queries it per status and shard for ``ended_at`` below
+  its cutoff — reading the executions it purges, not the table — then reads each (consistent) and
+  replaces it by its *tombstone* with a Put conditional on the version read (a commit that lands first
+  wins; the purge skips that one): the same item, status ``purged``, the data stripped to identity,
+  outcome and times, ``rids``/``spill`` kept (the dedupe marks inside the item), without the index keys
+  and with :data:`TTL_ATTRIBUTE` = the tombstone's expiry; its trace items are deleted. The worker
+  ignores every event for a tombstone, a repeated start included. DynamoDB's TTL (enabled on the
+  executions table by the CDK stack) deletes the tombstone when it expires; its ``processed`` marks and
+  trace steps expire by their own TTLs. The index was added after the first layout:
+  :meth:`core.DynamoCore.ensure_tables_ops` adds it to an existing table (UpdateTable); executions that
+  ended before it carry no keys and are purged only if touched again.
 * **Consistent reads** where a stale answer would be wrong: ``load``, ``load_for_event``,
   ``is_processed`` (a stale read could apply an event twice or lose a CAS race it should see), the
   relay's Queries (an acked entry must not reappear, a committed one must be seen) and the trace
@@ -103,7 +120,8 @@ Beyond the seed, and why (the seed's behaviour stays the contract):
 * **Fewer reads per commit.** The stored version, ``rids`` and ``spill`` of an execution loaded
   through this store, and the next trace index after a traced commit, are remembered (keyed by version: an
   ``(id, version)`` pair names exactly one stored item), so a commit normally makes no read of its own.
-* **Optional TTL** (``expires_at``, :data:`TTL_ATTRIBUTE`) on dedupe marks and trace steps, for the stack's TTL setting.
+* **Optional TTL** (``expires_at``, :data:`TTL_ATTRIBUTE`) on dedupe marks and trace steps, for the stack's TTL
+  setting; always on tombstones.
 """
 
 from __future__ import annotations
@@ -113,7 +131,8 @@ from dataclasses import dataclass
 from typing import Any
 
 TTL_ATTRIBUTE = "expires_at"
-"""Epoch seconds after which DynamoDB's TTL deletes an item (dedupe marks and trace steps, if configured)."""
+"""Epoch seconds after which DynamoDB's TTL deletes an item (dedupe marks and trace steps, if configured;
+tombstones, always)."""
 
 _TABLE_NAME_OK = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
 
@@ -144,7 +163,10 @@ TABLES: tuple[TableSpec, ...] = (
     TableSpec(
         "executions",
         (("id", "S"),),
-        (IndexSpec("by_status", (("status", "S"), ("id", "S")), ("definition_id", "parent_id")),),
+        (
+            IndexSpec("by_status", (("status", "S"), ("id", "S")), ("definition_id", "parent_id")),
+            IndexSpec("ended", (("ended_shard", "S"), ("ended_at", "N")), ("definition_id",)),
+        ),
     ),
     TableSpec("outbox", (("shard", "S"), ("seq", "N"))),
     TableSpec("spawns", (("shard", "S"), ("seq", "N"))),
@@ -158,6 +180,8 @@ TABLES: tuple[TableSpec, ...] = (
     TableSpec("trace", (("execution_id", "S"), ("idx", "N"))),
 )
 ROLES = ("HASH", "RANGE")
+ADDED_INDEXES = frozenset(("ended",))
+"""Indexes added after the first layout: ``ensure_tables`` adds them to an existing table."""
 
 
 def key_schema(keys: Sequence[tuple[str, str]]) -> list[dict[str, str]]:
@@ -176,16 +200,26 @@ def create_table_request(prefix: str, spec: TableSpec) -> dict[str, Any]:
         "BillingMode": "PAY_PER_REQUEST",
     }
     if spec.indexes:
-        req["GlobalSecondaryIndexes"] = [
-            {
-                "IndexName": index.name,
-                "KeySchema": key_schema(index.keys),
-                "Projection": (
-                    {"ProjectionType": "INCLUDE", "NonKeyAttributes": list(index.include)}
-                    if index.include
-                    else {"ProjectionType": "KEYS_ONLY"}
-                ),
-            }
-            for index in spec.indexes
-        ]
+        req["GlobalSecondaryIndexes"] = [_index_request(index) for index in spec.indexes]
     return req
+
+
+def _index_request(index: IndexSpec) -> dict[str, Any]:
+    return {
+        "IndexName": index.name,
+        "KeySchema": key_schema(index.keys),
+        "Projection": (
+            {"ProjectionType": "INCLUDE", "NonKeyAttributes": list(index.include)}
+            if index.include
+            else {"ProjectionType": "KEYS_ONLY"}
+        ),
+    }
+
+
+def add_index_request(prefix: str, spec: TableSpec, index: IndexSpec) -> dict[str, Any]:
+    """The ``UpdateTable`` arguments that add ``index`` to an existing table of ``spec``."""
+    return {
+        "TableName": f"{prefix}_{spec.name}",
+        "AttributeDefinitions": [{"AttributeName": a, "AttributeType": t} for a, t in index.keys],
+        "GlobalSecondaryIndexUpdates": [{"Create": _index_request(index)}],
+    }

@@ -36,6 +36,14 @@ def shard_of(execution_id: str) -> str:
     return str(zlib.crc32(execution_id.encode("utf-8")) % TIMER_SHARDS)
 
 
+def ended_shard(status: str, execution_id_or_shard: str | int) -> str:
+    """The partition key of the ``ended`` index: ``{status}#{shard}`` (shard as :func:`shard_of`). Per
+    status, so a purge of some statuses reads only theirs; sharded, so executions ending together do not
+    all write one index partition (its sort key, the end time, only grows)."""
+    shard = execution_id_or_shard if isinstance(execution_id_or_shard, int) else shard_of(execution_id_or_shard)
+    return f"{status}#{shard}"
+
+
 def queue_shard(seq: int) -> str:
     """The partition key of an outbox / spawns entry: derived from its seq, so a seq names its item."""
     return str(seq % QUEUE_SHARDS)

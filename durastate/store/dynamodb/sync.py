@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any, TypeVar
 
 from durastate.errors import StoreUnavailable
-from durastate.store.base import DEFAULT_TRACE_MAX
+from durastate.store.base import DEFAULT_TRACE_MAX, OutboxEntry, SpawnEntry
 from durastate.store.driven import SyncDriven
 from durastate.store.dynamodb.client import ClientSettings
 from durastate.store.dynamodb.core import DynamoCore, Ops, Probe, Sleep
@@ -127,6 +127,17 @@ class DynamoDBStore(DynamoCore, SyncDriven):
             store.close()
             raise
         return store
+
+    reads_queue_shards = True
+    """``pending_outbox`` / ``pending_spawns`` take ``shards``: the relay's stream trigger names them."""
+
+    def pending_outbox(self, limit: int | None = None, shards: Collection[int] | None = None) -> list[OutboxEntry]:
+        """The oldest outbox entries; with ``shards``, of those queue shards only (see ``_oldest``)."""
+        return self._run(self.pending_outbox_ops(limit, shards))
+
+    def pending_spawns(self, limit: int | None = None, shards: Collection[int] | None = None) -> list[SpawnEntry]:
+        """The oldest spawn intents; with ``shards``, of those queue shards only."""
+        return self._run(self.pending_spawns_ops(limit, shards))
 
     def ensure_tables(self) -> None:
         """Create the seven tables (and their indexes) if absent; wait until they are ACTIVE."""

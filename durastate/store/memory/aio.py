@@ -13,6 +13,7 @@ from typing import Any
 from durastate.engine.model import Execution
 from durastate.store.base import Emit, ExecutionPage, OutboxEntry, Spawn, SpawnEntry, TimerOp
 from durastate.store.memory.sync import DictCore
+from durastate.store.retention import DEFAULT_PURGE_LIMIT, DEFAULT_TOMBSTONE_TTL, PURGEABLE, PurgeResult
 
 
 class AsyncDictStore(DictCore):
@@ -66,14 +67,32 @@ class AsyncDictStore(DictCore):
         roots_only: bool = False,
         limit: int = 100,
         cursor: str | None = None,
+        *,
+        parent_id: str | None = None,
+        updated_after: float | None = None,
+        updated_before: float | None = None,
     ) -> ExecutionPage:
-        return self._list(definition_id, status, roots_only, limit, cursor)
+        return self._list(definition_id, status, roots_only, limit, cursor, parent_id, updated_after,
+                          updated_before)
 
     async def read_trace(self, execution_id: str) -> list[dict[str, Any]]:
         return self._read_trace(execution_id)
 
     async def append_trace(self, execution_id: str, entry: dict[str, Any]) -> None:
         self._record_trace(execution_id, entry)
+
+    async def purge(
+        self,
+        ended_before: float,
+        statuses: Sequence[str] = PURGEABLE,
+        definition_id: str | None = None,
+        limit: int = DEFAULT_PURGE_LIMIT,
+        now: float | None = None,
+        tombstone_ttl: float = DEFAULT_TOMBSTONE_TTL,
+        *,
+        dry_run: bool = False,
+    ) -> PurgeResult:
+        return self._purge(ended_before, statuses, definition_id, limit, now, tombstone_ttl, dry_run)
 
     async def close(self) -> None:
         """Nothing to release."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import bisect
 import threading
+import time
 from collections import deque
 from collections.abc import Iterable, Sequence
 from itertools import islice
@@ -36,6 +37,17 @@ from durastate.store.base import (
     normalize_status,
     summary_matches,
 )
+from durastate.store.retention import (
+    DEFAULT_PURGE_LIMIT,
+    DEFAULT_TOMBSTONE_TTL,
+    PURGEABLE,
+    PurgeResult,
+    check_purge,
+    ended_index_value,
+    is_purgeable,
+    stamp_ended,
+    tombstone,
+)
 
 
 class DictCore:
@@ -55,6 +67,9 @@ class DictCore:
         self._seq = 0
         self._spawn_seq = 0
         self._lock = threading.RLock()
+        # Retention's indexes: ended (purgeable) executions by end time, tombstones by expiry.
+        self._ended: dict[str, float] = {}
+        self._expiring: dict[str, float] = {}
 
     # -- the CAS gate -------------------------------------------------------------------------------
     def _save(self, exe: Execution) -> None:
@@ -66,6 +81,63 @@ class DictCore:
         exe.__dict__["version"] = exe.version + 1  # a plain field write (no BaseModel.__setattr__ dispatch)
         exe.__pydantic_fields_set__.add("version")
         self._by_id[exe.id] = exe
+        if exe.status != "running" or exe.ended_at is not None:
+            self._index_ended(exe)
+
+    def _index_ended(self, exe: Execution) -> None:
+        stamp_ended(exe)
+        end = ended_index_value(exe)
+        if end is None:
+            self._ended.pop(exe.id, None)
+        else:
+            self._ended[exe.id] = end
+        if exe.expires_at is None:
+            self._expiring.pop(exe.id, None)
+        else:
+            self._expiring[exe.id] = exe.expires_at
+
+    def _purge(
+        self,
+        ended_before: float,
+        statuses: Sequence[str],
+        definition_id: str | None,
+        limit: int,
+        now: float | None,
+        tombstone_ttl: float,
+        dry_run: bool,
+    ) -> PurgeResult:
+        """See :mod:`durastate.store.retention`. The ended-executions dict is the index: the purge walks
+        ended executions only, never running ones."""
+        wanted = check_purge(statuses, limit, tombstone_ttl)
+        now = time.time() if now is None else now
+        with self._lock:
+            gone = [eid for eid, at in self._expiring.items() if at <= now][: limit + 1]
+            more = len(gone) > limit
+            gone = gone[:limit]
+            picked: list[str] = []
+            for eid, end in self._ended.items():
+                if end < ended_before and is_purgeable(self._by_id[eid], ended_before, wanted, definition_id):
+                    if len(picked) == limit:
+                        more = True
+                        break
+                    picked.append(eid)
+            if dry_run:
+                return PurgeResult(len(picked), len(gone), more, tuple(picked))
+            for eid in picked:
+                tomb = tombstone(self._by_id[eid], now + tombstone_ttl, now)
+                tomb.__dict__["version"] -= 1  # _save bumps it
+                self._by_id[eid] = tomb
+                self._save(tomb)
+                self._trace.pop(eid, None)
+            if gone:
+                dropped = set(gone)
+                for eid in gone:
+                    del self._by_id[eid]
+                    self._expiring.pop(eid, None)
+                    self._trace.pop(eid, None)
+                    self._trace_idx.pop(eid, None)
+                self._processed = {mark for mark in self._processed if mark[0] not in dropped}
+            return PurgeResult(len(picked), len(gone), more, tuple(picked))
 
     def _commit(
         self,
@@ -127,6 +199,9 @@ class DictCore:
         roots_only: bool,
         limit: int,
         cursor: str | None,
+        parent_id: str | None = None,
+        updated_after: float | None = None,
+        updated_before: float | None = None,
     ) -> ExecutionPage:
         with self._lock:
             statuses = normalize_status(status)
@@ -138,7 +213,8 @@ class DictCore:
             items: list[ExecutionSummary] = []
             for pos in range(start, len(ids)):
                 s = ExecutionSummary.of(self._by_id[ids[pos]])
-                if not summary_matches(s, definition_id, statuses, roots_only):
+                if not summary_matches(s, definition_id, statuses, roots_only, parent_id=parent_id,
+                                       updated_after=updated_after, updated_before=updated_before):
                     continue
                 if len(items) == limit:
                     return ExecutionPage(items, encode_cursor(items[-1].id))
@@ -217,14 +293,32 @@ class DictStore(DictCore):
         roots_only: bool = False,
         limit: int = 100,
         cursor: str | None = None,
+        *,
+        parent_id: str | None = None,
+        updated_after: float | None = None,
+        updated_before: float | None = None,
     ) -> ExecutionPage:
-        return self._list(definition_id, status, roots_only, limit, cursor)
+        return self._list(definition_id, status, roots_only, limit, cursor, parent_id, updated_after,
+                          updated_before)
 
     def read_trace(self, execution_id: str) -> list[dict[str, Any]]:
         return self._read_trace(execution_id)
 
     def append_trace(self, execution_id: str, entry: dict[str, Any]) -> None:
         self._record_trace(execution_id, entry)
+
+    def purge(
+        self,
+        ended_before: float,
+        statuses: Sequence[str] = PURGEABLE,
+        definition_id: str | None = None,
+        limit: int = DEFAULT_PURGE_LIMIT,
+        now: float | None = None,
+        tombstone_ttl: float = DEFAULT_TOMBSTONE_TTL,
+        *,
+        dry_run: bool = False,
+    ) -> PurgeResult:
+        return self._purge(ended_before, statuses, definition_id, limit, now, tombstone_ttl, dry_run)
 
     def close(self) -> None:
         """Nothing to release: everything lives in this process."""

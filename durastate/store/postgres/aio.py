@@ -27,6 +27,7 @@ from durastate.errors import StoreUnavailable
 from durastate.store.base import DEFAULT_TRACE_MAX
 from durastate.store.driven import AsyncEventChecking
 from durastate.store.postgres.core import Begin, End, Execute, Ops, PgCore, Pipeline, Query, Request
+from durastate.store.sql import RECENT_EVENTS
 
 __all__ = ["AsyncPostgresStore"]
 
@@ -43,10 +44,11 @@ class AsyncPostgresStore(PgCore, AsyncEventChecking):
         schema: str = DEFAULT_SCHEMA,
         trace_max: int | None = DEFAULT_TRACE_MAX,
         owns_pool: bool = False,
+        recent_events: int = RECENT_EVENTS,
     ) -> None:
         """Wrap an (open) ``AsyncConnectionPool``; no I/O. Call :meth:`ensure_schema` before use, or
         build the store with :meth:`from_pool` / :meth:`from_dsn`, which do."""
-        super().__init__(schema, trace_max)
+        super().__init__(schema, trace_max, recent_events)
         self._pool = pool
         self._owns_pool = owns_pool
 

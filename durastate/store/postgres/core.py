@@ -61,6 +61,7 @@ Design choices beyond the PostgreSQL seed, and why:
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Generator, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
@@ -79,11 +80,20 @@ from durastate.store.base import (
     normalize_status,
 )
 from durastate.store.postgres.schema import CONFLICT_SQLSTATE, PgSql
+from durastate.store.retention import (
+    PurgeResult,
+    check_purge,
+    is_purgeable,
+    stamp_ended,
+    tombstone,
+)
 from durastate.store.sql import (
     POSTGRES,
+    RECENT_EVENTS,
+    applied,
     cursor_after,
-    execution_row,
     json_text,
+    missing_columns,
     next_cursor,
     summary_from_row,
     trace_ring,
@@ -160,7 +170,8 @@ ROLLBACK = End(commit=False)
 
 # -- pure helpers -----------------------------------------------------------------------------------------
 def is_conflict(exc: BaseException) -> bool:
-    """A lost CAS (or a checked event already marked) of the pipelined path: ``durastate_conflict()``."""
+    """A lost CAS (or a checked event already marked) of the pipelined path: ``durastate_commit_cas`` called
+    with ``p_raise`` raises through ``durastate_conflict()``."""
     return getattr(exc, "sqlstate", None) == CONFLICT_SQLSTATE
 
 
@@ -173,7 +184,7 @@ def lost_commit(
     caller must learn it is a duplicate rather than a race: :class:`EventAlreadyProcessed`.
     """
     found = None if state is None or state[0] is None else int(state[0])
-    if check_event and event_id is not None and state is not None and state[1]:
+    if check_event and event_id is not None and state is not None and applied(event_id, state[1], state[2]):
         return EventAlreadyProcessed(exe_id, event_id, found)
     return StoreConflict(exe_id, expected=old, found=found)
 
@@ -203,10 +214,16 @@ class PgCore:
     """``commit(..., check_event=True)`` refuses an event already marked (``EventCheckingStore``): the
     fast path's function checks the mark before its CAS, the pipelined path guards the mark's insert."""
 
-    def __init__(self, schema: str, trace_max: int | None = DEFAULT_TRACE_MAX) -> None:
+    def __init__(self, schema: str, trace_max: int | None = DEFAULT_TRACE_MAX,
+                 recent_events: int = RECENT_EVENTS) -> None:
+        if recent_events < 0:
+            raise ValueError(f"recent_events must be 0 or more, got {recent_events}")
         self.schema = schema
         self._sql = PgSql(schema)
         self.trace_max: int | None = trace_max
+        self.recent_events = recent_events
+        """Applied event ids kept in the execution row before they spill to ``processed_events``
+        (:func:`~durastate.store.sql.next_recent`; 0: every mark written there in its commit)."""
 
     def ensure_schema_ops(self) -> Ops[None]:
         """Create the tables, indexes and functions if absent — safe from many processes at once.
@@ -218,7 +235,10 @@ class PgCore:
         sql = self._sql
         yield BEGIN
         yield Execute(sql.lock, (sql.lock_key,))
-        for stmt in sql.ddl():
+        present: dict[str, set[str]] = {}
+        for table, column in (yield Execute(sql.existing_columns, (self.schema,), "all")):
+            present.setdefault(table, set()).add(column)
+        for stmt in sql.ddl(missing_columns(present)):  # columns added since: only when missing (an ALTER locks)
             yield Execute(stmt)
         installed = dict((yield Execute(sql.function_source, (self.schema,), "all")))
         for name, (body, ddl) in sql.functions.items():
@@ -246,6 +266,8 @@ class PgCore:
         old = exe.version
         exe.version = old + 1
         try:
+            if exe.status != "running" or exe.ended_at is not None:
+                stamp_ended(exe)
             data = exe.model_dump_json()
             if not emits and not timers and not spawns:
                 ok = yield from self._commit_fast(exe, old, data, processed_event_id, trace, check_event)
@@ -271,7 +293,17 @@ class PgCore:
         check_event: bool,
     ) -> Ops[bool]:
         """One ``SELECT durastate_commit_cas(…)``: CAS + dedupe (+ check) + trace step, one round trip."""
-        params = (
+        row = yield Execute(self._sql.fast_commit,
+                            self._cas_params(exe, old, data, processed_event_id, trace, check_event, False), "one")
+        ok = bool(row and row[0])
+        yield COMMIT if ok else ROLLBACK  # false: the function did not raise, a clean, cheap rollback
+        return ok
+
+    def _cas_params(self, exe: Execution, old: int, data: str, processed_event_id: str | None,
+                    trace: dict[str, Any] | None, check_event: bool, raise_: bool) -> tuple[Any, ...]:
+        """``durastate_commit_cas``'s parameters; ``raise_``: a lost CAS raises HR409 instead of returning
+        false (in a pipeline, so the server skips the rest of the transaction)."""
+        return (
             exe.id,
             exe.definition_id,
             data,
@@ -284,11 +316,9 @@ class PgCore:
             json_text(trace) if trace is not None else None,
             self.trace_max or 0,
             check_event,
+            self.recent_events,
+            raise_,
         )
-        row = yield Execute(self._sql.fast_commit, params, "one")
-        ok = bool(row and row[0])
-        yield COMMIT if ok else ROLLBACK  # false: the function did not raise, a clean, cheap rollback
-        return ok
 
     def _commit_multi(
         self,
@@ -305,21 +335,16 @@ class PgCore:
         """The CAS and every side effect in one :class:`Pipeline`; ``False`` if the CAS (or the checked
         mark) raised HR409, any other error goes on up (already rolled back by the driver).
 
-        The CAS follows the insert-or-conflict rule: a first save (``old == 0``) inserts with
-        ``ON CONFLICT DO NOTHING``, any other save updates ``WHERE version = old``. Side effects keep
-        commit order; it matters only within timers (a cancel and a re-arm of one path in one step).
+        The CAS, the dedupe mark (``rids``, its spill), the check and the trace step are the fast path's
+        function, called with ``p_raise`` so that a lost CAS or a checked event aborts the transaction.
+        Side effects keep commit order; it matters only within timers (a cancel and a re-arm of one path
+        in one step).
         """
         sql, st = self._sql, self._sql.stmt
-        if old == 0:
-            batch = [Statement(sql.insert_execution, (execution_row(exe, data),))]
-        else:
-            cas = (data, exe.version, exe.status, exe.active_path, exe.outcome, exe.id, old)
-            batch = [Statement(sql.update_execution, (cas,))]
+        cas = self._cas_params(exe, old, data, processed_event_id, trace, check_event, True)
+        batch = [Statement(sql.fast_commit, (cas,))]
         if emits:
             batch.append(Statement(st.insert_outbox, [(t, e.model_dump_json()) for t, e in emits]))
-        if processed_event_id is not None:
-            mark = sql.insert_processed_checked if check_event else st.insert_processed
-            batch.append(Statement(mark, ((exe.id, processed_event_id),)))
         if spawns:
             rows = [(exe.id, cid, root, json_text(ctx)) for cid, root, ctx in spawns]
             batch.append(Statement(st.insert_spawn, rows))
@@ -328,8 +353,6 @@ class PgCore:
                 batch.append(Statement(st.upsert_timer, ((exe.id, op.path, op.fire_at),)))
             else:
                 batch.append(Statement(st.cancel_timer, ((exe.id, op.path),)))
-        if trace is not None:
-            batch.append(Statement(sql.write_trace, (trace_params(exe.id, trace, self.trace_max),)))
         try:
             yield Pipeline(tuple(batch))
         except Exception as exc:
@@ -342,7 +365,8 @@ class PgCore:
         """The version that won and whether the event is marked (only on the rare lost-commit path);
         ``None`` if that cannot be read — the commit lost either way."""
         try:
-            row = yield Query(self._sql.conflict_state, (execution_id, execution_id, event_id or ""), "one")
+            row = yield Query(self._sql.conflict_state, (execution_id, execution_id, execution_id, event_id or ""),
+                              "one")
         except Exception:
             return None
         return tuple(row) if row else None
@@ -354,12 +378,19 @@ class PgCore:
 
     def load_for_event_ops(self, execution_id: str, event_id: str) -> Ops[tuple[Execution | None, bool]]:
         """The execution and whether ``event_id`` was already applied to it: one query, one round trip."""
-        row = yield Query(self._sql.stmt.load_for_event, (execution_id, execution_id, event_id), "one")
-        return (Execution.model_validate_json(row[0]) if row[0] is not None else None), bool(row[1])
+        row = yield Query(self._sql.stmt.load_for_event, (execution_id, execution_id, execution_id, event_id), "one")
+        exe = Execution.model_validate_json(row[0]) if row[0] is not None else None
+        return exe, applied(event_id, row[1], row[2])
+
+    def version_for_event_ops(self, execution_id: str, event_id: str) -> Ops[tuple[int | None, bool]]:
+        """The stored version and whether ``event_id`` was applied (a kept copy's check: no data read)."""
+        row = yield Query(self._sql.stmt.version_for_event, (execution_id, execution_id, execution_id, event_id),
+                          "one")
+        return (None if row[0] is None else int(row[0])), applied(event_id, row[1], row[2])
 
     def is_processed_ops(self, execution_id: str, event_id: str) -> Ops[bool]:
-        row = yield Query(self._sql.stmt.is_processed, (execution_id, event_id), "one")
-        return row is not None
+        _, done = yield from self.version_for_event_ops(execution_id, event_id)
+        return done
 
     def pending_outbox_ops(self, limit: int | None) -> Ops[list[OutboxEntry]]:
         rows = yield Query(self._sql.stmt.pending_outbox, (POSTGRES.limit(limit),), "all")
@@ -390,10 +421,14 @@ class PgCore:
         roots_only: bool,
         limit: int,
         cursor: str | None,
+        parent_id: str | None = None,
+        updated_after: float | None = None,
+        updated_before: float | None = None,
     ) -> Ops[ExecutionPage]:
         """A keyset page (summary columns only); an empty status list matches nothing without a query."""
         query = self._sql.list_executions(
-            definition_id, normalize_status(status), roots_only, cursor_after(cursor), limit
+            definition_id, normalize_status(status), roots_only, cursor_after(cursor), limit, parent_id,
+            updated_after, updated_before,
         )
         rows = (yield Query(query[0], query[1], "all")) if query else []
         items = [summary_from_row(r) for r in rows[:limit]]
@@ -405,3 +440,48 @@ class PgCore:
 
     def append_trace_ops(self, execution_id: str, entry: dict[str, Any]) -> Ops[None]:
         yield Query(self._sql.write_trace, trace_params(execution_id, entry, self.trace_max))
+
+    # -- retention ----------------------------------------------------------------------------------------
+    def purge_ops(
+        self,
+        ended_before: float,
+        statuses: Sequence[str],
+        definition_id: str | None,
+        limit: int,
+        now: float | None,
+        tombstone_ttl: float,
+        dry_run: bool,
+    ) -> Ops[PurgeResult]:
+        """One bounded batch (see :mod:`durastate.store.retention`) in three statements whatever its size:
+        the SELECT on the partial ``executions_ended`` index, every conversion (a CAS per row on the
+        version read: under READ COMMITTED a commit that lands first makes its row match nothing, and
+        the purge skips it) with the trace deletion, and the expired tombstones' deletion."""
+        wanted = check_purge(statuses, limit, tombstone_ttl)
+        now = time.time() if now is None else now
+        sql, st = self._sql, self._sql.stmt
+        select, params = sql.purge_select(ended_before, wanted, definition_id, limit)
+        if dry_run:
+            rows = yield Query(select, params, "all")
+            gone = yield Query(st.expired, (now, limit), "all")
+            picked = [r[0] for r in rows[:limit]]
+            return PurgeResult(len(picked), len(gone), len(rows) > limit, tuple(picked))
+        rows = yield Query(select, params, "all")
+        ids: list[str] = []
+        olds: list[int] = []
+        datas: list[str] = []
+        expiries: list[float] = []
+        for eid, version, data in rows[:limit]:
+            exe = Execution.model_validate_json(data)
+            if not is_purgeable(exe, ended_before, wanted, definition_id):
+                continue
+            tomb = tombstone(exe, now + tombstone_ttl, now)
+            ids.append(eid)
+            olds.append(int(version))
+            datas.append(tomb.model_dump_json())
+            expiries.append(now + tombstone_ttl)
+        won: set[str] = set()
+        if ids:
+            won = {r[0] for r in (yield Query(sql.purge_tombstones, (ids, olds, datas, expiries), "all"))}
+        gone = yield Query(sql.purge_expired, (now, limit, now), "all")
+        purged = tuple(i for i in ids if i in won)
+        return PurgeResult(len(purged), len(gone), len(rows) > limit or len(gone) == limit, purged)

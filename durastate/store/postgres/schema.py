@@ -16,6 +16,7 @@ schema; what only PostgreSQL has is added here:
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import fields, replace
 from typing import Any
 
@@ -27,6 +28,7 @@ from durastate.store.sql import (
     Statements,
     create_statements,
     list_query,
+    purge_query,
     statements,
 )
 
@@ -41,26 +43,64 @@ _TABLE_REF = re.compile(r"\b(FROM|INTO|UPDATE|JOIN)\s+(" + "|".join(_TABLE_NAMES
 _FUNCTION_BODY = """
 DECLARE
   v_idx bigint;
+  v_ended double precision;
+  v_expires double precision;
+  v_version bigint;
+  v_rids text;
+  v_ids text[];
+  v_spill text[];
 BEGIN
-  IF p_check AND p_event <> '' AND EXISTS (
-       SELECT 1 FROM {s}.processed_events WHERE execution_id = p_id AND event_id = p_event) THEN
-    RETURN false;  -- check_event: the event was applied before; write nothing
+  -- Retention's columns (see durastate.store.retention.ended_index_value), read from the JSON only for
+  -- an ended execution or a tombstone: a running one pays a string comparison.
+  IF p_status IN ('finished', 'failed', 'cancelled', 'terminated') AND left(p_id, 1) <> '~' THEN
+    v_ended := (p_data::json ->> 'ended_at')::double precision;
+  ELSIF p_status = 'purged' THEN
+    v_expires := (p_data::json ->> 'expires_at')::double precision;
+  END IF;
+  -- The recent dedupe ids (durastate.store.sql.next_recent): newest first, spilled as one batch when full.
+  IF p_old <> 0 THEN
+    SELECT version, rids INTO v_version, v_rids FROM {s}.executions WHERE id = p_id;
+    IF v_version IS DISTINCT FROM p_old THEN
+      IF p_raise THEN PERFORM {s}.durastate_conflict(); END IF;
+      RETURN false;  -- a lost CAS: nothing written, the transaction stays clean (no RAISE)
+    END IF;
+  END IF;
+  v_ids := COALESCE(string_to_array(v_rids, E'\\n'), '{{}}');
+  IF p_event <> '' THEN
+    IF p_check AND (p_event = ANY (v_ids) OR EXISTS (
+         SELECT 1 FROM {s}.processed_events WHERE execution_id = p_id AND event_id = p_event)) THEN
+      IF p_raise THEN PERFORM {s}.durastate_conflict(); END IF;
+      RETURN false;  -- check_event: the event was applied before; write nothing
+    END IF;
+    IF p_keep <= 0 THEN
+      v_spill := ARRAY[p_event];
+    ELSIF p_event = ANY (v_ids) THEN
+      NULL;  -- marked already (a commit without check_event): nothing to add
+    ELSIF cardinality(v_ids) >= p_keep THEN
+      v_spill := v_ids;
+      v_rids := p_event;
+    ELSE
+      v_rids := array_to_string(p_event || v_ids, E'\\n');
+    END IF;
   END IF;
   IF p_old = 0 THEN
-    INSERT INTO {s}.executions (id, definition_id, version, status, parent_id, active_path, outcome, data)
-    VALUES (p_id, p_definition_id, 1, p_status, p_parent_id, p_active_path, p_outcome, p_data)
+    INSERT INTO {s}.executions (id, definition_id, version, status, parent_id, active_path, outcome, data,
+                                ended_at, expires_at, rids)
+    VALUES (p_id, p_definition_id, 1, p_status, p_parent_id, p_active_path, p_outcome, p_data, v_ended,
+            v_expires, v_rids)
     ON CONFLICT (id) DO NOTHING;
   ELSE
     UPDATE {s}.executions
        SET data = p_data, version = p_old + 1, status = p_status, active_path = p_active_path,
-           outcome = p_outcome
+           outcome = p_outcome, ended_at = v_ended, expires_at = v_expires, rids = v_rids
      WHERE id = p_id AND version = p_old;
   END IF;
   IF NOT FOUND THEN
+    IF p_raise THEN PERFORM {s}.durastate_conflict(); END IF;
     RETURN false;  -- a lost CAS: nothing written, the transaction stays clean (no RAISE)
   END IF;
-  IF p_event <> '' THEN
-    INSERT INTO {s}.processed_events (execution_id, event_id) VALUES (p_id, p_event)
+  IF v_spill IS NOT NULL THEN  -- after the CAS won: these ids are applied, their marks always true
+    INSERT INTO {s}.processed_events (execution_id, event_id) SELECT p_id, unnest(v_spill)
     ON CONFLICT DO NOTHING;
   END IF;
   IF p_trace IS NOT NULL THEN
@@ -96,12 +136,15 @@ class PgSql:
         self.functions: dict[str, tuple[str, str]] = {
             "durastate_commit_cas": (
                 commit_cas,
-                # The first statement drops the signature before p_check (one function, no overloads).
+                # The first statements drop the earlier signatures (one function, no overloads).
                 f"DROP FUNCTION IF EXISTS {s}.durastate_commit_cas(text, text, text, bigint, text, text, text, "
                 "text, text, text, bigint); "
+                f"DROP FUNCTION IF EXISTS {s}.durastate_commit_cas(text, text, text, bigint, text, text, text, "
+                "text, text, text, bigint, boolean); "
                 f"CREATE OR REPLACE FUNCTION {s}.durastate_commit_cas(p_id text, p_definition_id text, "
                 "p_data text, p_old bigint, p_event text, p_status text, p_outcome text, "
-                "p_active_path text, p_parent_id text, p_trace text, p_trace_max bigint, p_check boolean) "
+                "p_active_path text, p_parent_id text, p_trace text, p_trace_max bigint, p_check boolean, "
+                "p_keep integer, p_raise boolean) "
                 "RETURNS boolean LANGUAGE plpgsql AS $durastate$" + commit_cas + "$durastate$",
             ),
             "durastate_conflict": (
@@ -116,24 +159,11 @@ class PgSql:
         )
         self.fast_commit = (
             f"SELECT {s}.durastate_commit_cas(%s::text, %s::text, %s::text, %s::bigint, %s::text, %s::text, "
-            "%s::text, %s::text, %s::text, %s::text, %s::bigint, %s::boolean)"
+            "%s::text, %s::text, %s::text, %s::text, %s::bigint, %s::boolean, %s::integer, %s::boolean)"
         )
-        # The multi-statement path's CAS: the family's insert / guarded update, made to abort the
-        # transaction when it matches no row, so that BEGIN, the CAS, the side effects and COMMIT can
-        # go out as one pipeline — a lost CAS turns the COMMIT into a rollback of all of it.
-        guard = (
-            " RETURNING 1) SELECT CASE WHEN EXISTS (SELECT 1 FROM cas) THEN true "
-            f"ELSE {s}.durastate_conflict() END"
-        )
-        self.insert_execution = "WITH cas AS (" + self.stmt.insert_execution + guard
-        self.update_execution = "WITH cas AS (" + self.stmt.update_execution + guard
-        # check_event's dedupe mark: the same guard, so an event marked before aborts the transaction.
-        self.insert_processed_checked = "WITH cas AS (" + self.stmt.insert_processed + guard
-        # After a failed commit (the rare path): the winning version and whether the event was marked.
-        self.conflict_state = (
-            f"SELECT (SELECT version FROM {s}.executions WHERE id = %s), "
-            f"EXISTS (SELECT 1 FROM {s}.processed_events WHERE execution_id = %s AND event_id = %s)"
-        )
+        # After a failed commit (the rare path): the winning version, its rids and whether the event was
+        # marked (params: id, id, id, event) — the same statement as a kept copy's check.
+        self.conflict_state = self.stmt.version_for_event
         # Trace step in ONE statement (pipeline-friendly: nothing waits for the new index client-side):
         # the INSERT computes idx; the DELETE, on the statement's snapshot, trims at or below
         # new_idx - trace_max. Params: id, entry, id, id, trace_max, trace_max.
@@ -149,9 +179,52 @@ class PgSql:
         """Prefix every table reference of a family statement with this schema."""
         return _TABLE_REF.sub(lambda m: f"{m.group(1)} {self.s}.{m.group(2)}", sql)
 
-    def ddl(self) -> list[str]:
+    def ddl(self, missing: Sequence[tuple[str, str]] = ()) -> list[str]:
+        """The schema's DDL; ``missing``: columns of existing tables to add first (:func:`missing_columns`)."""
         tables = [replace(t, name=f"{self.s}.{t.name}") for t in TABLES]
-        return [f"CREATE SCHEMA IF NOT EXISTS {self.s}", *create_statements(POSTGRES, tables)]
+        return [f"CREATE SCHEMA IF NOT EXISTS {self.s}", *create_statements(POSTGRES, tables, missing)]
+
+    #: (schema) -> (table, column) of this schema's tables that may lack an added column.
+    existing_columns = (
+        "SELECT table_name, column_name FROM information_schema.columns WHERE table_schema = %s "
+        "AND table_name IN ('executions')"
+    )
+
+    @property
+    def purge_tombstones(self) -> str:
+        """A purge batch's conversions in ONE statement: each (id, old version, tombstone data, expiry) of
+        the arrays replaces its execution if the version still matches (a CAS per row), and the trace of
+        every row converted goes with it; returns the ids converted."""
+        s = self.s
+        return (
+            "WITH v AS (SELECT * FROM unnest(%s::text[], %s::bigint[], %s::text[], %s::double precision[]) "
+            "AS v(id, old, data, expires_at)), "
+            f"t AS (UPDATE {s}.executions e SET data = v.data, version = v.old + 1, status = 'purged', "
+            "active_path = NULL, ended_at = NULL, expires_at = v.expires_at "
+            "FROM v WHERE e.id = v.id AND e.version = v.old RETURNING e.id), "
+            f"d AS (DELETE FROM {s}.trace WHERE execution_id IN (SELECT id FROM t)) "
+            "SELECT id FROM t"
+        )
+
+    @property
+    def purge_expired(self) -> str:
+        """Up to N tombstones whose expiry passed, deleted with their dedupe marks and trace in ONE
+        statement (params: now, N, now); returns their ids."""
+        s = self.s
+        return (
+            f"WITH x AS (DELETE FROM {s}.executions WHERE id IN (SELECT id FROM {s}.executions "
+            "WHERE expires_at <= %s ORDER BY expires_at LIMIT %s) AND expires_at <= %s RETURNING id), "
+            f"m AS (DELETE FROM {s}.processed_events WHERE execution_id IN (SELECT id FROM x)), "
+            f"r AS (DELETE FROM {s}.trace WHERE execution_id IN (SELECT id FROM x)) "
+            "SELECT id FROM x"
+        )
+
+    def purge_select(
+        self, ended_before: float, statuses: tuple[str, ...], definition_id: str | None, limit: int
+    ) -> tuple[str, list[Any]]:
+        """The family's purge batch SELECT (on the partial ``executions_ended`` index), qualified."""
+        query, params = purge_query(POSTGRES, ended_before, statuses, definition_id, limit)
+        return self.qualify(query), params
 
     def list_executions(
         self,
@@ -160,7 +233,11 @@ class PgSql:
         roots_only: bool,
         after: str | None,
         limit: int,
+        parent_id: str | None = None,
+        updated_after: float | None = None,
+        updated_before: float | None = None,
     ) -> tuple[str, list[Any]] | None:
-        """The family's keyset listing (summary columns only, never ``data``), qualified."""
-        query = list_query(POSTGRES, definition_id, statuses, roots_only, after, limit)
+        """The family's keyset listing (summary columns and the two times read from ``data``), qualified."""
+        query = list_query(POSTGRES, definition_id, statuses, roots_only, after, limit, parent_id, updated_after,
+                           updated_before)
         return None if query is None else (self.qualify(query[0]), query[1])

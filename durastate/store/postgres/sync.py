@@ -34,6 +34,7 @@ from durastate.store.base import DEFAULT_TRACE_MAX
 from durastate.store.driven import SyncEventChecking
 from durastate.store.postgres.core import Begin, End, Execute, Ops, PgCore, Pipeline, Query, Request
 from durastate.store.postgres.schema import PgSql
+from durastate.store.sql import RECENT_EVENTS
 
 __all__ = ["PgSql", "PostgresStore", "connect_with_retry", "split_schema"]
 
@@ -50,9 +51,10 @@ class PostgresStore(PgLink, PgCore, SyncEventChecking):
         schema: str = DEFAULT_SCHEMA,
         trace_max: int | None = DEFAULT_TRACE_MAX,
         create_schema: bool = True,
+        recent_events: int = RECENT_EVENTS,
     ) -> None:
         PgLink.__init__(self, conn)
-        PgCore.__init__(self, schema, trace_max)
+        PgCore.__init__(self, schema, trace_max, recent_events)
         if create_schema:
             self.ensure_schema()
 
@@ -65,6 +67,7 @@ class PostgresStore(PgLink, PgCore, SyncEventChecking):
         trace_max: int | None = DEFAULT_TRACE_MAX,
         connect_attempts: int = 15,
         connect_interval: float = 1.0,
+        recent_events: int = RECENT_EVENTS,
     ) -> PostgresStore:
         """Connect (retrying: 15 attempts 1 s apart by default) in autocommit, create the schema.
 
@@ -78,7 +81,8 @@ class PostgresStore(PgLink, PgCore, SyncEventChecking):
                 dsn, attempts=connect_attempts, interval=connect_interval, autocommit=True
             )
 
-        store = cls(connect(), schema=schema, trace_max=trace_max, create_schema=False)
+        store = cls(connect(), schema=schema, trace_max=trace_max, create_schema=False,
+                    recent_events=recent_events)
         store._connect = connect
         store.ensure_schema()
         return store

@@ -27,6 +27,8 @@ from durastate.store.base import (
     SpawnEntry,
     TimerOp,
 )
+from durastate.store.retention import DEFAULT_PURGE_LIMIT, DEFAULT_TOMBSTONE_TTL, PURGEABLE, PurgeResult
+from durastate.store.sql import RECENT_EVENTS
 from durastate.store.sqlite.sync import SqliteStore
 
 __all__ = ["AsyncSqliteStore"]
@@ -47,11 +49,14 @@ class AsyncSqliteStore:
         trace_max: int | None = DEFAULT_TRACE_MAX,
         busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
         synchronous: Synchronous = "NORMAL",
+        *,
+        recent_events: int = RECENT_EVENTS,
     ) -> None:
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="durastate-sqlite")
         try:
             # Opened on the worker thread too, so every use of the connection happens there.
-            opening = self._executor.submit(SqliteStore, path, trace_max, busy_timeout, synchronous)
+            opening = self._executor.submit(SqliteStore, path, trace_max, busy_timeout, synchronous,
+                                            recent_events=recent_events)
             self.sync = opening.result()
         except BaseException:
             self._executor.shutdown(wait=False)
@@ -82,6 +87,9 @@ class AsyncSqliteStore:
 
     async def load_for_event(self, execution_id: str, event_id: str) -> tuple[Execution | None, bool]:
         return await self._run(self.sync.load_for_event, execution_id, event_id)
+
+    async def version_for_event(self, execution_id: str, event_id: str) -> tuple[int | None, bool]:
+        return await self._run(self.sync.version_for_event, execution_id, event_id)
 
     async def save(self, exe: Execution) -> None:
         await self._run(self.sync.commit, exe, ())
@@ -139,14 +147,33 @@ class AsyncSqliteStore:
         roots_only: bool = False,
         limit: int = 100,
         cursor: str | None = None,
+        *,
+        parent_id: str | None = None,
+        updated_after: float | None = None,
+        updated_before: float | None = None,
     ) -> ExecutionPage:
-        return await self._run(self.sync.list_executions, definition_id, status, roots_only, limit, cursor)
+        return await self._run(self.sync.list_executions, definition_id, status, roots_only, limit, cursor,
+                               parent_id=parent_id, updated_after=updated_after, updated_before=updated_before)
 
     async def read_trace(self, execution_id: str) -> list[dict[str, Any]]:
         return await self._run(self.sync.read_trace, execution_id)
 
     async def append_trace(self, execution_id: str, entry: dict[str, Any]) -> None:
         await self._run(self.sync.append_trace, execution_id, entry)
+
+    async def purge(
+        self,
+        ended_before: float,
+        statuses: Sequence[str] = PURGEABLE,
+        definition_id: str | None = None,
+        limit: int = DEFAULT_PURGE_LIMIT,
+        now: float | None = None,
+        tombstone_ttl: float = DEFAULT_TOMBSTONE_TTL,
+        *,
+        dry_run: bool = False,
+    ) -> PurgeResult:
+        return await self._run(self.sync.purge, ended_before, list(statuses), definition_id, limit, now,
+                               tombstone_ttl, dry_run=dry_run)
 
     async def close(self) -> None:
         """Close the connection on its thread, then stop the thread (idempotent)."""

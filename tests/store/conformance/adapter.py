@@ -23,6 +23,7 @@ from durastate.store.base import (
     SpawnEntry,
     TimerOp,
 )
+from durastate.store.retention import DEFAULT_PURGE_LIMIT, DEFAULT_TOMBSTONE_TTL, PURGEABLE, PurgeResult
 
 
 class SyncAdapter:
@@ -81,14 +82,23 @@ class SyncAdapter:
 
     def list_executions(self, definition_id: str | None = None, status: str | Sequence[str] | None = None,
                         roots_only: bool = False, limit: int = 100,
-                        cursor: str | None = None) -> ExecutionPage:
-        return self._runner.run(self.inner.list_executions(definition_id, status, roots_only, limit, cursor))
+                        cursor: str | None = None, *, parent_id: str | None = None,
+                        updated_after: float | None = None, updated_before: float | None = None) -> ExecutionPage:
+        return self._runner.run(self.inner.list_executions(
+            definition_id, status, roots_only, limit, cursor, parent_id=parent_id, updated_after=updated_after,
+            updated_before=updated_before))
 
     def read_trace(self, execution_id: str) -> list[dict[str, Any]]:
         return self._runner.run(self.inner.read_trace(execution_id))
 
     def append_trace(self, execution_id: str, entry: dict[str, Any]) -> None:
         self._runner.run(self.inner.append_trace(execution_id, entry))
+
+    def purge(self, ended_before: float, statuses: Sequence[str] = PURGEABLE, definition_id: str | None = None,
+              limit: int = DEFAULT_PURGE_LIMIT, now: float | None = None,
+              tombstone_ttl: float = DEFAULT_TOMBSTONE_TTL, *, dry_run: bool = False) -> PurgeResult:
+        return self._runner.run(self.inner.purge(ended_before, statuses, definition_id, limit, now, tombstone_ttl,
+                                                 dry_run=dry_run))
 
     def close(self) -> None:
         self._runner.run(self.inner.close())

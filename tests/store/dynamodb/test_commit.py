@@ -10,6 +10,7 @@ import pytest
 from durastate.engine.model import Event, Execution
 from durastate.errors import StoreConflict
 from durastate.store.base import TimerOp
+from durastate.store.dynamodb.core import SPILL_CHUNK_PREFIX
 from durastate.store.dynamodb.limits import item_size
 from durastate.store.dynamodb.sync import DynamoDBStore
 from tests._aws import boto3_client, shared_moto_server, unique_prefix
@@ -143,11 +144,13 @@ def test_dedupe_marks_survive_the_recent_window(ddb: Any, rec: Recorder) -> None
     assert not store.is_processed("e1", "ev11")
     item = ddb.get_item(TableName=store.table("executions"), Key={"id": {"S": "e1"}})["Item"]
     recent = [v["S"] for v in item["rids"]["L"]]
-    marks = sorted(i["event_id"]["S"] for i in table_items(ddb, store, "processed"))
+    chunks = table_items(ddb, store, "processed")
+    marks = sorted(i for c in chunks for i in c["ids"]["SS"])
     assert len(recent) <= 4
     assert sorted(recent + marks) == sorted(f"ev{n}" for n in range(11))
-    # marks were written before the execution write that dropped them, in batches
-    assert rec.ops().count("batch_write_item") == 2
+    # the spilled ids were written before the execution write that dropped them, one item per spill
+    assert rec.ops().count("put_item") == 11 + 2 and len(chunks) == 2
+    assert all(c["event_id"]["S"].startswith(SPILL_CHUNK_PREFIX) for c in chunks)
 
 
 def test_recent_events_zero_is_the_seed_layout(ddb: Any, rec: Recorder) -> None:

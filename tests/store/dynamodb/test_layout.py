@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from durastate.engine.model import Execution
 from durastate.errors import StoreUnavailable
 from durastate.store.dynamodb.layout import TABLES, create_table_request
 from durastate.store.dynamodb.sync import DynamoDBStore
@@ -36,7 +37,7 @@ def test_seven_prefixed_tables_with_their_key_schemas(ddb: Any) -> None:
         assert desc["BillingModeSummary"]["BillingMode"] == "PAY_PER_REQUEST"
 
 
-def test_the_two_indexes(ddb: Any) -> None:
+def test_the_three_indexes(ddb: Any) -> None:
     make_store(ddb, prefix="ix")
     exe = ddb.describe_table(TableName="ix_executions")["Table"]["GlobalSecondaryIndexes"]
     assert [(i["IndexName"], [k["AttributeName"] for k in i["KeySchema"]], i["Projection"]) for i in exe] == [
@@ -44,7 +45,8 @@ def test_the_two_indexes(ddb: Any) -> None:
             "by_status",
             ["status", "id"],
             {"ProjectionType": "INCLUDE", "NonKeyAttributes": ["definition_id", "parent_id"]},
-        )
+        ),
+        ("ended", ["ended_shard", "ended_at"], {"ProjectionType": "INCLUDE", "NonKeyAttributes": ["definition_id"]}),
     ]
     timers = ddb.describe_table(TableName="ix_timers")["Table"]["GlobalSecondaryIndexes"]
     assert [
@@ -86,6 +88,23 @@ def test_an_existing_table_without_the_index_is_reported(ddb: Any) -> None:
     ddb.create_table(**req)
     with pytest.raises(StoreUnavailable, match="without the index 'due'"):
         make_store(ddb, prefix="old")
+
+
+def test_an_executions_table_from_before_retention_gets_the_ended_index(ddb: Any) -> None:
+    """The ``ended`` index came with retention: opening a store adds it to an existing table (UpdateTable)."""
+    spec = next(s for s in TABLES if s.name == "executions")
+    req = create_table_request("older", spec)
+    req["GlobalSecondaryIndexes"] = [i for i in req["GlobalSecondaryIndexes"] if i["IndexName"] != "ended"]
+    req["AttributeDefinitions"] = [
+        a for a in req["AttributeDefinitions"] if a["AttributeName"] not in ("ended_shard", "ended_at")
+    ]
+    ddb.create_table(**req)
+    store = make_store(ddb, prefix="older")
+    table = ddb.describe_table(TableName="older_executions")["Table"]
+    names = [i["IndexName"] for i in table["GlobalSecondaryIndexes"]]
+    assert names == ["by_status", "ended"]
+    store.commit(Execution(id="e1", definition_id="d", status="finished", updated_at=5.0), [])
+    assert store.purge(10.0, now=20.0).ids == ("e1",)
 
 
 def test_missing_tables_say_what_to_do(ddb: Any) -> None:

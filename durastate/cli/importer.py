@@ -1,0 +1,76 @@
+"""``durastate import scxml FILE`` and ``durastate import xstate FILE``: another tool's chart as a definition.
+
+The conversion itself is :mod:`durastate.importers` (pure); this module reads the file, prints or writes
+the YAML and lists on stderr, with its location, every construct that could not be mapped. By default an
+import that left something out writes nothing and exits 1: a chart that silently lost a transition would
+run, and be wrong. ``--allow-partial`` writes it anyway, the issues heading the file as comments.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from durastate.cli import output
+from durastate.errors import DefinitionError
+from durastate.importers import ImportResult, to_yaml
+from durastate.importers import scxml as scxml_importer
+from durastate.importers import xstate as xstate_importer
+
+import_app = typer.Typer(
+    name="import", no_args_is_help=True, rich_markup_mode="rich",
+    help="Turn a W3C SCXML document or an XState v5 machine config (JSON) into a durastate definition.")
+
+FileArgument = Annotated[Path, typer.Argument(metavar="FILE", help="The file to import.")]
+OutOption = Annotated[Path | None, typer.Option(
+    "--output", "-o", metavar="OUT.yaml", help="Write the definition here (default: print it).")]
+PartialOption = Annotated[bool, typer.Option(
+    "--allow-partial", help="Write the definition even if some constructs could not be mapped (they are "
+                            "listed as comments at the top); without it, such an import writes nothing "
+                            "and exits 1.")]
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(import_app, name="import")
+
+
+@import_app.command("scxml")
+def import_scxml(file: FileArgument, out: OutOption = None, allow_partial: PartialOption = False) -> None:
+    """Import a W3C SCXML document (the ecmascript datamodel's simple expressions, no scripts)."""
+    _run(scxml_importer.convert, file, out, allow_partial)
+
+
+@import_app.command("xstate")
+def import_xstate(file: FileArgument, out: OutOption = None, allow_partial: PartialOption = False) -> None:
+    """Import an XState v5 machine config written as JSON (actions and guards as data, not code)."""
+    _run(xstate_importer.convert, file, out, allow_partial)
+
+
+def _run(convert: Callable[[str, str | None], ImportResult], file: Path, out: Path | None,
+         allow_partial: bool) -> None:
+    try:
+        text = file.read_bytes().decode("utf-8-sig")
+    except OSError as exc:
+        raise DefinitionError([f"(document): cannot read {file}: {exc.strerror or exc}"], str(file)) from None
+    except UnicodeDecodeError as exc:
+        raise DefinitionError([f"(document): not UTF-8 text (byte offset {exc.start}); save it as UTF-8"],
+                              str(file)) from None
+    result = convert(text, str(file))
+    for issue in result.issues:
+        output.warn(f"{file}: {issue}")
+    if result.issues and not allow_partial:
+        output.error(f"{len(result.issues)} construct(s) of {file} could not be mapped (listed above); nothing "
+                     "written. Change the source, or pass --allow-partial to write what could be mapped")
+        raise typer.Exit(1)
+    yaml_text = to_yaml(result, file.name)
+    if out is None:
+        sys.stdout.write(yaml_text)
+        return
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(yaml_text, encoding="utf-8")
+    partial = f", {len(result.issues)} construct(s) left out" if result.issues else ""
+    output.note(f"wrote {out} (definition {result.document.get('id')!r}{partial})")

@@ -1,0 +1,349 @@
+"""A parser for the small part of ECMAScript that SCXML charts use in ``cond``/``expr``, mapped onto
+durastate's values and guards. It never evaluates anything: it tokenizes, parses by precedence climbing
+into a tree of tuples, and translates that tree; whatever falls outside the subset raises
+:class:`Unsupported` with the reason, for the importer to report.
+
+The subset: literals (numbers, strings, ``true``/``false``/``null``/``undefined``, arrays and objects of
+values), datamodel variables and their members (``Var1``, ``a.b``, ``a[0]`` -> ``$context.a.b``),
+``_event.name`` and ``_event.data.x`` (-> ``$event.name``, ``$event.x``), ``+ - * /``, the comparisons
+``== === != !== < <= > >=`` and ``&& || !`` in conditions, and a value used as a condition (its
+truthiness: false for ``null``, ``undefined``, ``false``, ``0`` and ``""``). Not in it: function and
+method calls (``Math.random()``, ``x.map(...)``, ``In('s1')``: durastate has no state-in guard, since
+parallel regions are separate executions), assignments, ``%``, ``?:``, ``typeof``, ``new`` and regular
+expressions. Note that ``==`` compares like ``===`` (no type coercion) and ``+`` of a string and a number
+fails the step instead of concatenating.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Collection
+from typing import Any
+
+from durastate.engine.expressions import VALUE_OPS
+
+__all__ = ["Unsupported", "parse", "to_guard", "to_value"]
+
+MAX_LENGTH = 4000
+"""Longer expressions are refused rather than parsed (a chart's conditions are short)."""
+MAX_DEPTH = 60
+"""How deeply an expression may nest (parentheses, operators, literals)."""
+
+Node = tuple[Any, ...]
+
+
+class Unsupported(Exception):
+    """The expression (or a part of it) has no durastate equivalent; the message says what and why."""
+
+
+_TOKEN = re.compile(
+    r"""\s*(?:
+        (?P<num>\d+(?:\.\d*)?(?:[eE][+-]?\d+)?|\.\d+(?:[eE][+-]?\d+)?)
+      | (?P<str>'(?:[^'\\\n]|\\.)*'|"(?:[^"\\\n]|\\.)*")
+      | (?P<name>[A-Za-z_$][\w$]*)
+      | (?P<op>===|!==|==|!=|<=|>=|&&|\|\||[-+*/%<>!()\[\]{}.,:?=&|^~])
+    )""",
+    re.VERBOSE,
+)
+_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\", "'": "'", '"': '"', "/": "/", "0": "\0"}
+_BINARY: dict[str, int] = {
+    "||": 1, "&&": 2, "==": 3, "===": 3, "!=": 3, "!==": 3, "<": 4, "<=": 4, ">": 4, ">=": 4,
+    "+": 5, "-": 5, "*": 6, "/": 6, "%": 6,
+}
+_COMPARE = {"==": "eq", "===": "eq", "!=": "ne", "!==": "ne", "<": "lt", "<=": "le", ">": "gt", ">=": "ge"}
+_ARITH = {"+": "add", "-": "sub", "*": "mul", "/": "div"}
+_WORDS: dict[str, Any] = {"true": True, "false": False, "null": None, "undefined": None}
+
+
+def _tokens(text: str) -> list[tuple[str, Any]]:
+    out: list[tuple[str, Any]] = []
+    pos, n = 0, len(text)
+    while pos < n:
+        if text[pos:].strip() == "":
+            break
+        m = _TOKEN.match(text, pos)
+        if m is None or m.end() == pos:
+            bad = text[pos:].lstrip()[:1]
+            raise Unsupported(f"unexpected character {bad!r}")
+        pos = m.end()
+        if m.group("num") is not None:
+            raw = m.group("num")
+            value: float | int = float(raw) if any(c in raw for c in ".eE") else int(raw)
+            if isinstance(value, float) and not math.isfinite(value):
+                raise Unsupported(f"{raw} is not a finite number")
+            out.append(("lit", value))
+        elif m.group("str") is not None:
+            out.append(("lit", _unquote(m.group("str"))))
+        elif m.group("name") is not None:
+            out.append(("name", m.group("name")))
+        else:
+            out.append(("op", m.group("op")))
+    out.append(("end", None))
+    return out
+
+
+def _unquote(raw: str) -> str:
+    body, chars, i = raw[1:-1], [], 0
+    while i < len(body):
+        c = body[i]
+        if c == "\\":
+            nxt = body[i + 1]
+            if nxt not in _ESCAPES:
+                raise Unsupported(f"the string escape \\{nxt} is not supported")
+            chars.append(_ESCAPES[nxt])
+            i += 2
+            continue
+        chars.append(c)
+        i += 1
+    return "".join(chars)
+
+
+class _Parser:
+    def __init__(self, text: str) -> None:
+        self.toks = _tokens(text)
+        self.i = 0
+        self.depth = 0
+
+    def peek(self) -> tuple[str, Any]:
+        return self.toks[self.i]
+
+    def take(self) -> tuple[str, Any]:
+        tok = self.toks[self.i]
+        self.i += 1
+        return tok
+
+    def expect(self, op: str) -> None:
+        kind, value = self.take()
+        if (kind, value) != ("op", op):
+            raise Unsupported(f"expected {op!r}, found {_show(kind, value)}")
+
+    def expression(self, min_prec: int = 1) -> Node:
+        self.depth += 1
+        if self.depth > MAX_DEPTH:
+            raise Unsupported(f"nests deeper than {MAX_DEPTH} levels")
+        left = self.unary()
+        while True:
+            kind, op = self.peek()
+            if kind != "op":
+                break
+            if op in ("?", "=") or (op in ("&", "|", "^")):
+                raise Unsupported(_why_not(op))
+            prec = _BINARY.get(op)
+            if prec is None or prec < min_prec:
+                break
+            self.take()
+            right = self.expression(prec + 1)
+            left = ("bin", op, left, right)
+        self.depth -= 1
+        return left
+
+    def unary(self) -> Node:
+        kind, value = self.peek()
+        if kind == "op" and value in ("!", "-", "+", "~"):
+            self.take()
+            self.depth += 1
+            if self.depth > MAX_DEPTH:
+                raise Unsupported(f"nests deeper than {MAX_DEPTH} levels")
+            inner = self.unary()
+            self.depth -= 1
+            return ("unary", value, inner)
+        if kind == "name" and value in ("typeof", "new", "delete", "void", "function", "this", "instanceof"):
+            raise Unsupported(f"'{value}' is outside the supported expression subset")
+        return self.postfix(self.primary())
+
+    def postfix(self, node: Node) -> Node:
+        while True:
+            kind, value = self.peek()
+            if (kind, value) == ("op", "."):
+                self.take()
+                k2, name = self.take()
+                if k2 != "name":
+                    raise Unsupported(f"expected a member name after '.', found {_show(k2, name)}")
+                node = ("member", node, name)
+            elif (kind, value) == ("op", "["):
+                self.take()
+                index = self.expression()
+                self.expect("]")
+                if index[0] != "lit" or not isinstance(index[1], str | int) or isinstance(index[1], bool):
+                    raise Unsupported("a computed member (a[i] with a variable i) is not supported")
+                node = ("member", node, index[1])
+            elif (kind, value) == ("op", "("):
+                self.take()
+                args: list[Node] = []
+                if self.peek() != ("op", ")"):
+                    args.append(self.expression())
+                    while self.peek() == ("op", ","):
+                        self.take()
+                        args.append(self.expression())
+                self.expect(")")
+                node = ("call", node, args)
+            else:
+                return node
+
+    def primary(self) -> Node:
+        kind, value = self.take()
+        if kind == "lit":
+            return ("lit", value)
+        if kind == "name":
+            if value in _WORDS:
+                return ("lit", _WORDS[value])
+            return ("name", value)
+        if (kind, value) == ("op", "("):
+            inner = self.expression()
+            self.expect(")")
+            return inner
+        if (kind, value) == ("op", "["):
+            items: list[Node] = []
+            if self.peek() != ("op", "]"):
+                items.append(self.expression())
+                while self.peek() == ("op", ","):
+                    self.take()
+                    items.append(self.expression())
+            self.expect("]")
+            return ("array", items)
+        if (kind, value) == ("op", "{"):
+            pairs: list[tuple[str, Node]] = []
+            while self.peek() != ("op", "}"):
+                k2, key = self.take()
+                if k2 not in ("name", "lit") or not isinstance(key, str):
+                    raise Unsupported(f"an object key must be a name or a string, found {_show(k2, key)}")
+                self.expect(":")
+                pairs.append((key, self.expression()))
+                if self.peek() == ("op", ","):
+                    self.take()
+                elif self.peek() != ("op", "}"):
+                    raise Unsupported(f"expected ',' or '}}', found {_show(*self.peek())}")
+            self.take()
+            return ("object", pairs)
+        raise Unsupported(f"unexpected {_show(kind, value)}")
+
+
+def _show(kind: str, value: Any) -> str:
+    return "the end of the expression" if kind == "end" else repr(value)
+
+
+def _why_not(op: str) -> str:
+    if op == "=":
+        return "an assignment inside an expression is not supported (use <assign>)"
+    if op == "?":
+        return "the conditional operator ?: is not supported"
+    return f"the bitwise operator {op!r} is not supported"
+
+
+def parse(text: str) -> Node:
+    """The syntax tree of ``text``; :class:`Unsupported` if it is not in the subset's grammar."""
+    if len(text) > MAX_LENGTH:
+        raise Unsupported(f"longer than {MAX_LENGTH} characters")
+    parser = _Parser(text)
+    node = parser.expression()
+    kind, value = parser.peek()
+    if kind != "end":
+        raise Unsupported(f"unexpected {_show(kind, value)} after a complete expression")
+    return node
+
+
+def _render(node: Node) -> str:
+    """A short rendering of a node for messages."""
+    if node[0] == "name":
+        return str(node[1])
+    if node[0] == "member":
+        return f"{_render(node[1])}.{node[2]}"
+    if node[0] == "call":
+        return f"{_render(node[1])}(...)"
+    if node[0] == "lit":
+        return repr(node[1])
+    return str(node[0])
+
+
+def _path(node: Node) -> list[str | int] | None:
+    """``a.b[0]`` -> ``['a', 'b', 0]``; ``None`` if the node is not a variable or a member of one."""
+    if node[0] == "name":
+        return [node[1]]
+    if node[0] == "member":
+        base = _path(node[1])
+        return None if base is None else [*base, node[2]]
+    return None
+
+
+def _reference(parts: list[str | int], variables: Collection[str]) -> str:
+    keys = [str(p) for p in parts]
+    for k in keys[1:]:
+        if not k or "." in k or k.startswith("$") or any(c.isspace() for c in k):
+            raise Unsupported(f"the member name {k!r} cannot be part of a durastate reference")
+    head, rest = keys[0], keys[1:]
+    if head == "_event":
+        if not rest:
+            return "$event"
+        if rest[0] == "name" and len(rest) == 1:
+            return "$event.name"
+        if rest[0] == "data":
+            return "$event." + ".".join(rest[1:]) if len(rest) > 1 else "$event.data"
+        raise Unsupported(f"_event.{rest[0]} has no durastate equivalent (only _event.name and _event.data)")
+    if head.startswith("_") and head in ("_sessionid", "_name", "_ioprocessors", "_x"):
+        raise Unsupported(f"the system variable {head} has no durastate equivalent")
+    if head not in variables:
+        raise Unsupported(f"{head!r} is not a variable of the datamodel (declare it with <data id=...>)")
+    return "$context." + ".".join(keys)
+
+
+def to_value(node: Node, variables: Collection[str]) -> Any:
+    """A durastate VALUE for ``node`` (a constant, a ``$`` reference or an operator)."""
+    kind = node[0]
+    if kind == "lit":
+        value = node[1]
+        return "$" + value if isinstance(value, str) and value.startswith("$") else value
+    path = _path(node)
+    if path is not None:
+        return _reference(path, variables)
+    if kind == "array":
+        return [to_value(item, variables) for item in node[1]]
+    if kind == "object":
+        out = {key: to_value(v, variables) for key, v in node[1]}
+        if len(out) == 1 and next(iter(out)) in VALUE_OPS:
+            raise Unsupported(f"an object with the single key {next(iter(out))!r} would read as an operator")
+        return out
+    if kind == "unary" and node[1] == "-":
+        inner = to_value(node[2], variables)
+        if isinstance(inner, int | float) and not isinstance(inner, bool):
+            return -inner
+        return {"sub": [0, inner]}
+    if kind == "bin" and node[1] in _ARITH:
+        return {_ARITH[node[1]]: [to_value(node[2], variables), to_value(node[3], variables)]}
+    if kind == "bin" and node[1] == "%":
+        raise Unsupported("the remainder operator % is not supported")
+    if kind == "call":
+        raise Unsupported(f"the call {_render(node[1])}() is outside the supported subset (no code is run)")
+    if kind in ("bin", "unary"):
+        raise Unsupported(f"the operator {node[1]!r} does not give a value durastate can compute here")
+    raise Unsupported(f"{kind} is not supported")
+
+
+def to_guard(node: Node, variables: Collection[str]) -> Any:
+    """A durastate GUARD for ``node`` (a comparison, ``and``/``or``/``not`` of guards, or a constant)."""
+    kind = node[0]
+    if kind == "lit" and isinstance(node[1], bool):
+        return node[1]
+    if kind == "bin" and node[1] in ("&&", "||"):
+        op = "and" if node[1] == "&&" else "or"
+        parts: list[Any] = []
+        for side in (node[2], node[3]):
+            g = to_guard(side, variables)
+            parts.extend(g[op] if isinstance(g, dict) and op in g else [g])
+        return {op: parts}
+    if kind == "unary" and node[1] == "!":
+        return {"not": to_guard(node[2], variables)}
+    if kind == "bin" and node[1] in _COMPARE:
+        return {_COMPARE[node[1]]: [to_value(node[2], variables), to_value(node[3], variables)]}
+    if kind == "call" and _path(node[1]) == ["In"]:
+        raise Unsupported("In() has no durastate equivalent (no state-in guard: parallel regions are separate "
+                          "executions); test a context variable set on entry instead")
+    if kind == "call":
+        raise Unsupported(f"the call {_render(node[1])}() is outside the supported subset (no code is run)")
+    try:
+        value = to_value(node, variables)
+    except Unsupported as exc:
+        raise Unsupported(f"{_render(node)} as a condition: {exc}") from None
+    # ECMAScript truthiness of a JSON value: false exactly for null/undefined, false, 0 and "" (Python's
+    # == agrees: 0 == 0.0 == False, and [] / {} are equal to none of them, so they are true, as in JS)
+    return {"not": {"in": [value, [None, False, 0, ""]]}}

@@ -1,0 +1,733 @@
+"""W3C SCXML -> a durastate definition document (``durastate import scxml FILE``).
+
+The XML is read with the standard library's expat parser, used directly so that every element keeps its
+line number, and made safe without a dependency: a document with a DOCTYPE declaration (where entities,
+and so the "billion laughs" expansion and external entities, are declared) is refused before anything in
+it is expanded, parameter entities are never parsed and no external resource is ever fetched. SCXML does
+not need a DOCTYPE.
+
+What maps (see docs/importing.md): ``<state>``, ``<parallel>``, ``<final>``, ``<history type>``, the
+``initial`` attribute and ``<initial>`` (naming a child), ``<transition event cond target type>`` (one
+``on`` key per event descriptor, eventless ones to ``always``), ``<onentry>``/``<onexit>``, and the
+executable content ``<raise>``, ``<send>`` (to the session itself, ``#_internal`` or ``#_parent``, without
+a delay), ``<assign>``, ``<log>``; ``<datamodel>``/``<data>`` with constant values become the context.
+Conditions and values go through :mod:`durastate.importers.ecma` (the ``ecmascript`` datamodel's subset).
+Everything else (``<script>``, ``<if>``, ``<foreach>``, ``<cancel>``, ``<invoke>``, ``<donedata>``, delayed
+sends, expressions outside the subset, several targets) is reported with its element path and line.
+
+SCXML ids are global and durastate paths are nested, so each id becomes a state name and each target the
+full dotted path of the state with that id (which durastate resolves from the top).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import PurePath
+from typing import Any
+from xml.parsers import expat
+
+from durastate.engine.expressions import VALUE_OPS
+from durastate.engine.tables import descriptor_problem
+from durastate.errors import DefinitionError
+from durastate.importers import ecma
+from durastate.importers.result import ImportIssue, ImportResult, checked
+
+__all__ = ["SCXML_NS", "convert"]
+
+SCXML_NS = "http://www.w3.org/2005/07/scxml"
+MAX_BYTES = 10_000_000
+"""A larger document is refused before it is parsed (a chart is kilobytes)."""
+MAX_ELEMENTS = 100_000
+MAX_NESTING = 100
+"""How deeply elements may nest (a definition nests at most about 100 states; deeper is refused, not a crash)."""
+_BAD_NAME = re.compile(r"[.\s$~]")
+"""Characters a durastate state name cannot hold (``.`` separates a path, ``$`` starts a reference, ``~``
+is the timer-key separator), the rule :mod:`durastate.engine.tables` applies."""
+_STATE_TAGS = ("state", "parallel", "final", "history")
+_SCXML_PROCESSOR = ("http://www.w3.org/TR/scxml/#SCXMLEventProcessor", "scxml")
+
+
+@dataclass(slots=True)
+class _El:
+    tag: str
+    attrs: dict[str, str]
+    line: int
+    path: str
+    foreign: bool = False
+    children: list[_El] = field(default_factory=list)
+    text: str = ""
+
+
+class _Refused(Exception):
+    pass
+
+
+def _parse(text: str, source: str | None) -> _El:
+    """The element tree of ``text`` (namespaces resolved, line numbers kept); a DefinitionError if the text
+    is not well-formed XML, declares a DOCTYPE or is too large."""
+    if len(text) > MAX_BYTES:
+        raise DefinitionError([f"(document): larger than {MAX_BYTES:,} characters; refused"], source)
+    parser = expat.ParserCreate(namespace_separator=" ")
+    parser.SetParamEntityParsing(expat.XML_PARAM_ENTITY_PARSING_NEVER)
+    stack: list[_El] = []
+    root: list[_El] = []
+    count = 0
+
+    def refuse_doctype(*_: Any) -> None:
+        raise _Refused("a DOCTYPE declaration: SCXML needs none, and its entities (internal or external) are "
+                       "never expanded here; remove it")
+
+    def refuse_entity(*_: Any) -> None:
+        raise _Refused("an entity declaration: entities are never expanded here; remove it")
+
+    def start(name: str, attrs: dict[str, str]) -> None:
+        nonlocal count
+        count += 1
+        if count > MAX_ELEMENTS:
+            raise _Refused(f"more than {MAX_ELEMENTS:,} elements")
+        ns, _, tag = name.rpartition(" ")
+        plain = {k.rpartition(" ")[2]: v for k, v in attrs.items() if " " not in k}
+        parent = stack[-1] if stack else None
+        if len(stack) >= MAX_NESTING:
+            raise _Refused(f"elements nested more than {MAX_NESTING} deep")
+        if parent is None:
+            path = tag
+        else:
+            ident = plain.get("id")
+            same = sum(1 for c in parent.children if c.tag == tag) + 1
+            path = f"{parent.path}/{tag}[@id='{ident}']" if ident else f"{parent.path}/{tag}[{same}]"
+        el = _El(tag, plain, parser.CurrentLineNumber, path, foreign=ns != SCXML_NS)
+        if parent is not None:
+            parent.children.append(el)
+        else:
+            root.append(el)
+        stack.append(el)
+
+    def end(_: str) -> None:
+        stack.pop()
+
+    def chars(data: str) -> None:
+        if stack:
+            stack[-1].text += data
+
+    parser.StartDoctypeDeclHandler = refuse_doctype
+    parser.EntityDeclHandler = refuse_entity
+    parser.StartElementHandler = start
+    parser.EndElementHandler = end
+    parser.CharacterDataHandler = chars
+    try:
+        parser.Parse(text, True)
+    except _Refused as exc:
+        raise DefinitionError(
+            [f"(document) line {parser.CurrentLineNumber}: refused: {exc}"], source) from None
+    except expat.ExpatError as exc:
+        raise DefinitionError(
+            [f"(document) line {exc.lineno} column {exc.offset + 1}: not well-formed XML: "
+             f"{expat.ErrorString(exc.code)}"], source) from None
+    if not root:
+        raise DefinitionError(["(document): no root element"], source)
+    top = root[0]
+    if top.tag != "scxml" or top.foreign:
+        raise DefinitionError(
+            [f"(document) line {top.line}: the root element is {top.tag!r}, not <scxml> in the namespace "
+             f"{SCXML_NS}"], source)
+    return top
+
+
+class _Converter:
+    def __init__(self, root: _El, source: str | None) -> None:
+        self.root = root
+        self.source = source
+        self.issues: list[ImportIssue] = []
+        self.names: dict[int, str] = {}  # id(element) -> durastate state name
+        self.paths: dict[str, str] = {}  # SCXML id -> dotted durastate path
+        self.el_paths: dict[int, str] = {}  # id(element) -> dotted durastate path
+        self.taken: set[str] = set()  # the paths given so far
+        self.variables: set[str] = set()
+        self.entered_once: set[int] = set()
+        self.generated = 0
+
+    def report(self, el: _El, message: str) -> None:
+        self.issues.append(ImportIssue(el.path, message, el.line))
+
+    # -- states and ids -------------------------------------------------------------------------------------
+    def name_states(self, el: _El, prefix: str) -> None:
+        """Give every state element a durastate name and record the path of each SCXML id."""
+        for child in el.children:
+            if child.foreign or child.tag not in _STATE_TAGS:
+                continue
+            ident = child.attrs.get("id")
+            if ident is None:
+                self.generated += 1
+                name = f"_{child.tag}{self.generated}"
+            else:
+                name = _BAD_NAME.sub("_", ident) or "_"
+                if name != ident:
+                    self.report(child, f"the id {ident!r} cannot be a durastate state name (no '.', '$', '~' or "
+                                       f"spaces); renamed {name!r}")
+            path = f"{prefix}.{name}" if prefix else name
+            if path in self.taken:
+                self.report(child, f"the state name {name!r} is taken by a sibling (after renaming); rename one")
+            if ident is not None:
+                if ident in self.paths:
+                    self.report(child, f"the id {ident!r} is used twice; ids must be unique")
+                self.paths[ident] = path
+            self.names[id(child)] = name
+            self.el_paths[id(child)] = path
+            self.taken.add(path)
+            self.name_states(child, path)
+
+    def target(self, el: _El, spec: str) -> str | None:
+        ids = spec.split()
+        if len(ids) != 1:
+            self.report(el, f"several targets ({spec!r}): a durastate transition has one target")
+            return None
+        path = self.paths.get(ids[0])
+        if path is None:
+            self.report(el, f"no state with the id {ids[0]!r}")
+        return path
+
+    # -- the document ---------------------------------------------------------------------------------------
+    def document(self) -> dict[str, Any]:
+        root = self.root
+        for key in root.attrs:
+            if key not in ("initial", "name", "version", "datamodel", "binding", "xmlns"):
+                self.report(root, f"the attribute {key!r} of <scxml> is not supported")
+        model = root.attrs.get("datamodel", "null")
+        if model not in ("ecmascript", "null"):
+            self.report(root, f"datamodel={model!r}: only the 'ecmascript' subset (and 'null') is supported")
+        name = root.attrs.get("name") or (PurePath(self.source).stem if self.source else "imported")
+        self.name_states(root, "")
+        self.entered_once = self.once_states()
+        context = self.datamodel(root)
+        doc: dict[str, Any] = {"id": name}
+        states, initial = self.children(root)
+        if initial is not None:
+            doc["initial"] = initial
+        if context:
+            doc["context"] = context
+        doc["states"] = states
+        return doc
+
+    def datamodel(self, root: _El) -> dict[str, Any]:
+        """Every ``<data>`` of the document (SCXML's early binding): the context of a new execution."""
+        if root.attrs.get("binding") == "late":
+            self.report(root, "binding='late' is not supported: every variable is initialised at the start")
+        found: list[_El] = []
+
+        def walk(el: _El) -> None:
+            for child in el.children:
+                if child.tag == "datamodel" and not child.foreign:
+                    found.extend(c for c in child.children if c.tag == "data" and not c.foreign)
+                    for c in child.children:
+                        if c.tag != "data" or c.foreign:
+                            self.report(c, f"<{c.tag}> in <datamodel> is not supported")
+                elif child.tag in _STATE_TAGS:
+                    walk(child)
+
+        walk(root)
+        self.variables = {d.attrs["id"] for d in found if "id" in d.attrs}
+        context: dict[str, Any] = {}
+        for data in found:
+            ident = data.attrs.get("id")
+            if not ident:
+                self.report(data, "<data> without an id")
+                continue
+            if "." in ident or ident.startswith("$"):
+                self.report(data, f"the variable {ident!r} cannot be a context key (no '.', no leading '$')")
+                continue
+            if "src" in data.attrs:
+                self.report(data, "<data src> is not supported (nothing is fetched): give the value inline")
+                continue
+            expr = data.attrs.get("expr")
+            if expr is None and data.text.strip():
+                expr = data.text.strip()
+            if expr is None:
+                context[ident] = None
+                continue
+            value = self.value(data, expr, "expr")
+            if value is _NOTHING:
+                continue
+            if _has_reference(value):
+                self.report(data, f"the initial value {expr!r} is not a constant; a context default is plain data")
+                continue
+            context[ident] = _unescape(value)
+        return context
+
+    def children(self, el: _El) -> tuple[dict[str, Any], str | None]:
+        """The states below ``el`` and the name of the one it starts in (``initial``/``<initial>``/first)."""
+        states: dict[str, Any] = {}
+        first: str | None = None
+        initial: str | None = None
+        for child in el.children:
+            if child.foreign:
+                self.report(child, f"an element of another namespace <{child.tag}> is not supported")
+                continue
+            if child.tag in _STATE_TAGS:
+                name = self.names[id(child)]
+                states[name] = self.state(child)
+                if first is None and child.tag != "history":
+                    first = name
+            elif child.tag == "initial":
+                initial = self.initial_element(el, child)
+            elif child.tag in ("datamodel",):
+                continue
+            elif el.tag == "scxml" or child.tag not in ("onentry", "onexit", "transition", "invoke", "donedata"):
+                self.report(child, f"<{child.tag}> is not supported here")
+        spec = el.attrs.get("initial")
+        if spec is not None:
+            initial = self.initial_attribute(el, spec, states)
+        if initial is None:
+            initial = first
+        return states, initial if states else None
+
+    def initial_attribute(self, el: _El, spec: str, states: dict[str, Any]) -> str | None:
+        ids = spec.split()
+        if len(ids) != 1:
+            self.report(el, f"initial={spec!r} names several states; durastate starts a state in one child")
+            return None
+        path = self.paths.get(ids[0])
+        name = path.rsplit(".", 1)[-1] if path else None
+        if path is None:
+            self.report(el, f"initial={spec!r}: no state with that id")
+            return None
+        if name not in states or self._parent_path(el) + name != path:
+            self.report(el, f"initial={spec!r} is not a child of this state; durastate's initial names a child")
+            return None
+        return name
+
+    def _parent_path(self, el: _El) -> str:
+        """The dotted path of state ``el`` plus a dot ('' for the document)."""
+        return "" if el is self.root else self.el_paths[id(el)] + "."
+
+    def initial_element(self, parent: _El, el: _El) -> str | None:
+        transitions = [c for c in el.children if c.tag == "transition" and not c.foreign]
+        if len(transitions) != 1 or len(el.children) != 1:
+            self.report(el, "<initial> must hold exactly one <transition>")
+            return None
+        tr = transitions[0]
+        if tr.children:
+            self.report(tr, "executable content in an <initial> transition is not supported")
+        path = self.target(tr, tr.attrs.get("target", ""))
+        if path is None:
+            return None
+        name = path.rsplit(".", 1)[-1]
+        if self._parent_path(parent) + name != path:
+            self.report(tr, "the <initial> target is not a child of this state; durastate's initial names a child")
+            return None
+        return name
+
+    def state(self, el: _El) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if el.tag == "parallel":
+            out["type"] = "parallel"
+        elif el.tag == "final":
+            out["type"] = "final"
+        elif el.tag == "history":
+            return self.history(el)
+        entry: list[Any] = []
+        exit_: list[Any] = []
+        timers: list[Any] | None = [] if id(el) in self.entered_once else None
+        on_done: list[Any] = []
+        on: list[tuple[str, str, list[Any]]] = []  # (key as written, descriptor, transitions)
+        always: list[Any] = []
+        for child in el.children:
+            if child.foreign:
+                continue
+            if child.tag == "onentry":
+                entry += self.actions(child, timers)
+            elif child.tag == "onexit":
+                exit_ += self.actions(child)
+            elif child.tag == "transition":
+                self.transition(el, child, on, always, on_done)
+            elif child.tag == "invoke":
+                self.report(child, "<invoke> is not supported: run the other chart as its own definition and "
+                                   "write `invoke: {definition: ...}` in durastate")
+            elif child.tag == "donedata":
+                self.report(child, "<donedata> is not supported: a durastate execution's output is its context")
+        states, initial = self.children(el)
+        if el.tag == "state" and states:
+            out["initial"] = initial
+        for key in el.attrs:
+            if key not in ("id", "initial"):
+                self.report(el, f"the attribute {key!r} of <{el.tag}> is not supported")
+        if entry:
+            out["entry"] = entry
+        if exit_:
+            out["exit"] = exit_
+        if on:
+            out["on"] = {key: trs for key, _, trs in on}
+        if always:
+            out["always"] = always
+        if timers:
+            out["after"] = timers
+        if on_done:
+            out["on_done"] = on_done
+        if states:
+            out["states"] = states
+        return out
+
+    def history(self, el: _El) -> dict[str, Any]:
+        out: dict[str, Any] = {"type": "history"}
+        kind = el.attrs.get("type", "shallow")
+        if kind not in ("shallow", "deep"):
+            self.report(el, f"type={kind!r}: a history is 'shallow' or 'deep'")
+        elif kind == "deep":
+            out["history"] = "deep"
+        for child in el.children:
+            if child.tag != "transition" or child.foreign:
+                self.report(child, f"<{child.tag}> in <history> is not supported")
+                continue
+            if child.children:
+                self.report(child, "executable content in a history's default transition is not supported")
+            path = self.target(child, child.attrs.get("target", ""))
+            if path is not None:
+                out["target"] = path
+        return out
+
+    # -- transitions ----------------------------------------------------------------------------------------
+    def transition(self, state: _El, el: _El, on: list[tuple[str, str, list[Any]]], always: list[Any],
+                   on_done: list[Any]) -> None:
+        tr: dict[str, Any] = {}
+        ok = True
+        for key in el.attrs:
+            if key not in ("event", "cond", "target", "type"):
+                self.report(el, f"the attribute {key!r} of <transition> is not supported")
+        if "target" in el.attrs:
+            path = self.target(el, el.attrs["target"])
+            ok = ok and path is not None
+            if path is not None:
+                tr["target"] = path
+        if "cond" in el.attrs:
+            guard = self.guard(el, el.attrs["cond"])
+            ok = ok and guard is not _NOTHING
+            if guard is not _NOTHING:
+                tr["guard"] = guard
+        actions = self.actions(el)
+        if actions:
+            tr["actions"] = actions
+        kind = el.attrs.get("type", "external")
+        if kind == "internal":
+            tr["internal"] = True
+        elif kind != "external":
+            self.report(el, f"type={kind!r}: a transition is 'internal' or 'external'")
+        if not ok:
+            return  # reported: a transition without its guard or target would do something else
+        if state.tag == "final":
+            self.report(el, "a transition out of a <final> state is never taken")
+            return
+        event = el.attrs.get("event")
+        if event is None:
+            always.append(tr)
+            return
+        descriptors = event.split()
+        if not descriptors:
+            self.report(el, "event='' names no event")
+        own_done = f"done.state.{state.attrs.get('id')}"
+        for descriptor in descriptors:
+            problem = descriptor_problem(descriptor)
+            if problem is not None:
+                self.report(el, f"event descriptor {descriptor!r}: {problem}")
+                continue
+            d = descriptor.removesuffix(".*")
+            if d == own_done and state.tag in ("state", "parallel") and len(descriptors) == 1:
+                on_done.append(tr)  # the state's own completion: durastate's on_done
+                continue
+            platform = next((p for p in _PLATFORM_EVENTS if d == p or d.startswith(p + ".")), None)
+            if platform is not None:
+                self.report(el, f"event descriptor {descriptor!r}: durastate never raises {platform}.* events (a "
+                                "state's own completion is its on_done, a failing action fails the execution)")
+                continue
+            self.add_on(el, on, descriptor, tr)
+
+    def add_on(self, el: _El, on: list[tuple[str, str, list[Any]]], descriptor: str, tr: dict[str, Any]) -> None:
+        """Add ``tr`` under ``descriptor`` so that durastate tries the state's transitions in SCXML's document
+        order: durastate orders by ``on`` key first, so a descriptor seen again after an overlapping one gets
+        a new, equivalent key (``foo.*`` is ``foo``) at the end; if none is left, it is reported."""
+        d = descriptor[:-2] if descriptor.endswith(".*") else descriptor
+        spellings = [d] if d == "*" else [d, f"{d}.*"]
+        for pos, (_, desc, trs) in enumerate(on):
+            if desc == d and not any(_overlap(d, later) for _, later, _ in on[pos + 1:]):
+                trs.append(tr)
+                return
+        used = {key for key, _, _ in on}
+        for key in spellings:
+            if key not in used:
+                on.append((key, d, [tr]))
+                return
+        self.report(el, f"the document order of the transitions for {descriptor!r} cannot be kept (durastate "
+                        "orders them by event descriptor first); reorder them in the source")
+
+    # -- executable content ---------------------------------------------------------------------------------
+    def actions(self, block: _El, timers: list[Any] | None = None) -> list[Any]:
+        """The executable content of ``block`` as durastate actions. ``timers``: the block is the onentry of
+        a state entered once and left only when the execution ends (:meth:`once_states`), so a delayed send
+        to the session itself is exactly a timer of that state (added to ``timers``)."""
+        out: list[Any] = []
+        for el in block.children:
+            if el.foreign:
+                self.report(el, f"an element of another namespace <{el.tag}> is not supported")
+                continue
+            if el.tag == "send":
+                el = _literal_delay(el)
+            if el.tag == "send" and timers is not None and self.delay_of(el) is not None:
+                timer = self.delayed(el)
+                if timer is not None:
+                    timers.append(timer)
+                continue
+            action = self.action(el)
+            if action is not None:
+                out.append(action)
+        return out
+
+    def action(self, el: _El) -> Any:
+        tag = el.tag
+        if tag == "raise":
+            event = el.attrs.get("event")
+            if not event or descriptor_problem(event) is not None or "*" in event:
+                self.report(el, f"<raise event={event!r}>: not an event name durastate accepts")
+                return None
+            return {"raise": {"event": event}}
+        if tag == "log":
+            return self.log(el)
+        if tag == "assign":
+            return self.assign(el)
+        if tag == "send":
+            return self.send(el)
+        if tag == "script":
+            self.report(el, "<script> is not supported: durastate never runs code from a definition (write the "
+                            "logic as assign/raise/send/log actions or a 'package.module:function' call)")
+            return None
+        if tag in ("if", "elseif", "else"):
+            self.report(el, "<if> is not supported: durastate actions have no branches; split the transition "
+                            "into guarded transitions (the first whose guard holds is taken)")
+            return None
+        if tag == "foreach":
+            self.report(el, "<foreach> is not supported: durastate actions have no loops")
+            return None
+        if tag == "cancel":
+            self.report(el, "<cancel> is not supported (durastate has no delayed sends to cancel; use a "
+                            "state's `after` timer, cancelled when the state is left)")
+            return None
+        self.report(el, f"<{tag}> is not executable content durastate supports")
+        return None
+
+    def log(self, el: _El) -> Any:
+        expr = el.attrs.get("expr")
+        label = el.attrs.get("label")
+        value: Any = None
+        if expr is not None:
+            value = self.value(el, expr, "expr")
+            if value is _NOTHING:
+                return None
+        if label:
+            return {"log": {label: value}}  # a mapping of values: logged as {'label': value}
+        return {"log": value}
+
+    def assign(self, el: _El) -> Any:
+        location = el.attrs.get("location", "")
+        expr = el.attrs.get("expr")
+        if expr is None:
+            self.report(el, "<assign> without expr (child content) is not supported")
+            return None
+        try:
+            ref = ecma.to_value(ecma.parse(location), self.variables)
+        except ecma.Unsupported as exc:
+            self.report(el, f"location={location!r}: {exc}")
+            return None
+        if not isinstance(ref, str) or not ref.startswith("$context."):
+            self.report(el, f"location={location!r} is not a datamodel variable")
+            return None
+        value = self.value(el, expr, "expr")
+        if value is _NOTHING:
+            return None
+        return {"assign": {ref[len("$context."):]: value}}
+
+    def send(self, el: _El) -> Any:
+        attrs = el.attrs
+        for key in attrs:
+            if key not in ("event", "target", "type", "id", "delay", "namelist"):
+                self.report(el, f"<send {key}=...> is not supported (only constant event, target, type, "
+                                "delay and namelist attributes)")
+                return None
+        event = attrs.get("event")
+        if not event or descriptor_problem(event) is not None or "*" in event:
+            self.report(el, f"<send event={event!r}>: not an event name durastate accepts")
+            return None
+        if attrs.get("type", _SCXML_PROCESSOR[0]) not in _SCXML_PROCESSOR:
+            self.report(el, f"<send type={attrs['type']!r}>: only the SCXML event processor is supported")
+            return None
+        if attrs.get("delay") not in (None, "", "0", "0s", "0ms"):
+            self.report(el, f"<send delay={attrs['delay']!r}>: a delayed send maps onto a timer only in the "
+                            "onentry of a top-level state that is entered once and left only for a top-level "
+                            "final state (the delayed event outlives the state otherwise); use the state's "
+                            "`after` timer")
+            return None
+        data: dict[str, Any] = {}
+        for var in attrs.get("namelist", "").split():
+            try:
+                data[var] = ecma.to_value(ecma.parse(var), self.variables)
+            except ecma.Unsupported as exc:
+                self.report(el, f"namelist {var!r}: {exc}")
+                return None
+        for child in el.children:
+            if child.tag == "param" and not child.foreign:
+                pname = child.attrs.get("name")
+                expr = child.attrs.get("expr", child.attrs.get("location"))
+                if not pname or expr is None:
+                    self.report(child, "<param> needs a name and an expr (or location)")
+                    return None
+                value = self.value(child, expr, "expr")
+                if value is _NOTHING:
+                    return None
+                data[pname] = value
+            else:
+                self.report(child, f"<{child.tag}> in <send> is not supported (only <param>)")
+                return None
+        target = attrs.get("target")
+        body: dict[str, Any] = {"event": event}
+        if data:
+            body["data"] = data
+        if target == "#_internal":
+            return {"raise": body}
+        if target is None:
+            body["to"] = "self"
+        elif target == "#_parent":
+            body["to"] = "parent"
+        else:
+            self.report(el, f"<send target={target!r}>: only the session itself, #_internal and #_parent "
+                            "are supported")
+            return None
+        return {"send": body}
+
+    def delay_of(self, el: _El) -> float | None:
+        """The delay of a ``<send delay>`` in seconds (``None``: no constant delay)."""
+        m = _DELAY.match(el.attrs.get("delay", ""))
+        if m is None:
+            return None
+        seconds = float(m.group(1)) / (1000 if m.group(2) == "ms" else 1)
+        return seconds if seconds > 0 else None
+
+    def delayed(self, el: _El) -> Any:
+        """A delayed send to the session itself as a timer: ``after: {seconds, actions: [raise]}`` (the timer
+        fires as its own event, and the raise is handled at once: as the delayed external event would be)."""
+        if el.attrs.get("target") is not None or "id" in el.attrs:
+            self.report(el, "a delayed <send> with a target or an id (for <cancel>) is not supported")
+            return None
+        seconds = self.delay_of(el)
+        plain = _El(el.tag, {k: v for k, v in el.attrs.items() if k != "delay"}, el.line, el.path, el.foreign,
+                    el.children, el.text)
+        action = self.send(plain)
+        if action is None or seconds is None:
+            return None
+        body = action["send"]
+        body.pop("to", None)
+        return {"seconds": int(seconds) if seconds.is_integer() else seconds, "actions": [{"raise": body}]}
+
+    def once_states(self) -> set[int]:
+        """The top-level states whose delayed sends map exactly onto their own timers: entered once (no
+        transition targets them, none from themselves re-enters them) and left only when the execution ends
+        (every other top-level state is final), so a timer of the state lives exactly as long as the
+        session that would deliver the delayed event."""
+        top = [c for c in self.root.children if c.tag in _STATE_TAGS and not c.foreign]
+        candidates = [c for c in top if c.tag in ("state", "parallel")]
+        if len(candidates) != 1 or any(c.tag != "final" for c in top if c is not candidates[0]):
+            return set()
+        state = candidates[0]
+        ident = state.attrs.get("id")
+        inside = self.el_paths.get(id(state), "")
+
+        def walk(el: _El) -> bool:
+            for c in el.children:
+                if c.tag == "transition" and not c.foreign:
+                    targets = c.attrs.get("target", "").split()
+                    if ident is not None and ident in targets:
+                        return False
+                    internal = c.attrs.get("type") == "internal"
+                    if el is state and not internal and any(
+                            self.paths.get(t, "").startswith(inside + ".") for t in targets):
+                        return False
+                if not walk(c):
+                    return False
+            return True
+
+        return {id(state)} if walk(self.root) else set()
+
+    # -- expressions ----------------------------------------------------------------------------------------
+    def value(self, el: _El, expr: str, attr: str) -> Any:
+        try:
+            return ecma.to_value(ecma.parse(expr), self.variables)
+        except ecma.Unsupported as exc:
+            self.report(el, f"{attr}={expr!r}: {exc}")
+            return _NOTHING
+
+    def guard(self, el: _El, expr: str) -> Any:
+        try:
+            return ecma.to_guard(ecma.parse(expr), self.variables)
+        except ecma.Unsupported as exc:
+            self.report(el, f"cond={expr!r}: {exc}")
+            return _NOTHING
+
+
+_PLATFORM_EVENTS = ("done.state", "done.invoke", "error.execution", "error.communication", "error.platform")
+"""The events an SCXML processor raises itself; durastate raises none of them."""
+_DELAY = re.compile(r"^\s*(\d*\.?\d+)\s*(ms|s)\s*$")
+"""An SCXML delay (CSS2 time): ``1s``, ``.5s``, ``500ms``."""
+
+def _literal_delay(el: _El) -> _El:
+    """``<send delayexpr="'1s'">`` (a string constant, as the W3C tests write it) is ``<send delay="1s">``."""
+    expr = el.attrs.get("delayexpr")
+    if expr is None or "delay" in el.attrs:
+        return el
+    try:
+        node = ecma.parse(expr)
+    except ecma.Unsupported:
+        return el
+    if node[0] != "lit" or not isinstance(node[1], str):
+        return el
+    attrs = {("delay" if k == "delayexpr" else k): (node[1] if k == "delayexpr" else v) for k, v in el.attrs.items()}
+    return _El(el.tag, attrs, el.line, el.path, el.foreign, el.children, el.text)
+
+
+_NOTHING: Any = object()
+"""What an expression that could not be mapped gives (it has been reported)."""
+
+
+def _overlap(a: str, b: str) -> bool:
+    """Whether two (normalised) descriptors can match the same event."""
+    return a == "*" or b == "*" or a == b or a.startswith(b + ".") or b.startswith(a + ".")
+
+
+def _has_reference(value: Any) -> bool:
+    if isinstance(value, str):
+        return value.startswith("$") and not value.startswith("$$")
+    if isinstance(value, dict):
+        return True if len(value) == 1 and next(iter(value)) in VALUE_OPS else any(
+            _has_reference(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_has_reference(v) for v in value)
+    return False
+
+
+def _unescape(value: Any) -> Any:
+    """A constant as the context holds it (``$$x`` is how a value spells the text ``$x``)."""
+    if isinstance(value, str):
+        return value[1:] if value.startswith("$$") else value
+    if isinstance(value, dict):
+        return {k: _unescape(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_unescape(v) for v in value]
+    return value
+
+
+def convert(text: str, source: str | None = None) -> ImportResult:
+    """The durastate definition of the SCXML document ``text`` and what could not be mapped.
+
+    ``source`` (a file name) names the definition when ``<scxml>`` has no ``name``. A document that is not
+    well-formed, has a DOCTYPE, or whose root is not ``<scxml>`` raises
+    :class:`~durastate.errors.DefinitionError`.
+    """
+    converter = _Converter(_parse(text, source), source)
+    document = converter.document()
+    return checked(document, converter.issues)

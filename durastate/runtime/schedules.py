@@ -1,0 +1,379 @@
+"""Schedules at run time: stored as system records, fired by the sweeper, changed by CAS commits.
+
+Each schedule lives in the executions table as the system record ``~schedule~<name>`` (definition id
+``~schedule``, status ``running``) whose context holds the spec, ``paused``, ``removed``, ``last_tick`` and
+``last_execution_id``, and it has ONE armed timer, ``tick``, at its next tick, in the ordinary timers
+table. So every backend's existing sweeper finds it — no new table, queue or AWS resource.
+
+When that timer is due the sweeper calls :func:`fire_schedule_timer` instead of sending a timeout: it
+decides what is due (:func:`~durastate.engine.schedules.plan_ticks`: catch-up, then overlap) and commits,
+in one compare-and-swap commit of the record, the ``durastate.start`` of the tick's execution (through the
+outbox, which the relay delivers), the new ``last_tick`` and the timer of the next tick. The execution id
+is derived from the tick (``<name>-<tick in UTC>``) and so is its start event's id, so whatever happens —
+a crash before the commit (the timer is still armed: the next sweep does it again), a crash after it (the
+record moved on: the next sweep finds nothing due), two sweepers at once (one wins the CAS, the other
+reloads and finds nothing due), a start relayed twice (the worker dedupes it) — each tick starts at most
+one execution, and a tick is never lost while the record's timer is armed.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from durastate.engine.ids import SCHEDULE_RECORD, START, start_event_id
+from durastate.engine.model import Emit, Event, Execution, TimerOp
+from durastate.engine.registry import definition_files
+from durastate.engine.schedules import (
+    DEFAULT_GRACE,
+    ScheduleSpec,
+    is_schedule_file,
+    load_schedules,
+    manual_execution_id,
+    parse_schedules,
+    plan_ticks,
+    schedule_name,
+    schedule_record_id,
+    tick_execution_id,
+)
+from durastate.errors import DurastateError, ScheduleError, StoreConflict, UnknownSchedule
+from durastate.store.base import ExecutionStore
+
+__all__ = [
+    "TICK_TIMER",
+    "ScheduleState",
+    "SyncReport",
+    "fire_schedule_timer",
+    "get_schedule",
+    "list_schedules",
+    "pause_schedule",
+    "resume_schedule",
+    "schedules_from",
+    "sync_schedules",
+    "trigger_schedule",
+]
+
+log = logging.getLogger("durastate.runtime.schedules")
+
+TICK_TIMER = "tick"
+"""The key of a schedule record's one timer."""
+CAS_ATTEMPTS = 8
+
+
+@dataclass(frozen=True)
+class ScheduleState:
+    """A stored schedule as a user sees it (``durastate schedules list``)."""
+
+    name: str
+    spec: ScheduleSpec | None
+    """None if the stored spec no longer validates (written by another version of durastate)."""
+    paused: bool
+    removed: bool
+    last_tick: float | None
+    last_execution_id: str | None
+    last_started_at: float | None
+    next_tick: float | None
+    """When the armed timer fires (None: paused, removed, or no further tick)."""
+    record: Execution = field(repr=False)
+
+    @classmethod
+    def of(cls, exe: Execution) -> ScheduleState:
+        ctx = exe.context
+        try:
+            spec: ScheduleSpec | None = ScheduleSpec.model_validate(ctx.get("spec") or {})
+        except (ValueError, DurastateError):
+            spec = None
+        return cls(schedule_name(exe.id) or exe.id, spec, bool(ctx.get("paused")), bool(ctx.get("removed")),
+                   ctx.get("last_tick"), ctx.get("last_execution_id"), ctx.get("last_started_at"),
+                   exe.timers.get(TICK_TIMER), exe)
+
+
+@dataclass
+class SyncReport:
+    """What :func:`sync_schedules` changed, by schedule name."""
+
+    created: list[str] = field(default_factory=list)
+    updated: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)
+
+
+# -- reading --------------------------------------------------------------------------------------------
+def list_schedules(store: ExecutionStore, include_removed: bool = False) -> list[ScheduleState]:
+    """Every stored schedule, by name (removed ones only if asked)."""
+    out: list[ScheduleState] = []
+    cursor: str | None = None
+    while True:
+        # Records are always "running": on DynamoDB that reads one status partition, not every execution.
+        page = store.list_executions(definition_id=SCHEDULE_RECORD, status="running", limit=500, cursor=cursor)
+        for summary in page.items:
+            exe = store.load(summary.id)
+            if exe is not None:
+                state = ScheduleState.of(exe)
+                if include_removed or not state.removed:
+                    out.append(state)
+        if page.next_cursor is None:
+            return sorted(out, key=lambda s: s.name)
+        cursor = page.next_cursor
+
+
+def get_schedule(store: ExecutionStore, name: str) -> ScheduleState:
+    """The stored schedule ``name``; :class:`~durastate.errors.UnknownSchedule` if there is none (or it was
+    removed from the definitions)."""
+    exe = store.load(schedule_record_id(name))
+    if exe is None or exe.context.get("removed"):
+        raise UnknownSchedule(name, [s.name for s in list_schedules(store)])
+    return ScheduleState.of(exe)
+
+
+def schedules_from(folder: Path | None, given: str | None, known_definitions: Collection[str]
+                   ) -> dict[str, ScheduleSpec] | None:
+    """The schedules of a deployment: the ``schedules:`` files of the definitions ``folder`` plus ``given``,
+    the JSON the AWS construct passes (``DURASTATE_SCHEDULES``: ``{name: spec}`` or ``{"schedules": …}``).
+
+    None when neither holds any schedules file or JSON (then nothing is synced, not even removals: keep an
+    empty ``schedules: {}`` file to remove every schedule). A name in both, or any invalid spec, is a
+    :class:`~durastate.errors.ScheduleError` listing every issue.
+    """
+    files = [p for p in definition_files(folder) if is_schedule_file(p)] if folder is not None and folder.is_dir() \
+        else []
+    if not files and not given:
+        return None
+    specs = load_schedules(files, known_definitions)
+    if given:
+        try:
+            data = json.loads(given)
+        except ValueError as exc:
+            raise ScheduleError([f"(document): not JSON: {exc}"], "DURASTATE_SCHEDULES") from None
+        doc = data if isinstance(data, Mapping) and set(data) == {"schedules"} else {"schedules": data}
+        extra = parse_schedules(doc, "DURASTATE_SCHEDULES", known_definitions)
+        clashes = sorted(set(extra) & set(specs))
+        if clashes:
+            raise ScheduleError([f"schedules.{name}: defined both in the definitions folder and in the "
+                                 "construct's schedules; keep one" for name in clashes], "DURASTATE_SCHEDULES")
+        specs.update(extra)
+    return specs
+
+
+# -- writing --------------------------------------------------------------------------------------------
+Change = Callable[[Execution], tuple[list[Emit], list[TimerOp]] | None]
+
+
+def _update(store: ExecutionStore, name: str, change: Change, now: float) -> Execution:
+    """Load the record, apply ``change`` to a copy, commit with a CAS; again from a fresh load when another
+    writer won. ``change`` returns the emits and timer ops to commit, or None for "nothing to do"."""
+    record_id = schedule_record_id(name)
+    for _ in range(CAS_ATTEMPTS):
+        stored = store.load(record_id)
+        if stored is None:
+            raise UnknownSchedule(name, [s.name for s in list_schedules(store)])
+        exe = stored.model_copy(deep=True)  # never change the object a store may hand out live
+        result = change(exe)
+        if result is None:
+            return stored
+        emits, timers = result
+        exe.updated_at = now
+        try:
+            store.commit(exe, emits, None, timers)
+        except StoreConflict:
+            continue
+        return exe
+    raise StoreConflict(record_id, None, None)
+
+
+def _arm(exe: Execution, at: float | None) -> list[TimerOp]:
+    if at is None:
+        exe.timers.pop(TICK_TIMER, None)
+        return [TimerOp("cancel", TICK_TIMER)]
+    exe.timers[TICK_TIMER] = at
+    return [TimerOp("schedule", TICK_TIMER, at)]
+
+
+def _start(execution_id: str, spec: ScheduleSpec) -> Emit:
+    return (execution_id, Event(id=start_event_id(execution_id), name=START,
+                                data={"definition_id": spec.definition, "context": dict(spec.context)}))
+
+
+def _spec(exe: Execution) -> ScheduleSpec:
+    spec = ScheduleState.of(exe).spec
+    if spec is None:
+        raise UnknownSchedule(schedule_name(exe.id) or exe.id)
+    return spec
+
+
+def sync_schedules(store: ExecutionStore, specs: Mapping[str, ScheduleSpec], now: float) -> SyncReport:
+    """Make the stored schedules match ``specs`` (a definitions folder's, or the construct's).
+
+    A new name gets a record, its ``last_tick`` set to ``now`` (ticks before it never run) and its timer
+    armed. A changed spec replaces the stored one (kept: ``paused`` and the last run; ticks are counted
+    from ``now`` or the last tick, whichever is later) and re-arms the timer. A stored schedule that is
+    no longer in ``specs`` is marked removed and its timer cancelled — kept, not deleted, so its history
+    stays readable and adding it back resumes it. An unchanged one costs one read and no write.
+    """
+    report = SyncReport()
+    for name, spec in specs.items():
+        digest = spec.spec_hash()
+        exe = store.load(schedule_record_id(name))
+        if exe is None:
+            record = Execution(id=schedule_record_id(name), definition_id=SCHEDULE_RECORD, status="running",
+                               context={"spec": spec.to_dict(), "spec_hash": digest, "paused": False,
+                                        "removed": False, "last_tick": now, "last_execution_id": None,
+                                        "last_started_at": None},
+                               created_at=now, updated_at=now)
+            timers = _arm(record, spec.next_tick(now))
+            try:
+                store.commit(record, [], None, timers)
+                report.created.append(name)
+                continue
+            except StoreConflict:
+                pass  # another sync created it meanwhile: update it like any stored one
+        elif exe.context.get("spec_hash") == digest and not exe.context.get("removed"):
+            report.unchanged.append(name)
+            continue
+
+        def change(exe: Execution, spec: ScheduleSpec = spec, digest: str = digest
+                   ) -> tuple[list[Emit], list[TimerOp]] | None:
+            ctx = exe.context
+            if ctx.get("spec_hash") == digest and not ctx.get("removed"):
+                return None
+            ctx.update(spec=spec.to_dict(), spec_hash=digest, removed=False)
+            ctx["last_tick"] = max(float(ctx.get("last_tick") or now), now)
+            return [], _arm(exe, None if ctx.get("paused") else spec.next_tick(ctx["last_tick"]))
+
+        _update(store, name, change, now)
+        report.updated.append(name)
+    for state in list_schedules(store):
+        if state.name in specs:
+            continue
+
+        def remove(exe: Execution) -> tuple[list[Emit], list[TimerOp]] | None:
+            if exe.context.get("removed"):
+                return None
+            exe.context["removed"] = True
+            return [], _arm(exe, None)
+
+        _update(store, state.name, remove, now)
+        report.removed.append(state.name)
+    return report
+
+
+def fire_schedule_timer(store: ExecutionStore, record_id: str, now: float) -> str | None:
+    """The sweeper found the timer of schedule record ``record_id`` due at ``now``: start what is due.
+
+    Returns the id of the execution started, if one was. A timer of a paused or removed schedule (or a
+    stale one) only ends up cancelled or re-armed. See the module docstring for why a tick starts once.
+    """
+    name = schedule_name(record_id)
+    if name is None:
+        log.warning("timer of system record %s is not a schedule's; dropping it", record_id)
+        return None
+    started: list[str] = []
+
+    def change(exe: Execution) -> tuple[list[Emit], list[TimerOp]] | None:
+        started.clear()
+        ctx = exe.context
+        spec = ScheduleState.of(exe).spec
+        if spec is None or ctx.get("paused") or ctx.get("removed"):
+            if spec is None:
+                log.error("schedule %s: its stored spec does not validate; its timer is cancelled until a "
+                          "sync stores a valid one", name)
+            return ([], _arm(exe, None)) if TICK_TIMER in exe.timers else None
+        last_tick = float(ctx.get("last_tick") or now)
+        plan = plan_ticks(spec, last_tick, now)
+        if plan.latest is None:  # nothing due (a stale timer, another sweeper was first): arm the next tick
+            return [], _arm(exe, plan.next_tick)
+        emits: list[Emit] = []
+        run = plan.run
+        if plan.missed or run is None:
+            log.info("schedule %s: tick(s) up to %s were missed (catch_up: %s): %s", name,
+                     tick_execution_id(name, plan.latest), spec.catch_up,
+                     "starting one execution for them" if run is not None else "dropping them")
+        if run is not None and spec.overlap == "skip" and _still_running(store, ctx, now):
+            log.info("schedule %s: skipping the tick of %s, its previous execution %s still runs (overlap: "
+                     "skip)", name, tick_execution_id(name, run), ctx.get("last_execution_id"))
+            run = None
+        if run is not None:
+            execution_id = tick_execution_id(name, run)
+            emits.append(_start(execution_id, spec))
+            ctx.update(last_execution_id=execution_id, last_started_at=now)
+            started.append(execution_id)
+        ctx["last_tick"] = plan.latest
+        return emits, _arm(exe, plan.next_tick)
+
+    try:
+        _update(store, name, change, now)
+    except UnknownSchedule:
+        log.warning("timer of schedule %s, whose record is gone; dropping it", name)
+        return None
+    return started[0] if started else None
+
+
+def _still_running(store: ExecutionStore, ctx: Mapping[str, Any], now: float) -> bool:
+    """Whether the schedule's previous execution still runs. One not stored yet counts as running while its
+    start may still be on its way (for an hour): after that it is taken as lost (e.g. dead-lettered)."""
+    last_id = ctx.get("last_execution_id")
+    if not last_id:
+        return False
+    exe = store.load(last_id)
+    if exe is None:
+        started = ctx.get("last_started_at")
+        return started is not None and now - float(started) < DEFAULT_GRACE
+    return exe.status in ("running", "suspended")
+
+
+def pause_schedule(store: ExecutionStore, name: str, now: float) -> ScheduleState:
+    """Stop starting executions (the timer is cancelled); the ticks until :func:`resume_schedule` are missed."""
+
+    def change(exe: Execution) -> tuple[list[Emit], list[TimerOp]] | None:
+        _spec(exe)
+        if exe.context.get("removed"):
+            raise UnknownSchedule(name)
+        if exe.context.get("paused"):
+            return None
+        exe.context["paused"] = True
+        return [], _arm(exe, None)
+
+    return ScheduleState.of(_update(store, name, change, now))
+
+
+def resume_schedule(store: ExecutionStore, name: str, now: float) -> ScheduleState:
+    """Start executions again. ``catch_up: skip`` drops the ticks missed while paused (the timer is armed for
+    the next tick after ``now``); ``once`` runs one execution for them at the next sweep."""
+
+    def change(exe: Execution) -> tuple[list[Emit], list[TimerOp]] | None:
+        spec = _spec(exe)
+        ctx = exe.context
+        if ctx.get("removed"):
+            raise UnknownSchedule(name)
+        if not ctx.get("paused"):
+            return None
+        ctx["paused"] = False
+        last_tick = float(ctx.get("last_tick") or now)
+        if spec.catch_up == "skip":
+            ctx["last_tick"] = max(last_tick, now)
+            return [], _arm(exe, spec.next_tick(ctx["last_tick"]))
+        return [], _arm(exe, spec.next_tick(last_tick))  # in the past if ticks were missed: due at once
+
+    return ScheduleState.of(_update(store, name, change, now))
+
+
+def trigger_schedule(store: ExecutionStore, name: str, now: float) -> str:
+    """Start one execution of the schedule now, besides its ticks: ``<name>-manual-<now in UTC>``. It counts
+    as the schedule's last execution (for ``overlap: skip``) and changes no tick. Works while paused."""
+    execution_id = manual_execution_id(name, now)
+
+    def change(exe: Execution) -> tuple[list[Emit], list[TimerOp]] | None:
+        spec = _spec(exe)
+        if exe.context.get("removed"):
+            raise UnknownSchedule(name)
+        if exe.context.get("last_execution_id") == execution_id:
+            return None  # triggered twice in the same second: one execution
+        exe.context.update(last_execution_id=execution_id, last_started_at=now)
+        return [_start(execution_id, spec)], []
+
+    _update(store, name, change, now)
+    return execution_id

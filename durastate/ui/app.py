@@ -1,0 +1,332 @@
+"""The console's pages and their routes: a Starlette app over one store, pages from Jinja2 templates.
+
+    /                                executions: filters, keyset paging, counts per status
+    /executions/{id}                 one execution: the chart, status, context, timers, children, events
+    /executions/{id}/trace           its trace as a timeline
+    /definitions, /definitions/{id}  the definitions, and one with its running executions per state
+    /api/executions/{id}/version     what the live view polls: the page reloads its fragment on a change
+    /api/definitions/{id}/counts     the same for a definition page
+    /api/counts?definition=ID        executions per status (capped), fetched by the pages once loaded
+    POST /executions/{id}/confirm/{action}, /executions/{id}/do/{action}
+                                     control (``--allow-control`` only; see :mod:`durastate.ui.control`)
+
+Route functions are plain (sync) functions: Starlette runs them in its thread pool, and one lock keeps
+the store to one request at a time (the console is for a person or two, not a fleet). Errors become
+pages: 404 for an unknown id or path, 400 for bad input, 403 for control on a read-only console, 503
+with the store's error when it does not answer.
+"""
+
+from __future__ import annotations
+
+import secrets
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qsl, quote
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, RedirectResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+from starlette.templating import Jinja2Templates
+
+from durastate.engine.definition import Definition
+from durastate.engine.durations import parse_duration
+from durastate.engine.model import Event, Execution
+from durastate.engine.registry import DefinitionRegistry
+from durastate.errors import (
+    DefinitionError,
+    DurastateError,
+    InvalidValue,
+    StoreUnavailable,
+    UnknownDefinition,
+    UnknownExecution,
+)
+from durastate.runtime.versions import Versions
+from durastate.store.base import ExecutionStore
+from durastate.transport.base import DeadLetterBox, UnknownDeadLetter
+from durastate.ui import control, queries
+from durastate.ui.chart import chart
+
+HERE = Path(__file__).parent
+
+
+@dataclass
+class Console:
+    """What the console serves: a store, optionally its inbox and definitions, and whether it may act."""
+
+    store: ExecutionStore
+    registry: DefinitionRegistry | None = None
+    inbox: Any = None
+    """The store's queue (``durastate.transport``), if it has one: queued events and dead letters."""
+    deliver: control.Deliver | None = None
+    allow_control: bool = False
+    store_label: str = ""
+    clock: Callable[[], float] = time.time
+    active_paths: Callable[[Execution, Callable[[str], Execution | None]], list[str]] | None = None
+    """The active leaves of an execution, its regions' included (the CLI passes its own); default: its leaf."""
+    secret: bytes = field(default_factory=lambda: secrets.token_bytes(32))
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def box(self) -> DeadLetterBox | None:
+        """Where the store's queue keeps dead letters (``None``: it keeps none)."""
+        box: DeadLetterBox | None = getattr(self.inbox, "dead_letter_box", None)
+        return box
+
+    def queued(self) -> Callable[[str], list[tuple[str, Event]]] | None:
+        peek = getattr(self.inbox, "messages", None)
+        return peek if callable(peek) else None
+
+    def definition_ids(self) -> list[str]:
+        return sorted(d.id for d in self.registry or [])
+
+    def definition(self, exe_or_id: Execution | str) -> Definition | None:
+        """The definition to draw, or ``None`` when the console has none for it (no folder, unknown id)."""
+        try:
+            if isinstance(exe_or_id, Execution):  # the version it runs on: the folder's, or the store's archive
+                return Versions(self.store, self.registry or DefinitionRegistry()).of(exe_or_id)
+            return None if self.registry is None else self.registry.get(exe_or_id)
+        except (UnknownDefinition, ImportError, DefinitionError):
+            return None
+
+
+def create_app(console: Console) -> Starlette:
+    """The console's ASGI app (serve it with uvicorn: ``durastate ui`` does)."""
+    templates = Jinja2Templates(directory=str(HERE / "templates"))
+    templates.env.globals.update(console=console, stamp=queries.stamp, ended=queries.ENDED_LIKE)
+
+    def page(request: Request, name: str, status_code: int = 200, **values: Any) -> Response:
+        return templates.TemplateResponse(request, name, values, status_code=status_code)
+
+    def load(execution_id: str) -> Execution:
+        exe = console.store.load(execution_id)
+        if exe is None:
+            raise UnknownExecution(execution_id)
+        return exe
+
+    # -- pages -------------------------------------------------------------------------------------------
+    def executions(request: Request) -> Response:
+        filt = _filter(request)
+        with console.lock:
+            listing = queries.list_page(console.store, filt, console.clock())
+        definitions = console.definition_ids()
+        return page(request, "executions.html", filt=filt, items=listing.items, next_cursor=listing.next_cursor,
+                    cap=queries.COUNT_CAP, statuses=queries.all_statuses(),
+                    page_sizes=queries.PAGE_SIZES, definitions=definitions)
+
+    def execution(request: Request) -> Response:
+        exe_id = request.path_params["execution_id"]
+        with console.lock:
+            exe = load(exe_id)
+            view = queries.execution_view(console.store, exe, console.clock(), console.queued(), console.box)
+            active = (console.active_paths(exe, console.store.load) if console.active_paths is not None
+                      else [exe.active_path] if exe.active_path else [])
+        defn = console.definition(exe)
+        child_status = {cid: summary.status for cid, _kind, _path, summary in view.children if summary}
+        return page(request, "execution.html", exe=exe, view=view, steps=queries.trace_steps(view.trace),
+                    chart=chart(defn, exe, child_status, active) if defn is not None else None,
+                    actions=control.ACTIONS, notice=request.query_params.get("done", ""))
+
+    def trace(request: Request) -> Response:
+        exe_id = request.path_params["execution_id"]
+        with console.lock:
+            exe = load(exe_id)
+            steps = queries.trace_steps(console.store.read_trace(exe_id))
+        return page(request, "trace.html", exe=exe, steps=steps)
+
+    def definitions(request: Request) -> Response:
+        rows = sorted(console.registry or [], key=lambda d: d.id)
+        return page(request, "definitions.html", rows=rows)
+
+    def definition(request: Request) -> Response:
+        def_id = request.path_params["definition_id"]
+        defn = console.definition(def_id)
+        if defn is None:
+            raise UnknownDefinition(def_id)
+        with console.lock:
+            counts = queries.state_counts(console.store, def_id)
+        return page(request, "definition.html", defn=defn, chart=chart(defn), counts=counts,
+                    paths=queries.state_paths(defn), statuses=queries.all_statuses(), cap=queries.STATE_SCAN_CAP)
+
+    # -- what the live view polls -------------------------------------------------------------------------
+    def execution_version(request: Request) -> Response:
+        with console.lock:
+            exe = load(request.path_params["execution_id"])
+        return JSONResponse({"version": exe.version, "status": exe.status})
+
+    def status_counts(request: Request) -> Response:
+        """Executions per status (of ``?definition=``), each capped: fetched by the pages after they load, so
+        a page itself is one keyset read whatever the size of the store."""
+        definition_id = request.query_params.get("definition", "").strip() or None
+        with console.lock:
+            counts = queries.status_counts(console.store, definition_id)
+        return JSONResponse({"cap": queries.COUNT_CAP, "counts": [
+            {"status": c.status, "n": c.n, "capped": c.capped, "label": c.label} for c in counts]})
+
+    def definition_counts(request: Request) -> Response:
+        def_id = request.path_params["definition_id"]
+        if console.definition(def_id) is None:
+            raise UnknownDefinition(def_id)
+        with console.lock:
+            counts = queries.state_counts(console.store, def_id)
+        return JSONResponse({"counts": dict(sorted(counts.counts.items())), "scanned": counts.scanned,
+                             "capped": counts.capped})
+
+    # -- control --------------------------------------------------------------------------------------------
+    async def confirm(request: Request) -> Response:
+        exe_id, action = request.path_params["execution_id"], request.path_params["action"]
+        form = await _form(request)
+        todo = control.plan(action, exe_id, form)
+        return page(request, "confirm.html", todo=todo, exe_id=exe_id,
+                    token=control.token(console.secret, action, exe_id, todo.fields))
+
+    async def act(request: Request) -> Response:
+        exe_id, action = request.path_params["execution_id"], request.path_params["action"]
+        form = await _form(request)
+        todo = control.plan(action, exe_id, form)
+        if not control.confirmed(console.secret, action, exe_id, todo.fields, form.get("confirm", "")):
+            raise HTTPException(400, f"{action} needs confirmation: use the button on the execution's page, "
+                                     "then confirm")
+        from starlette.concurrency import run_in_threadpool
+
+        def run() -> str:
+            with console.lock:
+                try:
+                    return control.perform(todo, console.store, console.deliver, console.registry, console.box,
+                                           _all_queued(console))
+                except DurastateError:
+                    raise
+                except Exception as exc:
+                    raise StoreUnavailable(" ".join(str(exc).split()) or type(exc).__name__) from exc
+
+        said = await run_in_threadpool(run)
+        return RedirectResponse(f"/executions/{quote(exe_id, safe='')}?done={quote(said)}", status_code=303)
+
+    # -- errors --------------------------------------------------------------------------------------------
+    def error_page(request: Request, status: int, title: str, message: str) -> Response:
+        if request.url.path.startswith("/api/"):
+            return JSONResponse({"error": message}, status_code=status)
+        return page(request, "error.html", status_code=status, title=title, message=message, status=status)
+
+    async def http_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, HTTPException)
+        if exc.status_code == 404:
+            return error_page(request, 404, "Not found", f"there is no page at {request.url.path}")
+        if exc.status_code == 405 and request.method == "POST" and not console.allow_control:
+            return read_only(request)
+        return error_page(request, exc.status_code, "Refused" if exc.status_code < 500 else "Error",
+                          str(exc.detail))
+
+    async def durastate_error(request: Request, exc: Exception) -> Response:
+        message = " ".join(str(exc).split())
+        if isinstance(exc, UnknownExecution | UnknownDefinition | UnknownDeadLetter):
+            return error_page(request, 404, "Not found", message)
+        if isinstance(exc, StoreUnavailable):
+            return store_down(request, exc)
+        return error_page(request, 400, "Refused", message)
+
+    def store_down(request: Request, exc: BaseException) -> Response:
+        detail = " ".join(str(exc).split()) or type(exc).__name__
+        return error_page(request, 503, "Store unavailable",
+                          f"the store {console.store_label} did not answer: {detail[:500]}")
+
+    def read_only(request: Request) -> Response:
+        return error_page(request, 403, "Read-only console",
+                          "this console is read-only: start it with `durastate ui --allow-control` to act")
+
+    class ReadOnly:
+        """Every POST is 403 on a read-only console, whatever its path (the buttons are absent too)."""
+
+        def __init__(self, app: Any) -> None:
+            self.app = app
+
+        async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+            if scope["type"] == "http" and scope["method"] not in ("GET", "HEAD") and not console.allow_control:
+                response = read_only(Request(scope, receive))
+                await response(scope, receive, send)
+                return
+            await self.app(scope, receive, send)
+
+    def guarded(endpoint: Callable[[Request], Response]) -> Callable[[Request], Response]:
+        """A store's own errors (a driver's, a dropped connection) become a 503 page, not a traceback."""
+
+        def run(request: Request) -> Response:
+            try:
+                return endpoint(request)
+            except (HTTPException, DurastateError):
+                raise
+            except Exception as exc:
+                raise StoreUnavailable(" ".join(str(exc).split()) or type(exc).__name__) from exc
+
+        return run
+
+    routes = [
+        Route("/", guarded(executions)),
+        Route("/executions", guarded(executions)),
+        Route("/executions/{execution_id:path}/trace", guarded(trace)),
+        Route("/executions/{execution_id:path}/confirm/{action}", confirm, methods=["POST"]),
+        Route("/executions/{execution_id:path}/do/{action}", act, methods=["POST"]),
+        Route("/executions/{execution_id:path}", guarded(execution)),
+        Route("/definitions", guarded(definitions)),
+        Route("/definitions/{definition_id:path}", guarded(definition)),
+        Route("/api/executions/{execution_id:path}/version", guarded(execution_version)),
+        Route("/api/definitions/{definition_id:path}/counts", guarded(definition_counts)),
+        Route("/api/counts", guarded(status_counts)),
+        Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),
+    ]
+    app = Starlette(routes=routes, exception_handlers={HTTPException: http_error, DurastateError: durastate_error})
+    app.add_middleware(ReadOnly)
+    return app
+
+
+MAX_FORM_BYTES = 64 * 1024
+
+
+async def _form(request: Request) -> dict[str, str]:
+    """The fields of a control form (``application/x-www-form-urlencoded``: the console's forms post nothing
+    else), the last value of each."""
+    body = await request.body()
+    if len(body) > MAX_FORM_BYTES:
+        raise HTTPException(413, f"a control form is at most {MAX_FORM_BYTES // 1024} KiB")
+    try:
+        return dict(parse_qsl(body.decode("utf-8"), keep_blank_values=True))
+    except (UnicodeDecodeError, ValueError):
+        raise HTTPException(400, "the form is not URL-encoded UTF-8") from None
+
+
+def _all_queued(console: Console) -> Callable[[], list[tuple[str, Event]]] | None:
+    peek = console.queued()
+    if peek is None:
+        return None
+    return lambda: list(peek(None))  # type: ignore[arg-type]
+
+
+def _filter(request: Request) -> queries.ListFilter:
+    params = request.query_params
+    statuses: list[str] = []
+    for item in params.getlist("status"):
+        statuses.extend(s.strip() for s in item.split(",") if s.strip())
+    bad = [s for s in statuses if s not in queries.all_statuses()]
+    if bad:
+        raise HTTPException(400, f"unknown status {bad[0]!r}; use one of {', '.join(queries.all_statuses())}")
+    since = params.get("since", "").strip()
+    if since:
+        try:
+            parse_duration(since, "since")
+        except InvalidValue as exc:
+            raise HTTPException(400, str(exc)) from None
+    try:
+        limit = int(params.get("limit") or 50)
+    except ValueError:
+        raise HTTPException(400, f"limit {params.get('limit')!r} is not a whole number") from None
+    if not 1 <= limit <= 500:
+        raise HTTPException(400, f"limit must be 1 to 500, got {limit}")
+    return queries.ListFilter(status=tuple(dict.fromkeys(statuses)), definition=params.get("definition", "").strip(),
+                              parent=params.get("parent", "").strip(), since=since,
+                              cursor=params.get("cursor", "").strip(), limit=limit)

@@ -1,0 +1,137 @@
+"""The console's control actions (``durastate ui --allow-control``): send, cancel, redrive, replay.
+
+Each action is the command line's own operation, not a second implementation: events (``send``,
+``cancel``) go through the ``deliver`` function the console was given (the CLI hands it its delivery:
+queued in the store's inbox for ``durastate serve``, or applied in process for a store without one);
+``redrive`` is :func:`durastate.store.control.redrive`; ``replay`` checks with
+:func:`durastate.runtime.local.check_replay` and moves the letter with its box's ``replay``.
+
+Confirmation: a form first posts to the *confirm* page, which changes nothing and shows what will happen,
+with a token — an HMAC, under a secret made when the console starts, of the action, the execution and
+every field. Only a post that carries the token of exactly those values acts; any other post is refused
+with 400. A page of another site cannot read the token, so it cannot make a browser act either.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from durastate.engine.model import RESERVED_PREFIX, Event, new_id
+from durastate.engine.registry import DefinitionRegistry
+from durastate.engine.values import check_json
+from durastate.errors import DurastateError, InvalidValue, UnknownExecution
+from durastate.runtime.local import check_replay
+from durastate.store.base import ExecutionStore
+from durastate.store.control import cancel_event, redrive
+from durastate.transport.base import DeadLetterBox, UnknownDeadLetter
+
+ACTIONS: dict[str, tuple[str, ...]] = {
+    "send": ("event", "data"),
+    "cancel": ("reason",),
+    "redrive": (),
+    "replay": ("letter",),
+}
+"""Each action and the form fields it takes (the token covers exactly these)."""
+
+Deliver = Callable[[str, Event], str]
+"""Hands an event to the execution; returns what happened, in a few words ("queued", "applied")."""
+
+
+class ActionRefused(DurastateError):
+    """A control action that cannot run as asked (bad input, nothing to do): nothing was changed."""
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What a confirmed action will do: the values it acts on and a sentence saying so."""
+
+    action: str
+    execution_id: str
+    fields: dict[str, str]
+    summary: str
+
+
+def token(secret: bytes, action: str, execution_id: str, fields: Mapping[str, str]) -> str:
+    """The confirmation token of one action on one execution with exactly these field values."""
+    message = json.dumps([action, execution_id, [fields.get(name, "") for name in ACTIONS[action]]])
+    return hmac.new(secret, message.encode(), hashlib.sha256).hexdigest()
+
+
+def confirmed(secret: bytes, action: str, execution_id: str, fields: Mapping[str, str], given: str) -> bool:
+    return bool(given) and hmac.compare_digest(token(secret, action, execution_id, fields), given)
+
+
+def plan(action: str, execution_id: str, form: Mapping[str, str]) -> Plan:
+    """Check an action's input and say what it will do (changes nothing)."""
+    if action not in ACTIONS:
+        raise ActionRefused(f"unknown action {action!r}; the console offers {', '.join(ACTIONS)}")
+    fields = {name: str(form.get(name, "")).strip() for name in ACTIONS[action]}
+    if action == "send":
+        name = fields["event"]
+        if not name:
+            raise ActionRefused("name the event to send")
+        if name.startswith(RESERVED_PREFIX):
+            raise ActionRefused(f"event names starting with {RESERVED_PREFIX!r} are reserved for the runtime; "
+                                "use the cancel action to cancel")
+        event_data(fields["data"])
+        summary = f"send {name} to {execution_id}" + (f" with data {fields['data']}" if fields["data"] else "")
+    elif action == "cancel":
+        summary = f"cancel {execution_id}" + (f" ({fields['reason']})" if fields["reason"] else "")
+        summary += ": its active states' exit actions run and its children are cancelled"
+    elif action == "redrive":
+        summary = f"redrive {execution_id}: restore it to before its failed step and apply that event again"
+    else:
+        if not fields["letter"]:
+            raise ActionRefused("name the dead letter to replay")
+        summary = f"replay dead letter {fields['letter']} of {execution_id}: put its event back on the queue"
+    return Plan(action, execution_id, fields, summary)
+
+
+def event_data(text: str) -> dict[str, object]:
+    """The data of a sent event: a JSON object, or nothing."""
+    if not text:
+        return {}
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ActionRefused(f"the event data is not valid JSON ({exc.msg} at column {exc.colno})") from None
+    if not isinstance(value, dict):
+        raise ActionRefused(f"the event data must be a JSON object like {{\"amount\": 10}}, got "
+                            f"{type(value).__name__}")
+    try:
+        check_json(value, "event data")
+    except InvalidValue as exc:
+        raise ActionRefused(str(exc)) from None
+    return value
+
+
+def perform(todo: Plan, store: ExecutionStore, deliver: Deliver | None, registry: DefinitionRegistry | None,
+            box: DeadLetterBox | None, queued: Callable[[], list[tuple[str, Event]]] | None) -> str:
+    """Run a confirmed action; returns what happened, for the page to say."""
+    exe_id = todo.execution_id
+    if todo.action in ("send", "cancel"):
+        if store.load(exe_id) is None:
+            raise UnknownExecution(exe_id)
+        if deliver is None:
+            raise ActionRefused("this console cannot deliver events to this store")
+        if todo.action == "send":
+            event = Event(id=new_id(), name=todo.fields["event"], data=event_data(todo.fields["data"]))
+        else:
+            event = cancel_event(exe_id, todo.fields["reason"] or None)
+        outcome = deliver(exe_id, event)
+        return f"{event.name} for {exe_id} (event {event.id}): {outcome}"
+    if todo.action == "redrive":
+        done = redrive(store, exe_id)
+        return f"redriven {exe_id}: {done.event.name} is applied again as event {done.event.id}"
+    if box is None:
+        raise ActionRefused("this store keeps no dead letters")
+    letter = box.get(todo.fields["letter"])
+    if letter is None:
+        raise UnknownDeadLetter(todo.fields["letter"])
+    check_replay([letter], registry, store, queued() if queued is not None else [])
+    box.replay([letter.id])
+    return f"replayed {letter.id}: {letter.event.name} for {letter.target_id} (event {letter.event.id})"

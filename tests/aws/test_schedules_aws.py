@@ -1,0 +1,53 @@
+"""Schedules on AWS: the sweeper Lambda stores the deployment's schedules and fires them (moto)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from durastate.engine.schedules import tick_execution_id
+from durastate.runtime.schedules import list_schedules
+
+from .harness import COUNTER_YAML, Stack
+
+
+def tick(stack: Stack, seconds: float) -> int:
+    """Move time, run the sweeper, then the relay as the outbox stream would (a schedule's start goes
+    through the outbox) and the worker; return the timers fired."""
+    stack.clock.advance(seconds)
+    fired = int(stack.call_sweeper()["fired"])
+    stack.call_relay()
+    stack.pump()
+    return fired
+
+
+def test_the_sweeper_lambda_stores_and_fires_schedules(queues: tuple[str, str], tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    folder = tmp_path / "definitions"
+    folder.mkdir()
+    (folder / "counter.yaml").write_text(COUNTER_YAML)
+    (folder / "schedules.yaml").write_text("schedules:\n  pulse: {definition: counter, rate: 15m}\n")
+    # the construct's `schedules` prop reaches the sweeper as JSON
+    monkeypatch.setenv("DURASTATE_SCHEDULES", json.dumps({"hourly": {"definition": "counter", "cron": "0 * * * *",
+                                                                     "context": {"count": 7}}}))
+    stack = Stack(*queues, folder)
+    try:
+        t0 = stack.clock()
+        assert stack.call_sweeper()["fired"] == 0  # the container's first run stores the schedules
+        assert [s.name for s in list_schedules(stack.raw_store)] == ["hourly", "pulse"]
+        assert tick(stack, 15 * 60) == 1
+        assert tick(stack, 45 * 60) == 2  # pulse (the two ticks in between were missed: dropped) and hourly
+        pulses = [tick_execution_id("pulse", t0 + 900), tick_execution_id("pulse", t0 + 3600)]
+        for eid in [*pulses, tick_execution_id("hourly", t0 + 3600)]:
+            exe = stack.raw_store.load(eid)
+            assert exe is not None and exe.status == "running", eid
+        hourly = stack.raw_store.load(tick_execution_id("hourly", t0 + 3600))
+        assert hourly is not None and hourly.context["count"] == 7
+        stack.runtime.schedules_synced = False  # a cold start: the unchanged schedules are only read
+        assert tick(stack, 0) == 0
+        page = stack.raw_store.list_executions(definition_id="counter")
+        assert len(page.items) == 3
+    finally:
+        stack.close()

@@ -1,0 +1,69 @@
+"""The expression subset: what each ECMAScript form becomes, and that a guard means what it meant."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from durastate.engine.expressions import compile_guard
+from durastate.engine.model import Event
+from durastate.importers.ecma import Unsupported, parse, to_guard, to_value
+
+VARS = {"n", "items", "name"}
+
+
+@pytest.mark.parametrize(("text", "value"), [
+    ("42", 42), ("-1.5", -1.5), ("'a\\'b'", "a'b"), ("'$x'", "$$x"), ("null", None),
+    ("[1, 'two', n]", [1, "two", "$context.n"]), ("{a: 1, 'b': n}", {"a": 1, "b": "$context.n"}),
+    ("n + 1", {"add": ["$context.n", 1]}), ("(n - 1) * 2 / 4", {"div": [{"mul": [{"sub": ["$context.n", 1]}, 2]}, 4]}),
+    ("-n", {"sub": [0, "$context.n"]}), ("items[0].price", "$context.items.0.price"),
+    ("_event.data.order.total", "$event.order.total"), ("_event.name", "$event.name"),
+])
+def test_values(text: str, value: Any) -> None:
+    assert to_value(parse(text), VARS) == value
+
+
+@pytest.mark.parametrize(("text", "guard"), [
+    ("n == 1 && name !== 'x' || !(n > 2)",
+     {"or": [{"and": [{"eq": ["$context.n", 1]}, {"ne": ["$context.name", "x"]}]},
+             {"not": {"gt": ["$context.n", 2]}}]}),
+    ("true", True), ("n <= 3 && n >= 1 && n < 9", {"and": [{"le": ["$context.n", 3]}, {"ge": ["$context.n", 1]},
+                                                       {"lt": ["$context.n", 9]}]}),
+])
+def test_guards(text: str, guard: Any) -> None:
+    assert to_guard(parse(text), VARS) == guard
+
+
+@pytest.mark.parametrize(("value", "truthy"), [
+    (None, False), (False, False), (0, False), (0.0, False), ("", False),
+    (True, True), (1, True), (-0.5, True), ("0", True), ("false", True), ([], True), ({}, True),
+])
+def test_a_value_as_a_condition_has_ecmascript_truthiness(value: Any, truthy: bool) -> None:
+    issues: list[str] = []
+    guard = compile_guard(to_guard(parse("n"), VARS), "g", issues)
+    assert issues == []
+    assert guard({"n": value}, Event(name="e")) is truthy
+    assert compile_guard(to_guard(parse("!n"), VARS), "g", issues)({"n": value}, Event(name="e")) is not truthy
+
+
+@pytest.mark.parametrize(("text", "why"), [
+    ("Math.random()", "the call Math.random() is outside the supported subset"),
+    ("items.map(f)", "the call items.map() is outside"),
+    ("In('s1')", "In() has no durastate equivalent"),
+    ("n % 2 == 0", "the remainder operator % is not supported"),
+    ("n ? 1 : 2", "the conditional operator"),
+    ("n = 1", "an assignment"),
+    ("n++", "unexpected"),
+    ("typeof n", "'typeof' is outside"),
+    ("items[n]", "a computed member"),
+    ("_sessionid", "the system variable _sessionid"),
+    ("_event.origin", "_event.origin has no durastate equivalent"),
+    ("other + 1", "'other' is not a variable of the datamodel"),
+    ("'unterminated", "unexpected character"),
+    ("{add: [1, 2]}", "would read as an operator"),
+])
+def test_outside_the_subset(text: str, why: str) -> None:
+    with pytest.raises(Unsupported) as caught:
+        to_guard(parse(text), VARS)
+    assert why in str(caught.value)

@@ -1,0 +1,130 @@
+"""How SCXML constructs become durastate's: each mapping is checked on the definition it gives and on
+what that definition does when it runs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from durastate.importers import scxml
+
+from .conftest import run_to_end
+
+NS = "xmlns='http://www.w3.org/2005/07/scxml' version='1.0' datamodel='ecmascript'"
+
+
+def _doc(body: str, **attrs: str) -> dict[str, Any]:
+    extra = " ".join(f"{k}='{v}'" for k, v in attrs.items())
+    result = scxml.convert(f"<scxml {NS} {extra}>{body}</scxml>", "chart.scxml")
+    assert result.issues == [], [str(i) for i in result.issues]
+    return result.document
+
+
+def test_structure_ids_targets_and_the_context() -> None:
+    doc = _doc("""
+      <datamodel><data id="n" expr="1"/><data id="tags" expr="['a', '$b']"/></datamodel>
+      <state id="outer"><initial><transition target="inner2"/></initial>
+        <state id="inner1"/>
+        <state id="inner2"><transition event="go" target="deep_h" type="internal"/></state>
+        <history id="deep_h" type="deep"><transition target="inner1"/></history>
+        <transition event="stop" target="end"/>
+      </state>
+      <final id="end"/>""", name="chart")
+    assert doc == {
+        "id": "chart", "initial": "outer", "context": {"n": 1, "tags": ["a", "$b"]},
+        "states": {
+            "outer": {"initial": "inner2", "on": {"stop": [{"target": "end"}]}, "states": {
+                "inner1": {},
+                "inner2": {"on": {"go": [{"target": "outer.deep_h", "internal": True}]}},
+                "deep_h": {"type": "history", "history": "deep", "target": "outer.inner1"}}},
+            "end": {"type": "final"}}}
+
+
+def test_event_lists_and_document_order_across_descriptors() -> None:
+    doc = _doc("""
+      <state id="s">
+        <transition event="a b" target="one"/>
+        <transition event="*" cond="false" target="two"/>
+        <transition event="a" target="three"/>
+      </state>
+      <final id="one"/><final id="two"/><final id="three"/>""")
+    on = doc["states"]["s"]["on"]
+    # `a` again after the overlapping `*` gets the equivalent key `a.*`, so the order stays SCXML's
+    assert list(on) == ["a", "b", "*", "a.*"]
+    assert on["a"] == on["b"] == [{"target": "one"}]
+
+
+def test_executable_content_maps_onto_actions() -> None:
+    doc = _doc("""
+      <datamodel><data id="count" expr="0"/></datamodel>
+      <state id="s">
+        <onentry>
+          <assign location="count" expr="count + 2 * 3"/>
+          <raise event="next"/>
+          <send event="note" target="#_parent"><param name="n" expr="count"/></send>
+          <log label="count" expr="count"/>
+        </onentry>
+        <transition event="next" cond="count &gt;= 6 &amp;&amp; !(_event.data.skip == true)" target="done"/>
+      </state>
+      <final id="done"/>""")
+    state = doc["states"]["s"]
+    assert state["entry"] == [
+        {"assign": {"count": {"add": ["$context.count", {"mul": [2, 3]}]}}},
+        {"raise": {"event": "next"}},
+        {"send": {"event": "note", "data": {"n": "$context.count"}, "to": "parent"}},
+        {"log": {"count": "$context.count"}},
+    ]
+    assert state["on"]["next"][0]["guard"] == {
+        "and": [{"ge": ["$context.count", 6]}, {"not": {"eq": ["$event.skip", True]}}]}
+    exe = run_to_end(doc, max_seconds=0)
+    assert (exe.status, exe.context) == ("finished", {"count": 6})
+
+
+def test_own_completion_is_on_done() -> None:
+    doc = _doc("""
+      <state id="job" initial="work">
+        <state id="work"><transition event="finish" target="ok"/></state>
+        <final id="ok"/>
+        <transition event="done.state.job" target="done"/>
+      </state>
+      <final id="done"/>""")
+    assert doc["states"]["job"]["on_done"] == [{"target": "done"}]
+    assert run_to_end(doc, ("finish",), max_seconds=0).outcome == "done"
+
+
+def test_a_delayed_send_is_a_timer_only_where_that_is_exact() -> None:
+    exact = _doc("""
+      <state id="s"><onentry><send event="timeout" delay="1500ms"/></onentry>
+        <transition event="timeout" target="late"/></state>
+      <final id="late"/>""")
+    assert exact["states"]["s"]["after"] == [{"seconds": 1.5, "actions": [{"raise": {"event": "timeout"}}]}]
+    assert run_to_end(exact, max_seconds=3).outcome == "late"
+    # a second non-final top-level state: the delayed event would outlive `s`, so a timer of `s` is not it
+    result = scxml.convert(f"""<scxml {NS}>
+      <state id="s"><onentry><send event="timeout" delay="1s"/></onentry><transition event="go" target="t"/></state>
+      <state id="t"><transition event="timeout" target="late"/></state><final id="late"/></scxml>""")
+    assert [i.message.split(":")[0] for i in result.issues] == ["<send delay='1s'>"]
+
+
+def test_ids_durastate_cannot_hold_are_renamed_and_reported() -> None:
+    result = scxml.convert(f"<scxml {NS}><state id='a.b'><transition event='x' target='a.b'/></state></scxml>")
+    assert [str(i) for i in result.issues] == [
+        "scxml/state[@id='a.b'] (line 1): the id 'a.b' cannot be a durastate state name (no '.', '$', '~' or "
+        "spaces); renamed 'a_b'"]
+    assert result.document["states"] == {"a_b": {"on": {"x": [{"target": "a_b"}]}}}
+
+
+def test_what_does_not_map_is_reported_once_each_with_its_place() -> None:
+    result = scxml.convert(f"""<scxml {NS} initial="a b">
+      <parallel id="p"><state id="a"/><state id="b"/></parallel>
+      <state id="s"><invoke src="other.scxml"/>
+        <transition event="error.execution" target="p"/>
+        <transition event="go" target="a b"/></state>
+    </scxml>""")
+    assert [(i.location, i.line) for i in result.issues if i.location != "(definition)"] == [
+        ("scxml/state[@id='s']/invoke[1]", 3),
+        ("scxml/state[@id='s']/transition[1]", 4),
+        ("scxml/state[@id='s']/transition[2]", 5),
+        ("scxml", 1),
+    ]
+    # and what durastate's own validation says about the rest (regions must be compound states)
+    assert any("a region of a parallel state must be a compound state" in i.message for i in result.issues)
