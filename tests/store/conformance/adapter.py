@@ -1,7 +1,9 @@
 """A test-only bridge that presents an async store through the synchronous store protocol.
 
-The conformance suite is written once, against :class:`~durastate.store.ExecutionStore`. An async
-store is driven through :class:`SyncAdapter`: every method call is run to completion on one dedicated
+The conformance checks themselves (``durastate.testing``) await an async store directly; this adapter is
+for the tests written against the sync protocol that also cover the async backends (``open_backend``:
+the runtime's ``every_store``, the property tests, the ``store`` fixture). An async store is driven
+through :class:`SyncAdapter`: every method call is run to completion on one dedicated
 ``asyncio.Runner`` that belongs to that store alone, so the store's connections, pools and clients are
 created, used and closed on the same event loop (asyncpg/psycopg pools and aiobotocore clients are bound
 to the loop that opened them). Nothing here is shipped: production code awaits the async stores directly.
@@ -61,6 +63,11 @@ class SyncAdapter:
 
     def load_for_event(self, execution_id: str, event_id: str) -> tuple[Execution | None, bool]:
         return self._runner.run(self.inner.load_for_event(execution_id, event_id))
+
+    def version_for_event(self, execution_id: str, event_id: str) -> tuple[int | None, bool]:
+        result: tuple[int | None, bool] = self._runner.run(
+            self.inner.version_for_event(execution_id, event_id))  # type: ignore[attr-defined]
+        return result
 
     def pending_outbox(self, limit: int | None = None) -> list[OutboxEntry]:
         return self._runner.run(self.inner.pending_outbox(limit))

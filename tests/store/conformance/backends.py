@@ -20,8 +20,9 @@ same file)::
         finally:
             store.close()
 
-An async store registers an ASYNC context manager with ``is_async=True``; the suite drives it through
-:class:`~.adapter.SyncAdapter` on a dedicated event loop, so the very same tests cover it::
+An async store registers an ASYNC context manager with ``is_async=True``; the conformance checks
+(``durastate.testing``) await it on an event loop of its own, and :func:`open_backend` presents it to
+sync-protocol tests through :class:`~.adapter.SyncAdapter`, so the very same tests cover it::
 
     @register("async-postgres", durable=True, is_async=True)
     @contextlib.asynccontextmanager
