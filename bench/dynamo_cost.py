@@ -129,7 +129,8 @@ class _Wire:
 
 
 def _drive(n: int) -> dict[str, Any]:
-    from durastate.engine import Event
+    from durastate.engine import Event, timeout_event_id
+    from durastate.engine.model import TIMEOUT
     from durastate.runtime.relay import Relay
     from durastate.runtime.sweeper import Sweeper
     from durastate.runtime.worker import Worker
@@ -228,6 +229,18 @@ def _drive(n: int) -> dict[str, Any]:
         invocations["timer"] = invocations.get("timer", 0) + 1
         timed("timer:sweep", sweeper.run_once)
         lambda_poll("timer-fire")
+        # a timer delivered by the hop (a delayed SQS message, forwarded to the event queue when due): no
+        # sweep; the timeout's own commit deletes the timer. The hop's own SQS requests are not counted here.
+        external(eid, "arm", "hop")
+        lambda_poll("hop-arm")
+        armed = [t for t in store.due_timers(clock.now + 3600) if t[0] == eid]
+        if armed:
+            _, path, fire_at = armed[0]
+            clock.now = max(clock.now, fire_at)
+            meter.tag = "hop:send"
+            transport.send([(eid, Event(id=timeout_event_id(eid, path, fire_at), name=TIMEOUT,
+                                        data={"path": path, "fire_at": fire_at}))])
+            lambda_poll("hop-fire")
         # fork/join: the whole cycle
         external(eid, "split", "fork")
         lambda_poll("fork")
@@ -255,31 +268,34 @@ def _sum(tallies: dict[str, Tally], *prefixes: str) -> Tally:
     return total
 
 
-def _dollars(t: Tally, events: float, lambda_invocations: float, compute_s: float) -> dict[str, float]:
+def _dollars(t: Tally, events: float, lambda_invocations: float, compute_s: float,
+             sqs_in_lambda: float) -> dict[str, float]:
     """Dollars for a tally covering ``events`` worker events and ``lambda_invocations`` Lambda calls.
 
     SQS: the measured sends, plus the worker's event source in steady state — one ``ReceiveMessage``
     and one ``DeleteMessageBatch`` per batch of :data:`LAMBDA_BATCH` (the bench's emulated poller
     receives one message at a time, so its own receive/delete counts are not billed). Lambda duration:
-    the measured compute plus :data:`REQUEST_MS` per request.
+    the measured compute plus :data:`REQUEST_MS` per request the functions make (every DynamoDB request,
+    and ``sqs_in_lambda``: the relay's and the sweeper's sends, not the client's).
     """
     p = PRICES
     ddb = t.wru * p["dynamodb_wru"] + t.rru * p["dynamodb_rru"]
     sqs_requests = t.sqs_requests + events * 2 / LAMBDA_BATCH
     sqs = sqs_requests * p["sqs_fifo_request"]
-    seconds = compute_s + (t.dynamo_requests + t.sqs_requests) * REQUEST_MS / 1000.0
+    seconds = compute_s + (t.dynamo_requests + sqs_in_lambda) * REQUEST_MS / 1000.0
     lam = lambda_invocations * p["lambda_request"] + seconds * LAMBDA_MEMORY_GB * p["lambda_gb_s_arm"]
     return {"dynamodb": ddb, "sqs": sqs, "lambda": lam, "total": ddb + sqs + lam,
             "sqs_requests": sqs_requests, "lambda_ms": seconds * 1000.0}
 
 
 PATHS: list[tuple[str, tuple[str, ...], int | None, int | None]] = [
-    # (label, tags, transitions per cycle, worker events per cycle); None: counted from the commits
+    # (label, tags, transitions per cycle, worker events per cycle); None: counted from the worker calls
     ("state-only, first 8 events", ("first8",), 7, 7),
     ("state-only, steady state", ("steady",), STEADY, STEADY),
     ("state-only, steady state, trace on", ("steady-traced",), STEADY // 4, STEADY // 4),
     ("with emits (+ relay)", ("emit",), EMITS, EMITS),
     ("with timers (arm + fire)", ("timer-arm", "timer-fire", "timer"), 2, 2),
+    ("with timers, hopped (arm + fire)", ("hop-arm", "hop-fire"), 2, 2),
     ("fork/join (whole cycle)", ("fork",), None, None),
 ]
 
@@ -297,8 +313,8 @@ def measure(n: int = 10) -> dict[str, Any]:
     for label, tags, transitions, events in PATHS:
         t = _sum(billed, *tags)
         worker_t = _sum({k: v for k, v in tallies.items() if ":" not in k}, *tags)
-        commits = worker_t.requests.get("PutItem", 0) + worker_t.requests.get("TransactWriteItems", 0)
-        per_cycle_transitions = transitions or (commits / n)
+        # one worker call, one commit (a spill's chunk or a timer written ahead is a PutItem, not a commit)
+        per_cycle_transitions = transitions or (sum(raw["events"].get(tag, 0) for tag in tags) / n)
         ev = events or per_cycle_transitions
         # Lambda: worker invocations share a batch of LAMBDA_BATCH; a relay/sweeper pass is one invocation.
         side = sum(v for k, v in raw["invocations"].items() if k in tags) / n
@@ -306,7 +322,9 @@ def measure(n: int = 10) -> dict[str, Any]:
         per = 1.0 / (n * per_cycle_transitions)
         compute_s = sum(v for k, v in compute.items() if k.split(":")[0] in tags)
         worker_compute = sum(v for k, v in compute.items() if k in tags)
-        cost = _dollars(t, n * ev, n * invocations, compute_s)
+        sqs_in_lambda = sum(v.sqs_requests for k, v in billed.items()
+                            if k.split(":")[0] in tags and not k.endswith(":send"))
+        cost = _dollars(t, n * ev, n * invocations, compute_s, sqs_in_lambda)
         everything = t.scaled(per)
         everything["sqs"] = cost.pop("sqs_requests") * per
         lambda_ms = cost.pop("lambda_ms") * per

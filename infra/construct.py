@@ -121,8 +121,8 @@ TABLE_GRANTS: dict[str, dict[str, tuple[str, ...]]] = {
     # The relay creates region children (a commit) and drains the outbox and the spawn intents.
     "relay": _merge(_COMMIT, _RELAY_DRAIN),
     "sweeper": _merge(_SWEEP),
-    # The timers function only moves messages from the timers queue to the event queue: no table at all.
-    "timers": {},
+    # The timers function applies due timeouts as the worker does: the worker's commit grants.
+    "timers": _merge(_COMMIT),
 }
 #: Index reads, granted on that one index's ARN (not ``table/index/*``).
 INDEX_GRANTS: dict[str, dict[tuple[str, str], tuple[str, ...]]] = {
@@ -217,8 +217,8 @@ class DurastateEngine(Construct):
       alarm_topic: the SNS topic the dead-letter alarm notifies (default: one is created, ``alarm_topic``
         attribute; subscribe to it). ``alarm_actions``: further actions for that alarm.
       timer_hops: timers due within 15 minutes wait in a standard SQS queue (a message delay) and a fourth
-        function forwards them to the event queue when due, so they fire within about a second (default
-        on); off, the sweeper alone fires them, up to ``sweeper_rate`` late.
+        function applies them when due, so they fire within about a second (default on); off, the sweeper
+        alone fires them, up to ``sweeper_rate`` late.
       worker_max_concurrency: the most concurrent worker invocations its SQS event source starts (default
         10; 2..1000, ``None``: unbounded) — a burst cannot exhaust the account's Lambda concurrency.
       worker_reserved_concurrency: reserve this much of the account's concurrency for the worker (default
@@ -426,10 +426,11 @@ class DurastateEngine(Construct):
         self.event_bus.grant_put_events_to(self.relay)
         if self.timers_queue is not None and self.timers is not None:
             # Hops: the worker and the relay after a commit that armed a timer due soon, the sweeper when a
-            # timer comes within range; the timers function forwards them to the event queue.
-            for fn in (self.worker, self.relay, self.sweeper):
+            # timer comes within range, the timers function a hop that came early; it applies the due ones
+            # (and dead-letters what can never apply, as the worker does).
+            for fn in (self.worker, self.relay, self.sweeper, self.timers):
                 self.timers_queue.grant_send_messages(fn)
-            self.queue.grant_send_messages(self.timers)
+            self.dead_letter_queue.grant_send_messages(self.timers)
 
         # ---- triggers -----------------------------------------------------------------------------------
         self.worker.add_event_source(sources.SqsEventSource(
@@ -437,8 +438,9 @@ class DurastateEngine(Construct):
             max_concurrency=worker_max_concurrency,
         ))
         if self.timers_queue is not None and self.timers is not None:
-            # No batching window: a hop is forwarded as soon as its delay ends.
-            self.timers.add_event_source(sources.SqsEventSource(self.timers_queue, batch_size=10))
+            # No batching window: a timeout is applied as soon as its delay ends.
+            self.timers.add_event_source(sources.SqsEventSource(self.timers_queue, batch_size=10,
+                                                                report_batch_item_failures=True))
         for table in ("outbox", "spawns"):
             self.relay.add_event_source(sources.DynamoEventSource(
                 self.tables[table],

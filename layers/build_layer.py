@@ -7,9 +7,18 @@ for both Lambda architectures, so ``pip`` can fetch the right binaries for the *
 
 Why it is reproducible: every distribution is pinned to the exact version in the project's
 ``constraints.txt`` and installed with ``--no-deps`` from an explicit closure (no resolver decisions),
-without byte-compiling (``.pyc`` files embed build-time data), and without the console scripts pip would
-write with this machine's interpreter path. CDK zips assets with fixed timestamps, so the same inputs give
-the same layer.
+and without the console scripts pip would write with this machine's interpreter path. CDK zips assets with
+fixed timestamps, so the same inputs give the same layer.
+
+Why it ships byte code, and only what the handlers import (cold starts): ``/opt`` is read-only in Lambda,
+so a layer without ``.pyc`` files compiles every module it imports from source on *every* cold start.
+When the build runs on the layer's Python version, every module is compiled with
+``PycInvalidationMode.UNCHECKED_HASH``: the ``.pyc`` holds a hash of its source instead of a build-time
+mtime (reproducible), and the importer never re-checks it (no source read at import). The sources stay
+next to it, for tracebacks. A build on another Python version cannot make byte code the target would
+load, so it ships none (the cache key says which). And the ``durastate`` parts no handler imports — the
+CLI, the dev stack, the web console, the pictures, the importers, the SQL stores and queues
+(:data:`DURASTATE_EXCLUDED`) — are left out: less to unzip and nothing to scan.
 
 Why it is cached: downloaded wheels live in ``layers/build/wheels/`` and each finished layer in
 ``layers/build/layer-<arch>-<hash>/``, keyed by a hash of the pins, the platform and the ``durastate`` sources.
@@ -53,6 +62,15 @@ LAYER_DISTRIBUTIONS: tuple[str, ...] = (
     "wrapt",
 )
 
+#: Parts of the ``durastate`` package no Lambda handler imports (paths relative to the package): the CLI and
+#: the dev stack (they need typer/rich and moto, which the layer does not carry), the web console, the
+#: pictures, the importers, the demo, test helpers, and the SQLite/PostgreSQL stores, queues and plumbing.
+#: ``tests/infra/test_layer.py`` imports the three handlers and the AWS runtime's lazy imports from a layer.
+DURASTATE_EXCLUDED: tuple[str, ...] = (
+    "cli/", "devstack/", "ui/", "render/", "importers/", "testing/", "db/", "store/postgres/", "store/sqlite/",
+    "store/sql.py", "transport/postgres.py", "transport/sqlite.py", "demo.py", "viz.py",
+)
+
 #: Distributions the AWS Lambda Python runtime already provides (boto3 and its dependencies).
 RUNTIME_PROVIDED: tuple[str, ...] = ("boto3", "botocore", "s3transfer", "jmespath", "urllib3",
                                      "python-dateutil", "six")
@@ -74,8 +92,10 @@ class LayerSpec:
     architecture: str
     python_version: str
     pins: tuple[tuple[str, str], ...]
-    sources: tuple[tuple[str, str], ...]  # (relative path, sha256) of every durastate file
+    sources: tuple[tuple[str, str], ...]  # (relative path, sha256) of every durastate file the layer ships
     durastate_version: str
+    bytecode: bool = False
+    """Whether the layer ships ``.pyc`` files (only a build on the layer's own Python version can)."""
 
     @property
     def digest(self) -> str:
@@ -87,6 +107,8 @@ class LayerSpec:
                 "sources": self.sources,
                 "version": self.durastate_version,
                 "manylinux": _MANYLINUX,
+                "bytecode": self.bytecode,
+                "excluded": DURASTATE_EXCLUDED,
             },
             sort_keys=True,
         )
@@ -121,13 +143,17 @@ def read_pins(constraints: Path, names: Iterable[str] = LAYER_DISTRIBUTIONS) -> 
 
 
 def durastate_sources(project_root: Path) -> tuple[tuple[str, str], ...]:
-    """Every file of the ``durastate`` package (no caches), with its content hash, in a stable order."""
+    """Every file of the ``durastate`` package the layer ships (no caches, nothing of
+    :data:`DURASTATE_EXCLUDED`), with its content hash, in a stable order."""
     package = project_root / "durastate"
     if not (package / "__init__.py").is_file():
         raise LayerBuildError(f"no durastate package at {package}")
     out = []
     for path in sorted(package.rglob("*")):
         if not path.is_file() or "__pycache__" in path.parts or path.suffix in (".pyc", ".pyo"):
+            continue
+        inside = path.relative_to(package).as_posix()
+        if any(inside == x or (x.endswith("/") and inside.startswith(x)) for x in DURASTATE_EXCLUDED):
             continue
         out.append((path.relative_to(project_root).as_posix(), hashlib.sha256(path.read_bytes()).hexdigest()))
     return tuple(out)
@@ -148,6 +174,7 @@ def layer_spec(project_root: Path = _PROJECT_ROOT, architecture: str = "arm64",
         pins=read_pins(project_root / "constraints.txt"),
         sources=durastate_sources(project_root),
         durastate_version=durastate_version(project_root),
+        bytecode=python_version == f"{sys.version_info.major}.{sys.version_info.minor}",
     )
 
 
@@ -215,6 +242,8 @@ def build_layer(project_root: Path = _PROJECT_ROOT, architecture: str = "arm64",
           "--target", str(site), *_platform_args(spec), *(f"{n}=={v}" for n, v in spec.pins)])
     shutil.rmtree(site / "bin", ignore_errors=True)  # console scripts point at this machine's python
     _copy_durastate(project_root, spec, site)
+    if spec.bytecode:
+        _compile(site)
     (staging / ".complete").write_text(spec.digest + "\n")
     try:
         staging.rename(out)
@@ -224,6 +253,18 @@ def build_layer(project_root: Path = _PROJECT_ROOT, architecture: str = "arm64",
             raise
     _prune(root, architecture, keep=out)
     return out
+
+
+def _compile(site: Path) -> None:
+    """Byte-compile every module of the layer for this interpreter (= the layer's Python version), as
+    unchecked-hash ``.pyc`` files: reproducible, and loaded without reading the source."""
+    import compileall
+    import py_compile
+
+    ok = compileall.compile_dir(str(site), quiet=2, workers=1, ddir="/opt/python",
+                                invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH)
+    if not ok:
+        raise LayerBuildError(f"byte-compiling the layer in {site} failed; run compileall on it to see why")
 
 
 def _prune(root: Path, architecture: str, keep: Path, retain: int = 3) -> None:

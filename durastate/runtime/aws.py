@@ -14,8 +14,8 @@ definitions) from these variables:
 ``DURASTATE_QUEUE_URL``        the SQS FIFO queue events go to (relay, sweeper; the worker does not send)
 ``DURASTATE_DLQ_URL``          its FIFO dead-letter queue, where the worker moves records that can never apply
 ``DURASTATE_TIMERS_QUEUE_URL`` the standard timers queue: timers due within 15 minutes wait there (a message
-                           delay) and the timers function forwards them to the event queue when due, so they
-                           fire within a second; unset, the sweeper alone fires them (up to a sweep late)
+                           delay) and the timers function applies them when due, so they fire within a
+                           second; unset, the sweeper alone fires them (up to a sweep late)
 ``DURASTATE_EVENT_BUS_NAME``   EventBridge bus for untargeted emits; unset means they are only logged
 ``DURASTATE_DEFINITIONS_DIR``  folder of definition files; default: ``definitions`` next to the handler
 ``DURASTATE_RELAY_BUDGET``     outbox entries + spawns handled per relay pass (default 500)
@@ -276,17 +276,23 @@ class AwsRuntime:
         if due and self.timer_hops is not None:
             self.timer_hops.send(due, now)
 
-    def forward_timers(self, bodies: Sequence[str], *, sleep: Callable[[float], None] = time.sleep) -> int:
-        """The timers function: send the hops that are due on to the event queue; return how many went.
+    def fire_timers(self, records: Sequence[tuple[str, str]], *,
+                    sleep: Callable[[float], None] = time.sleep) -> tuple[dict[Outcome, int], list[str]]:
+        """The timers function: apply the timeouts of ``(message id, body)`` hops that are due.
+
+        They are applied right here, as the worker would (dedupe marks, the execution's compare-and-swap,
+        the stale-timer check, dead letters), not forwarded to the FIFO queue: that would be a second
+        request per timer. A timeout has no place in a producer's order anyway — it is the clock's event —
+        and the compare-and-swap makes its commit and a concurrent worker's serial, in some order.
 
         SQS delays in whole seconds and the hop was delayed by the whole seconds left, so a hop arrives up
-        to a second early: wait out that fraction (in due order) so that no timer fires early. A hop that
-        arrives earlier still (a clock that moves faster than real time) goes back with the delay left.
-        A body that is not a timeout in the wire format is dropped with a warning: only durastate sends here.
-        Raises if the event queue refuses the send; the hops then come back for another try.
+        to a second early: wait out that fraction, so that no timer fires early. A hop that arrives earlier
+        still (a clock that moves faster than real time) goes back with the delay left. A body that is
+        not a timeout in the wire format is dropped with a warning (only durastate sends here).
+        Returns the outcomes and the ids of the records that failed for now (SQS redelivers them).
         """
-        hops: list[tuple[float, Envelope]] = []
-        for body in bodies:
+        hops: list[tuple[float, str, str]] = []
+        for message_id, body in records:
             try:
                 env = parse_envelope(body)
             except MalformedEvent as exc:
@@ -296,23 +302,25 @@ class AwsRuntime:
             if fire_at is None:
                 log.warning("dropped %s %s from the timers queue: only timeouts hop", env.event.name, env.event.id)
                 continue
-            hops.append((fire_at, env))
-        hops.sort(key=lambda h: h[0])
-        early = [(env.target_id, env.event) for fire_at, env in hops if fire_at - self.clock() > MAX_HOP_WAIT]
-        if early and self.timer_hops is not None:
-            self.timer_hops.send(early, self.clock())
-        due = [(fire_at, env) for fire_at, env in hops if fire_at - self.clock() <= MAX_HOP_WAIT]
-        now = self.clock()
-        ready = [(env.target_id, env.event) for fire_at, env in due if fire_at <= now]
-        if ready:
-            self.transport.send(ready)
-        rest = due[len(ready):]  # due within the wait: one more send once the last of them is due
-        if rest:
-            wait = rest[-1][0] - self.clock()
+            if fire_at - self.clock() > MAX_HOP_WAIT:
+                if self.timer_hops is not None:
+                    self.timer_hops.send([(env.target_id, env.event)], self.clock())
+                continue
+            hops.append((fire_at, message_id, body))
+        counts: dict[Outcome, int] = {}
+        failed: list[str] = []
+        for fire_at, message_id, body in sorted(hops):
+            wait = fire_at - self.clock()
             if wait > 0:
                 sleep(wait)
-            self.transport.send([(env.target_id, env.event) for _, env in rest])
-        return len(due)
+            try:
+                outcome = self.process(body, message_id=message_id)
+            except Exception:
+                log.warning("timeout of hop %s not applied; SQS redelivers it", message_id, exc_info=True)
+                failed.append(message_id)
+                continue
+            counts[outcome] = counts.get(outcome, 0) + 1
+        return counts, failed
 
     # -- relay / sweeper -------------------------------------------------------------------------------
     def run_relay(self, budget: int | None = None,

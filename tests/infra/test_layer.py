@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import importlib.metadata
+import importlib.util
+import platform
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -11,6 +15,7 @@ from packaging.markers import default_environment
 from packaging.requirements import Requirement
 
 from layers.build_layer import (
+    DURASTATE_EXCLUDED,
     LAYER_DISTRIBUTIONS,
     RUNTIME_PROVIDED,
     LayerBuildError,
@@ -68,7 +73,39 @@ def test_layer_wheels_are_for_the_lambda_platform(layer: Path) -> None:
     assert sos
     for so in sos:
         assert re.search(r"cpython-312-aarch64-linux-gnu|abi3", so.name), so.name
-    assert not list((layer / "python").rglob("*.pyc")), "byte code embeds build-time data"
+    if sys.version_info[:2] != (3, 12):  # byte code is only ever made by the layer's own Python version
+        assert not list((layer / "python").rglob("*.pyc")), "byte code this machine makes would not load there"
+
+
+def test_the_layer_leaves_out_what_no_handler_imports(layer: Path) -> None:
+    package = layer / "python" / "durastate"
+    for part in DURASTATE_EXCLUDED:
+        assert not (package / part.rstrip("/")).exists(), part
+    for needed in ("runtime/aws.py", "store/dynamodb/sync.py", "transport/sqs.py", "transport/eventbridge.py"):
+        assert (package / needed).is_file(), needed
+
+
+@pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64"), reason="imports a layer built for this host")
+def test_a_layer_for_its_own_python_ships_bytecode_and_the_handlers_import_from_it() -> None:
+    """Built on the layer's Python version, every module is unchecked-hash byte code (reproducible; loaded
+    without reading the source), and a fresh interpreter with only the layer, the handlers' folder and
+    the runtime's boto3 imports the three handlers and what the AWS runtime imports lazily."""
+    version = f"{sys.version_info.major}.{sys.version_info.minor}"
+    built = build_layer(architecture="x86_64", python_version=version) / "python"
+    pycs = list(built.rglob("*.pyc"))
+    assert pycs and all(int.from_bytes(p.read_bytes()[4:8], "little") == 0b01 for p in pycs)  # unchecked hash
+    boto3_home = Path(importlib.util.find_spec("boto3").origin).parents[1]  # type: ignore[arg-type,union-attr]
+    code = (
+        f"import sys; sys.path[:0] = [{str(built)!r}, {str(ROOT / 'functions')!r}]\n"
+        f"sys.path.append({str(boto3_home)!r})\n"
+        "import worker, relay, sweeper, durastate\n"
+        "import durastate.store.dynamodb.sync, durastate.transport.sqs, durastate.transport.eventbridge\n"
+        "print(durastate.__file__)"
+    )
+    proc = subprocess.run([sys.executable, "-S", "-B", "-c", code], capture_output=True, text=True, check=False,
+                          cwd=str(built))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip().startswith(str(built))
 
 
 def test_missing_pins_are_an_error(tmp_path: Path) -> None:

@@ -821,13 +821,15 @@ class DynamoCore:
                 spawn_list,
                 trace,
             )
+        chunk: dict[str, Any] | None = None
         if plan.evicted and plan.spill is not None:
             # One chunk of the spilled ids, keyed by the version that drops them. Every writer from
             # version ``old`` spills the same ids (``rids`` of that stored version), so a racing
-            # writer's overwrite writes the same chunk.
+            # writer's overwrite writes the same chunk. Written ahead of a single-item commit, or inside
+            # the transaction of one that is a transaction anyway (no request of its own).
             key = f"{SPILL_CHUNK_PREFIX}{old + 1:012d}"
-            chunk = {**self._mark_item(exe.id, key), "ids": {"SS": list(plan.evicted)}}
-            yield from self._call("put_item", {"TableName": self.table("processed"), "Item": chunk})
+            item = {**self._mark_item(exe.id, key), "ids": {"SS": list(plan.evicted)}}
+            chunk = {"TableName": self.table("processed"), "Item": item}
         elif plan.evicted:  # an item without a filter: its dedupe check reads single marks
             yield from self._batch_write(
                 self.table("processed"),
@@ -842,9 +844,15 @@ class DynamoCore:
         traced: int | None = None
         try:
             if plan.single or (yield from self._arm_ahead(exe.id, plan)):
+                if chunk is not None:
+                    yield from self._call("put_item", chunk)
                 yield from self._call("put_item", put)
             else:
                 txn, traced = yield from self._transaction(exe.id, old, plan, put)
+                if chunk is not None and len(txn) < MAX_TXN_ITEMS:
+                    txn.append({"Put": chunk})
+                elif chunk is not None:
+                    yield from self._call("put_item", chunk)
                 yield from self._call("transact_write_items", {"TransactItems": txn})
         except Exception as exc:
             if classify(exc) != "conflict":

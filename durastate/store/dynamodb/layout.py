@@ -25,7 +25,9 @@ outbox      shard (S), seq (N)                     ``target_id``, ``event`` (JSO
 spawns      shard (S), seq (N)                     ``parent_id``, ``child_id``, ``root_path``,
                                                    ``context`` (JSON)
 timers      execution_id (S), path (S)             ``fire_at`` (N), ``shard`` (S)
-processed   execution_id (S), event_id (S)         one dedupe mark per applied event
+processed   execution_id (S), event_id (S)         chunks of spilled event ids (``event_id`` =
+                                                   ``~spill~{version}``, ``ids`` SS); single marks
+                                                   of the seed layout and of items without a filter
 counters    id (S)                                 ``n``: the outbox / spawn seq allocators
 trace       execution_id (S), idx (N)              ``entry`` (JSON): the trace ring
 ==========  =====================================  ==============================================
@@ -35,12 +37,21 @@ Beyond the seed, and why (the seed's behaviour stays the contract):
 * **State-only commits are one conditional PutItem.** A commit with no emits, spawns, timers or
   trace writes only the execution item, so it needs no transaction: a single-item conditional write is
   atomic on its own and costs half the write units of a transactional one. The dedupe mark of such a
-  commit lives *inside* the execution item, in ``rids`` (the last ``recent_events`` applied event
-  ids), so it lands atomically with the state change. When ``rids`` overflows, the ids that fall out
-  are first written to the ``processed`` table (a BatchWriteItem, before the execution write that
-  drops them — they are already committed, so writing their marks early is always true) and only then
-  dropped. Every applied event id is therefore always in ``rids`` or in ``processed``: the
-  ``processed`` table keeps its meaning (one item per handled event), it is only written behind.
+  commit lives *inside* the execution item, in ``rids`` (the recently applied event ids), so it lands
+  atomically with the state change. ``rids`` holds at least :data:`core.RECENT_FLOOR` (8) ids and
+  grows to ``recent_events`` (default 24) while the item stays within the kilobyte it needs anyway
+  (an id never costs a write unit of its own). When it is full, all its ids but the newest *spill*:
+  they are written first — as **one chunk item** of ``processed`` (``event_id`` =
+  ``~spill~{version}``, the version whose write drops them; ``ids``: a string set), one PutItem and 1
+  write unit for up to 24 uuid-sized ids; inside the commit's transaction instead when the commit is
+  one anyway, which spares the request — and only then dropped from the item. Writing them early is
+  always true (they are committed), and every writer from one stored version spills the same ids
+  (that version's ``rids``) under the same key, so a racing writer overwrites a chunk with itself.
+  Every applied event id is therefore always in ``rids`` or in a chunk. The price of a spill is one
+  write unit per spill instead of one per id (the layout before chunks: 1 WRU per event in the steady
+  state, now 1/12 to 1/24); a strict 1 WRU per event at every point is impossible with exact dedupe
+  in a bounded item: the ids must go somewhere, and any write costs at least a unit. Items without a
+  filter (below) spill one mark per id, as before, because their check reads a mark by its key.
   ``recent_events=0`` restores the seed's layout exactly (the mark is a ``processed`` Put inside the
   commit's transaction).
 * **The dedupe check is one GetItem** (1 read unit) in the common case, not a read of the execution
@@ -49,19 +60,24 @@ Beyond the seed, and why (the seed's behaviour stays the contract):
   hashes; ``b""`` until the first spill), which every later commit carries forward — so every applied id not in
   ``rids`` is in the filter of every later version. ``load_for_event`` / ``is_processed`` read the
   item alone: an id in ``rids`` is applied; an id the filter rules out is not; only a filter
-  positive (a spilled id, or a false positive) reads the ``processed`` mark too, for the exact answer.
-  A false positive costs that second read, never correctness; its rate grows with the spilled ids
-  (about 0.5 % at 64, 1.6 % at 100, 9 % at 200, 33 % at 400, 85 % at 1,000: see
-  :data:`bloom.BLOOM_HASHES`), and 128 bytes keep the cost benchmark's state-only execution item under
-  1 KB (1 write unit). No item means not applied, with no second read: a mark is only ever written
+  positive (a spilled id, or a false positive) reads the execution's chunks too, for the exact answer:
+  a Query of its ``processed`` items, newest first, a few per page, stopping at the id (a duplicate is
+  usually recent: one page, one read unit; a false positive reads them all, about one read unit per
+  100 spilled ids). A false positive costs that Query, never correctness; its rate grows with the
+  spilled ids (about 0.5 % at 64, 1.6 % at 100, 9 % at 200, 33 % at 400, 85 % at 1,000: see
+  :data:`bloom.BLOOM_HASHES`), so an execution with hundreds of events pays it on a growing share of
+  them — the limit of this layout for very long-lived executions (a ``processed_ttl`` bounds the
+  chunks read; the filter is never reset). 128 bytes keep the cost benchmark's state-only execution
+  item under 1 KB (1 write unit). No item means not applied, with no second read: a mark is only ever written
   for an id its execution holds (in the commit's transaction, or behind it for ids in ``rids``) and
   an execution item is only ever deleted as an expired tombstone (by TTL, see Retention below), after
   which its id is meant to be free again: a mark left without its item no longer counts. The seed
   layout (every mark in ``processed``) writes no filter
   and drops one it finds (its marks are not in it); an item without a filter (written by the seed
   layout, or by a durastate before the filter) never gets one back, and its dedupe check always reads
-  the mark. There, and for an execution remembered with a saturated filter (false-positive rate ≥
-  1/2), the check reads the execution and the mark in one BatchGetItem instead (1 request, 2 units).
+  the mark by its key. There the check reads the execution and the mark in one BatchGetItem instead
+  (1 request, 2 units). Single marks a durastate before chunks wrote for an item *with* a filter are
+  found by the same Query as its chunks.
 * **The relay reads the oldest entries by Query, not by Scan.** The seed keys the outbox and spawns
   by ``seq`` alone, so the oldest entries can only be found by scanning every pending one (a Scan is
   unordered) — a pass over a backlog of N read N. Here they are keyed by ``shard`` (``seq %``
@@ -69,8 +85,11 @@ Beyond the seed, and why (the seed's behaviour stays the contract):
   ``seq``: a pass Queries each shard from its oldest entry (strongly consistent) and merges by seq,
   reading about its budget whatever the backlog (:meth:`core.DynamoCore._oldest`). Why sharded, and
   why :data:`sharding.QUEUE_SHARDS` = 4: see that constant (one partition's write limit, and the seq
-  allocator's ceiling). Its price is a floor per pass: one Query per shard and table (1 read unit each, even
-  empty) where the seed made one Scan per table. The Queries of one pass run one after the other,
+  allocator's ceiling). A pass reads only the shards that have work: the relay's stream trigger names
+  the shards its inserts went to (the relay then Queries each named shard of both tables: a parent's
+  spawn intents and the events it forwards to its regions share its shard, so the spawns-before-events
+  order holds), and a pass without names (the scheduled backstop) first Scans one item of the table —
+  an empty table costs that one request, not a Query per shard. The Queries of one pass run one after the other,
   so a commit may land between them; but every entry of one execution is written to one shard (its
   seqs are drawn from that shard's residue class, :meth:`core.DynamoCore._next_seqs`), where a Query
   returns it in seq order, so a pass never delivers a later entry of an execution — of the same
@@ -81,7 +100,16 @@ Beyond the seed, and why (the seed's behaviour stays the contract):
   ``fire_at``, keys only), so a sweep reads the timers that are due, not every armed timer.
   ``shard`` (:func:`sharding.shard_of`) spreads the index over :data:`sharding.TIMER_SHARDS`
   partition keys so timer arms never concentrate on one hot index partition (a time-ordered range key
-  defeats DynamoDB's split-for-heat); the sweep queries each shard.
+  defeats DynamoDB's split-for-heat); the sweep queries each shard — after one Scan of a single item
+  of the timers table, so a sweep with no timer armed at all (an idle deployment) is one request.
+* **A commit that only arms timers needs no transaction.** Its timers are Put *ahead* of the
+  execution write, each conditional on its path holding no timer armed at another time, and the
+  execution is then one PutItem (1 + 1 write units and the index entry, where the 2-item transaction
+  cost 2 + 2). A timer armed ahead of a commit that then fails fires a timeout whose ``fire_at`` the
+  stored execution does not hold: the engine ignores it as stale. Replacing an armed timer is left to
+  the transaction (the condition refuses it), so a stored execution's timer is never replaced by one
+  it does not hold. (A timeout's cancel of the timer that fired is left out of its commit by the
+  worker, which deletes it afterwards guarded by ``fire_at``: usually the sweeper already has.)
 * **Listing reads the ``by_status`` index** (hash ``status``, range ``id``, with ``definition_id``
   and ``parent_id`` projected), so a page of executions by status costs the page, not the table;
   summaries come from a BatchGetItem of the page's ids. Pages come back in id order, full (``limit``

@@ -27,9 +27,9 @@ execution's entries all go to one shard (by a hash of its id, :func:`execution_s
 see :meth:`~durastate.store.dynamodb.core.DynamoCore._next_seqs`), so executions spread the load over
 the shards. The seq allocator is one item of the counters table, so at most ~1,000 commits a second
 can emit or spawn at all: at that ceiling, one entry each, 4 shards carry ~750 write units a second
-each, under the limit. More shards would add nothing the allocator lets through, and every relay pass
-queries every shard (one request and one read unit each, even when empty), so the count is kept at
-that ceiling."""
+each, under the limit. More shards would add nothing the allocator lets through, and a relay pass
+without named shards (the scheduled backstop, over a table that is not empty) queries every shard (one
+request and one read unit each, even when empty), so the count is kept at that ceiling."""
 
 
 def shard_of(execution_id: str) -> str:

@@ -264,3 +264,35 @@ def test_record_trace_off_keeps_traced_state_only_steps_single_puts(rec: Recorde
     assert rec.ops() == ["put_item"] and store.read_trace("e1") == []
     store.append_trace("e1", {"n": "explicit"})
     assert [s["n"] for s in store.read_trace("e1")] == ["explicit"]
+
+
+def test_a_commit_that_only_arms_timers_needs_no_transaction(ddb: Any, rec: Recorder) -> None:
+    """Timers armed ahead of the execution write (conditional Puts), then one PutItem: no transaction."""
+    store = make_store(rec)
+    exe = Execution(id="e1", definition_id="order")
+    arm = [TimerOp("schedule", "a", 5.0), TimerOp("schedule", "b", 7.0)]
+    store.commit(exe, [], processed_event_id="ev0", timers=arm)
+    assert rec.ops() == ["put_item", "put_item", "put_item"]
+    assert [kw["TableName"] for _, kw in rec.calls] == [store.table("timers")] * 2 + [store.table("executions")]
+    assert store.due_timers(100.0) == [("e1", "a", 5.0), ("e1", "b", 7.0)]
+    # re-armed at another time: the armed timer may only be replaced atomically with the state
+    rec.reset()
+    store.commit(exe, [], processed_event_id="ev1", timers=[TimerOp("schedule", "a", 9.0)])
+    assert rec.ops() == ["put_item", "transact_write_items"]  # the conditional Put refused, then the transaction
+    assert store.due_timers(100.0) == [("e1", "b", 7.0), ("e1", "a", 9.0)]
+
+
+def test_a_timer_armed_ahead_of_a_lost_race_fires_a_stale_timeout(ddb: Any) -> None:
+    """The commit loses its race after its timer went ahead: the timer fires, the engine ignores it."""
+    store = make_store(ddb)
+    exe = Execution(id="e1", definition_id="order")
+    store.commit(exe, [], processed_event_id="ev0")
+    stale = store.load("e1")
+    assert stale is not None
+    other = DynamoDBStore(ddb, prefix=store.prefix)
+    other.commit(exe, [], processed_event_id="ev1")  # another writer got there first
+    with pytest.raises(StoreConflict):
+        store.commit(stale, [], processed_event_id="ev2", timers=[TimerOp("schedule", "w", 5.0)])
+    loaded = store.load("e1")
+    assert loaded is not None and loaded.version == 2 and "w" not in loaded.timers  # nothing of it applied
+    assert store.due_timers(10.0) == [("e1", "w", 5.0)]  # but the timer is armed: its timeout is stale

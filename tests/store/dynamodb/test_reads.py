@@ -8,7 +8,7 @@ import pytest
 
 from durastate.engine.model import Event, Execution
 from durastate.store.base import TimerOp
-from durastate.store.dynamodb.sharding import QUEUE_SHARDS, execution_shard, queue_shard
+from durastate.store.dynamodb.sharding import QUEUE_SHARDS, TIMER_SHARDS, execution_shard, queue_shard
 from durastate.store.dynamodb.sync import DynamoDBStore
 
 from .conftest import Recorder
@@ -42,7 +42,7 @@ def test_relay_read_follows_pages(store: DynamoDBStore, rec: Recorder) -> None:
     assert [e.seq for e in entries] == sorted(e.seq for e in entries)
     pages = queried(rec, store.table("outbox"))
     assert len(pages) > QUEUE_SHARDS and any("LastEvaluatedKey" in r for r in pages)
-    assert rec.ops().count("scan") == 0
+    assert rec.ops().count("scan") == 1  # only the probe of one item (is anything pending?)
 
 
 def test_a_relay_pass_reads_about_its_budget_not_the_backlog(store: DynamoDBStore, rec: Recorder) -> None:
@@ -53,7 +53,7 @@ def test_a_relay_pass_reads_about_its_budget_not_the_backlog(store: DynamoDBStor
     assert [e.event.id for e in entries] == [f"ev{n}" for n in range(20)]
     read = sum(int(r["ScannedCount"]) for r in queried(rec, store.table("outbox")))
     assert read <= 2 * 20 + QUEUE_SHARDS  # about the budget (shards fill unevenly), not 300
-    assert set(rec.ops()) == {"query"} and len(rec.ops()) <= 2 * QUEUE_SHARDS
+    assert rec.ops()[0] == "scan" and set(rec.ops()[1:]) == {"query"} and len(rec.ops()) <= 2 * QUEUE_SHARDS + 1
 
 
 def test_uneven_shards_still_give_the_oldest_in_order(store: DynamoDBStore, rec: Recorder) -> None:
@@ -115,7 +115,7 @@ def test_a_commit_landing_between_a_passs_queries_is_never_delivered_out_of_orde
             return response
 
         rec.after["query"] = commit_during_read
-        seen = [e.event.id for e in store.pending_outbox()]
+        seen = [e.event.id for e in store.pending_outbox(shards=range(QUEUE_SHARDS))]  # as a stream trigger
         del rec.after["query"]
         assert seen in ([], [f"a{shard}", f"b{shard}", f"c{shard}"]), (shard, home, seen)
         assert seen == ([] if shard >= int(home) else [f"a{shard}", f"b{shard}", f"c{shard}"])
@@ -150,8 +150,29 @@ def test_sweep_reads_only_the_due_timers(store: DynamoDBStore, rec: Recorder) ->
         store.commit(exe, [], timers=[*far, TimerOp("schedule", "soon", 10.0 + n)])
     rec.reset()
     assert store.due_timers(50.0) == [("e0", "soon", 10.0), ("e1", "soon", 11.0), ("e2", "soon", 12.0)]
-    assert set(rec.ops()) == {"query"}  # the due index, one query per shard; never a Scan
+    # a Scan of one item (is any timer armed?), then the due index, one query per shard
+    assert rec.ops() == ["scan"] + ["query"] * TIMER_SHARDS
     assert scanned(rec, "query") == 3  # 273 timers armed, 3 read
+
+
+def test_idle_sweeps_and_relay_passes_are_one_request_per_table(store: DynamoDBStore, rec: Recorder) -> None:
+    """No timer armed, nothing pending: a sweep is one Scan of at most one item, a relay pass one per table
+    (the idle floor of a deployment: a sweep a minute, a backstop pass every few minutes)."""
+    assert store.due_timers(50.0) == [] and store.pending_outbox(100) == [] and store.pending_spawns(100) == []
+    assert rec.ops() == ["scan", "scan", "scan"]
+
+
+def test_a_pass_over_named_shards_reads_only_those(store: DynamoDBStore, rec: Recorder) -> None:
+    """The relay's stream trigger names the shards its inserts went to; the pass Queries only those."""
+    for n in range(40):
+        emit(store, n)
+    everything = store.pending_outbox()
+    home = execution_shard("e7")
+    rec.reset()
+    mine = store.pending_outbox(100, shards={home})
+    assert rec.ops() == ["query"]
+    assert [e.seq for e in mine] == [e.seq for e in everything if queue_shard(e.seq) == str(home)]
+    assert "e7" in {e.target_id and e.target_id.replace("t", "e") for e in mine}
 
 
 def test_listing_by_status_reads_the_page(store: DynamoDBStore, rec: Recorder) -> None:

@@ -1,0 +1,192 @@
+"""Timers on the local stack: the delayed hop through the standard timers queue, on the stack's moved clock.
+
+A timer due within 15 minutes is handed to the timers queue right after the commit that armed it and is
+applied by the timers function when due, so it fires without waiting for the sweeper (which runs once a
+minute); a timer due days ahead waits in the timers table until a sweep finds it within range. A lost hop
+(the worker died after its commit) is fired by the sweeper once overdue; a hop delivered twice fires once.
+"""
+
+from __future__ import annotations
+
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from durastate.devstack import LocalStack
+from durastate.runtime.sweeper import timeout_event
+from durastate.store.dynamodb.sync import DynamoDBStore
+from durastate.transport.wire import dump_envelope
+
+from .helpers import FakeClock, executions, send, start
+
+pytestmark = pytest.mark.slow
+
+QUIET = {"POWERTOOLS_LOG_LEVEL": "WARNING", "POWERTOOLS_METRICS_DISABLED": "true"}
+
+DEFINITION = """\
+id: timer
+initial: waiting
+context: {fired: 0}
+states:
+  waiting:
+    after:
+      seconds: $context.delay
+      target: done
+      actions: [{assign: {fired: {add: ["$context.fired", 1]}}}]
+    on:
+      compute:
+        actions: [{assign: {doubled: {mul: ["$event.x", 2]}}}]
+  done: {}
+"""
+
+
+@pytest.fixture()
+def definitions(tmp_path: Path) -> Path:
+    folder = tmp_path / "definitions"
+    folder.mkdir()
+    (folder / "timer.yaml").write_text(DEFINITION)
+    return folder
+
+
+def open_stack(cloud_assembly: Path, definitions: Path, clock: FakeClock, **env: str) -> LocalStack:
+    return LocalStack(cloud_assembly / "DurastateStack.template.json", port=0, clock=clock, retry_delay=0,
+                      definitions_dir=definitions, environment={**QUIET, **env})
+
+
+def reset(stack: LocalStack) -> None:
+    """moto keeps one state per process, whatever server serves it: leave nothing to later tests."""
+    urllib.request.urlopen(urllib.request.Request(f"{stack.endpoint_url}/moto-api/reset", method="POST"),
+                           timeout=30).close()
+
+
+@pytest.fixture()
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture()
+def stack(cloud_assembly: Path, definitions: Path, clock: FakeClock) -> Iterator[LocalStack]:
+    with open_stack(cloud_assembly, definitions, clock) as st:
+        yield st
+        reset(st)
+
+
+def settle(stack: LocalStack) -> None:
+    stack.run_until_idle(max_steps=500)
+
+
+def fired(stack: LocalStack) -> dict[str, int]:
+    """How many times each execution's timer took effect (the ``after`` transition counts itself)."""
+    return {eid: exe["context"]["fired"] for eid, exe in executions(stack.client("dynamodb")).items()
+            if exe["definition_id"] == "timer"}
+
+
+def armed(stack: LocalStack) -> list[tuple[str, str, float]]:
+    """The timers table's timers of this module's executions (not the ones other tests left behind)."""
+    due = DynamoDBStore(stack.client("dynamodb"), prefix="durastate").due_timers(1e12)
+    return [t for t in due if t[0] in fired(stack)]
+
+
+def test_timers_of_one_second_five_minutes_and_two_days_fire_once_when_due(stack: LocalStack,
+                                                                            clock: FakeClock) -> None:
+    sqs, q = stack.client("sqs"), stack.queue_url
+    for eid, delay in (("t-1s", 1), ("t-5m", 300), ("t-2d", 2 * 86400)):
+        start(sqs, q, eid, "timer", {"delay": delay})
+    settle(stack)
+    assert fired(stack) == {"t-1s": 0, "t-5m": 0, "t-2d": 0}
+    assert len(armed(stack)) == 3  # every timer is in the timers table (the sweeper's safety net)
+
+    clock.advance(1)  # well before the sweeper's next run (a minute): only the hop can fire it
+    settle(stack)
+    assert fired(stack) == {"t-1s": 1, "t-5m": 0, "t-2d": 0}
+
+    clock.advance(299)
+    settle(stack)
+    assert fired(stack) == {"t-1s": 1, "t-5m": 1, "t-2d": 0}
+
+    clock.advance(2 * 86400 - 300 - 1)  # a second before the 2-day timer is due: the sweeper hops it
+    settle(stack)
+    assert fired(stack)["t-2d"] == 0
+    clock.advance(1)
+    settle(stack)
+    clock.advance(120)  # more sweeps find nothing left to fire
+    settle(stack)
+    assert fired(stack) == {"t-1s": 1, "t-5m": 1, "t-2d": 1}
+    assert armed(stack) == []
+    assert {e["active_path"] for e in executions(stack.client("dynamodb")).values()
+            if e["definition_id"] == "timer"} == {"done"}
+
+
+def test_without_the_hop_the_sweeper_fires_timers_on_its_schedule(cloud_assembly: Path, definitions: Path,
+                                                                  clock: FakeClock) -> None:
+    with open_stack(cloud_assembly, definitions, clock, DURASTATE_TIMERS_QUEUE_URL="") as stack:
+        try:
+            start(stack.client("sqs"), stack.queue_url, "slow", "timer", {"delay": 1})
+            settle(stack)
+            clock.advance(1)
+            settle(stack)
+            assert fired(stack) == {"slow": 0}  # due, but the sweeper has not run yet
+            clock.advance(60)
+            settle(stack)
+            assert fired(stack) == {"slow": 1}
+        finally:
+            reset(stack)
+
+
+def test_a_hop_lost_after_the_commit_is_fired_by_the_sweeper(stack: LocalStack, clock: FakeClock) -> None:
+    stack.runtime.worker.on_commit = None  # the worker dies right after its commit: no hop is sent
+    start(stack.client("sqs"), stack.queue_url, "lost", "timer", {"delay": 5})
+    settle(stack)
+    clock.advance(5)
+    settle(stack)
+    assert fired(stack) == {"lost": 0}  # nothing in the timers queue
+    clock.advance(60)  # the sweeper finds it overdue in the timers table and fires it itself
+    settle(stack)
+    assert fired(stack) == {"lost": 1}
+    assert armed(stack) == []
+
+
+def test_a_hop_delivered_twice_fires_once(stack: LocalStack, clock: FakeClock) -> None:
+    start(stack.client("sqs"), stack.queue_url, "twice", "timer", {"delay": 300})
+    settle(stack)
+    [(eid, path, fire_at)] = armed(stack)
+    clock.advance(300)
+    record = {"messageId": "m-1", "body": dump_envelope(eid, timeout_event(eid, path, fire_at))}
+    for _ in range(2):  # the timers function retried (or two hops: the worker's and a sweep's)
+        assert stack.invoke("timers", {"Records": [record]}) == {"batchItemFailures": []}
+    settle(stack)  # the hop held by the stack is delivered a third time
+    clock.advance(60)
+    settle(stack)
+    assert fired(stack) == {"twice": 1}
+    assert armed(stack) == []
+
+
+def test_a_failed_step_is_traced_with_the_trace_off(stack: LocalStack) -> None:
+    sqs, q = stack.client("sqs"), stack.queue_url
+    start(sqs, q, "ok", "timer", {"delay": 3600})
+    start(sqs, q, "bad", "timer", {"delay": 3600})
+    send(sqs, q, "bad", "compute", {"x": "not a number"}, event_id="bad-compute")
+    settle(stack)
+    store = DynamoDBStore(stack.client("dynamodb"), prefix="durastate")
+    assert store.read_trace("ok") == []  # off: a step that went well costs no trace write
+    exe = store.load("bad")
+    assert exe is not None and exe.status == "failed"
+    [step] = store.read_trace("bad")
+    assert step["event_id"] == "bad-compute" and step["status"] == "failed" and "mul" in step["error"]
+
+
+def test_the_trace_on_records_every_step(cloud_assembly: Path, definitions: Path, clock: FakeClock) -> None:
+    with open_stack(cloud_assembly, definitions, clock, DURASTATE_TRACE="1") as stack:
+        try:
+            start(stack.client("sqs"), stack.queue_url, "traced", "timer", {"delay": 1})
+            settle(stack)
+            clock.advance(1)
+            settle(stack)
+            steps: list[dict[str, Any]] = DynamoDBStore(stack.client("dynamodb"), prefix="durastate").read_trace(
+                "traced")
+            assert [s["event"] for s in steps] == ["durastate.start", "durastate.timeout"]
+        finally:
+            reset(stack)

@@ -1,0 +1,74 @@
+"""A timer's arm and its timeout on DynamoDB: single-item writes, and no timer left behind either way it fired."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from durastate.engine import DefinitionRegistry, Event, load_definition, timeout_event_id
+from durastate.engine.model import TIMEOUT
+from durastate.runtime.sweeper import Sweeper
+from durastate.runtime.worker import Worker
+
+from .conftest import Recorder, make_store
+
+COSTS = Path(__file__).resolve().parents[3] / "bench" / "defs" / "costs.yaml"
+
+
+class Sent:
+    """A transport that keeps what it is given."""
+
+    def __init__(self) -> None:
+        self.messages: list[tuple[str, Event]] = []
+
+    def send(self, messages: Any) -> None:
+        self.messages += list(messages)
+
+
+class Clock:
+    now = 1_700_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def setup(rec: Recorder) -> tuple[Any, Worker, Clock]:
+    store = make_store(rec)
+    reg = DefinitionRegistry()
+    reg.register(load_definition(COSTS))
+    clock = Clock()
+    worker = Worker(store, reg, clock=clock, trace=False)
+    worker.handle("x", Event(id="x:start", name="durastate.start", data={"definition_id": "costs"}))
+    return store, worker, clock
+
+
+def test_arm_then_sweep_then_timeout_writes_single_items(rec: Recorder) -> None:
+    store, worker, clock = setup(rec)
+    rec.reset()
+    worker.handle("x", Event(id="arm-1", name="arm"))
+    assert rec.ops() == ["get_item", "put_item", "put_item"]  # the timer ahead, then the execution
+    clock.now += 61
+    transport = Sent()
+    assert Sweeper(store, transport, clock=clock).run_once() == 1  # sends the timeout, deletes the timer
+    [(target, timeout)] = transport.messages
+    rec.reset()
+    worker.handle(target, timeout)
+    # the commit is one PutItem; the fired timer's delete (guarded by its fire_at) follows it
+    assert rec.ops() == ["get_item", "put_item", "delete_item"]
+    loaded = store.load("x")
+    assert loaded is not None and loaded.active_path == "idle" and loaded.timers == {}
+    assert store.due_timers(clock.now + 3600) == []
+
+
+def test_a_timeout_that_arrives_before_its_sweep_deletes_the_timer_itself(rec: Recorder) -> None:
+    """A timeout delivered ahead of time (the timer hop) finds its timer still armed: it is deleted after
+    the commit, so the sweeper never fires it again."""
+    store, worker, clock = setup(rec)
+    worker.handle("x", Event(id="arm-1", name="arm"))
+    [(eid, path, fire_at)] = store.due_timers(clock.now + 3600)
+    clock.now = fire_at
+    timeout = Event(id=timeout_event_id(eid, path, fire_at), name=TIMEOUT, data={"path": path, "fire_at": fire_at})
+    worker.handle("x", timeout)
+    assert store.due_timers(clock.now + 3600) == []
+    loaded = store.load("x")
+    assert loaded is not None and loaded.active_path == "idle"
