@@ -48,6 +48,7 @@ unit: $(FULL_STAMP) $(NODE_STAMP)
 
 ## bench: run the benchmarks and write bench/results/
 bench: $(FULL_STAMP)
+	$(PY) -m bench.harel_peer  # the peer engine's own virtualenv (version pinned there)
 	$(PY) -m bench
 
 ## layer: build the Lambda layer (engine + runtime deps for the Lambda platform), cached under layers/build

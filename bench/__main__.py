@@ -24,7 +24,7 @@ from typing import Any
 
 from bench import report
 
-SECTIONS = ("engine", "stores", "dynamo", "growth")
+SECTIONS = ("engine", "stores", "dynamo", "growth", "queue")
 
 FULL = {
     "engine": {"cycles": 800, "repeats": 9},
@@ -33,6 +33,9 @@ FULL = {
     "dynamo": {"n": 10},
     "growth_pg": (10_000, 100_000),
     "growth_dynamo": (1_000, 10_000, 100_000),
+    "queue": {"sizes": {"memory": 2000, "sqlite NORMAL": 2000, "sqlite FULL": 400, "postgres": 400,
+                        "queue sqlite NORMAL": 2000, "queue sqlite FULL": 400, "queue postgres": 320},
+              "repeats": 5},
 }
 QUICK = {
     "engine": {"cycles": 60, "repeats": 5},
@@ -41,6 +44,9 @@ QUICK = {
     "dynamo": {"n": 3},
     "growth_pg": (1_000, 10_000),
     "growth_dynamo": (500, 5_000),
+    "queue": {"sizes": {"memory": 400, "sqlite NORMAL": 400, "sqlite FULL": 80, "postgres": 80,
+                        "queue sqlite NORMAL": 400, "queue sqlite FULL": 80, "queue postgres": 80},
+              "repeats": 3},
 }
 TINY = {  # the smoke test: every code path, no meaningful numbers
     "engine": {"cycles": 2, "repeats": 1, "warmup": False},
@@ -49,12 +55,15 @@ TINY = {  # the smoke test: every code path, no meaningful numbers
     "dynamo": {"n": 1},
     "growth_pg": (50, 100),
     "growth_dynamo": (30, 60),
+    "queue": {"sizes": dict.fromkeys(("memory", "sqlite NORMAL", "sqlite FULL", "postgres", "queue sqlite NORMAL",
+                                      "queue sqlite FULL", "queue postgres"), 10),
+              "m": 2, "repeats": 1, "warmup": False, "peer": "installed", "breakdown_events": 10},
 }
 
 
 def run(sizes: dict[str, Any], only: tuple[str, ...] = SECTIONS, log: Any = print) -> dict[str, Any]:
     """Run the selected sections; each result (or its error) lands under its name."""
-    from bench import dynamo_cost, engine, growth, stores
+    from bench import dynamo_cost, engine, growth, queue_path, stores
 
     results: dict[str, Any] = {}
 
@@ -86,6 +95,8 @@ def run(sizes: dict[str, Any], only: tuple[str, ...] = SECTIONS, log: Any = prin
             section("growth_pg", lambda: growth.run_postgres(sizes["growth_pg"]))
         else:
             results["growth_pg"] = {"skipped": f"PostgreSQL not reachable at {stores.PG_DSN}"}
+    if "queue" in only:
+        section("queue", lambda: queue_path.run(**sizes["queue"], log=log))
     return results
 
 

@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from bench._util import Series, fmt_rate, fmt_series, table
-from bench.stores import DURASTATE_KEEP, DURASTATE_SERVE, PG_DURASTATE_KEEP
+from bench.queue_path import report_md as queue_md
+from bench.stores import DURASTATE_BEFORE, DURASTATE_KEEP, DURASTATE_SERVE, PG_DURASTATE_BEFORE, PG_DURASTATE_KEEP
 
 
 def jsonable(x: Any) -> Any:
@@ -80,7 +81,9 @@ def engine_md(res: dict[str, Any] | None, targets: list[list[str]]) -> str:
     return "\n\n".join(out)
 
 
-WAL_NAMES = {"durastate-keep": "durastate keep_committed", "raw-autocommit": "raw autocommit"}
+WAL_NAMES = {"durastate-keep": "durastate keep_committed", "raw-autocommit": "raw autocommit",
+             "durastate": "durastate (default)", "durastate-exclusive": "durastate exclusive",
+             "durastate-before": "durastate before", "durastate-default, trace off": "durastate default, trace off"}
 """The PostgreSQL runs' kinds as the WAL line names them."""
 KEEP_LABEL = " — with keep_committed (`serve --exclusive`)"
 SERVE_LABEL = " — `durastate serve` (a round per transaction)"
@@ -112,6 +115,7 @@ def sqlite_md(res: dict[str, Any] | None, targets: list[list[str]]) -> str:
                         f"{fmt_rate(normal)} events/s (raw loop on the same file settings: {raw_normal})"])
         full = res["FULL"][ratio]
         targets.append([f"SQLite FULL: ≥ 80 % of raw{label}", _ok(full[0] >= 0.8), _pct(full)])
+    _row_layout_targets_sqlite(res, targets)
     return (f"WAL journal, one file per contender in a temp folder; payload {res['payload_bytes']} bytes "
             "(durastate's stored execution JSON for chart 1). *keep_committed*: the worker commits each next "
             "event on the execution it kept from its last commit instead of reading it back (the commit "
@@ -123,7 +127,9 @@ def sqlite_md(res: dict[str, Any] | None, targets: list[list[str]]) -> str:
                      "÷ raw", "durastate serve events/s", "÷ raw", "raw UPDATE loop events/s",
                      "events × repeats"], rows)
             + ("\n\nPages each event appends to the WAL (4 KB each): "
-               + ", ".join(f"{k} **{v:.1f}**" for k, v in pages.items()) + "." if pages else ""))
+               + ", ".join(f"{k} **{v:.2f}**" for k, v in pages.items()) + "." if pages else "")
+            + _before_after(res["NORMAL"], DURASTATE_BEFORE, "NORMAL")
+            + _breakdown(res.get("wal_breakdown"), "WAL pages per event by table (SQLite `dbstat`)", "{:.2f}"))
 
 
 def postgres_md(res: dict[str, Any] | None, targets: list[list[str]]) -> str:
@@ -150,9 +156,11 @@ def postgres_md(res: dict[str, Any] | None, targets: list[list[str]]) -> str:
                         _pct(res[1][ratio])])
         targets.append([f"PostgreSQL {many} connections: ≥ 80 % of raw{label}",
                         _ok(res[many][ratio][0] >= 0.8), _pct(res[many][ratio])])
+    _row_layout_targets_pg(res, targets)
     server = res.get("server", {})
     wal = res.get("wal_bytes_per_event") or {}
-    wal_line = ("\n\nWAL bytes written per event (one connection): "
+    wal_line = ("\n\nWAL bytes written per event (one connection; the server's WAL position, which other "
+                "sessions move too — on a shared server see the `pg_walinspect` breakdown below): "
                 + ", ".join(f"{WAL_NAMES.get(k, k)} **{v:,.0f}**" for k, v in wal.items()) + "."
                 ) if wal else ""
     return (f"Server: {server.get('version', '?')}, "
@@ -162,52 +170,148 @@ def postgres_md(res: dict[str, Any] | None, targets: list[list[str]]) -> str:
             + table(["connections", "durastate events/s", "durastate ÷ raw", "durastate, keep_committed events/s",
                      "keep_committed ÷ raw", "raw UPDATE+commit events/s",
                      "raw autocommit events/s", "durastate ÷ raw autocommit", "events/conn × repeats"], rows)
-            + wal_line)
+            + wal_line + "".join(_before_after(res[c], PG_DURASTATE_BEFORE, f"{c} connection(s)") for c in (1, many))
+            + _breakdown({k: v["records"] for k, v in (res.get("wal_breakdown") or {}).items()},
+                         "WAL bytes per event by relation and record (`pg_walinspect`; other sessions' records "
+                         "left out, so this is the reliable WAL figure on a shared server)", "{:,.0f}"))
+
+
+def _breakdown(by_mode: dict[str, dict[str, float]] | None, title: str, fmt: str) -> str:
+    """A table: one row per (relation, record), one column per worker mode; the totals last."""
+    if not by_mode:
+        return ""
+    modes = list(by_mode)
+    keys = sorted({k for v in by_mode.values() for k in v}, key=lambda k: -max(v.get(k, 0.0) for v in by_mode.values()))
+    keys = [k for k in keys if max(v.get(k, 0.0) for v in by_mode.values()) >= 0.01]
+    rows = [[k, *(fmt.format(by_mode[m][k]) if k in by_mode[m] else "—" for m in modes)] for k in keys]
+    rows.append(["**total**", *(f"**{fmt.format(sum(by_mode[m].values()))}**" for m in modes)])
+    return f"\n\n{title}:\n\n" + table(["", *modes], rows)
+
+
+def _before_after(c: dict[str, Any], before: str, label: str) -> str:
+    """The worker before the row layout and kept-copy default, beside today's default, same run."""
+    if before not in c["series"] or "ratio_before" not in c:
+        return ""
+    default = next(k for k in c["series"] if k in ("durastate SqliteStore", "durastate PostgresStore"))
+    return (f"\n\nSame run, {label}: before (read first, a dedupe row per event) "
+            f"{fmt_series(c['series'][before])} events/s = {_pct(c['ratio_before'])} of raw; now (the default "
+            f"worker: kept copies, each checked by a version read) {fmt_series(c['series'][default])} = "
+            f"{_pct(c['ratio'])}.")
+
+
+def _row_layout_targets_sqlite(res: dict[str, Any], targets: list[list[str]]) -> None:
+    """The row-layout targets on SQLite: the default worker ≥ 40 % of raw per event (NORMAL), WAL at most twice raw."""
+    targets.append(["SQLite NORMAL: default worker ≥ 40 % of raw per event", _ok(res["NORMAL"]["ratio"][0] >= 0.4),
+                    _pct(res["NORMAL"]["ratio"])])
+    pages = res["NORMAL"].get("wal_pages_per_event") or {}
+    raw = pages.get("raw UPDATE loop")
+    pages = {k: sum(v.values()) for k, v in (res.get("wal_breakdown") or {}).items()} or {
+        k.removeprefix("durastate SqliteStore, "): v for k, v in pages.items()}
+    for mode in ("default", "default, trace off"):
+        mine = pages.get(mode)
+        if raw and mine is not None:
+            targets.append([f"SQLite WAL per event ≤ 2× raw ({mode})", _ok(mine <= 2 * raw),
+                            f"{mine:.2f} pages vs raw {raw:.2f} ({mine / raw:.1f}×)"])
+
+
+def _row_layout_targets_pg(res: dict[str, Any], targets: list[list[str]]) -> None:
+    """The row-layout targets on PostgreSQL: the default worker ≥ 100 % / ≥ 90 % of raw, WAL at most twice raw."""
+    many = res.get("many", 8)
+    targets.append(["PostgreSQL 1 connection: default worker ≥ 100 % of raw UPDATE+commit",
+                    _ok(res[1]["ratio"][0] >= 1.0), _pct(res[1]["ratio"])])
+    targets.append([f"PostgreSQL {many} connections: default worker ≥ 90 % of raw UPDATE+commit",
+                    _ok(res[many]["ratio"][0] >= 0.9), _pct(res[many]["ratio"])])
+    wal = {k: v["total"] for k, v in (res.get("wal_breakdown") or {}).items()}
+    raw = wal.get("raw")
+    for mode in ("default", "default, trace off"):
+        if raw and mode in wal:
+            targets.append([f"PostgreSQL WAL per event ≤ 2× raw ({mode}; pg_walinspect)", _ok(wal[mode] <= 2 * raw),
+                            f"{wal[mode]:,.0f} B vs raw {raw:,.0f} B ({wal[mode] / raw:.1f}×)"])
 
 
 def dynamo_md(res: dict[str, Any] | None, targets: list[list[str]]) -> str:
     bad = _failed("DynamoDB cost", res)
     if bad:
-        targets.append(["DynamoDB state-only ≤ 2 requests, ≤ 2 WRU; all-in ≤ $1.5/M", "n/a", bad])
+        targets.append(["DynamoDB state-only ≤ 1 WRU + 1 RRU; all-in ≤ $1.5/M", "n/a", bad])
         return bad
     assert res is not None
     rows = []
     for label, p in res["paths"].items():
         w, a, d = p["worker"], p["all"], p["dollars_per_million"]
-        ops = ", ".join(f"{k} {v:g}" for k, v in a["ops"].items())
-        rows.append([label, f"{w['requests']:g}", f"{w['wru']:g}", f"{w['rru']:g}", f"{a['requests']:g}",
-                     f"{a['wru']:g}", f"{a['rru']:g}", f"{a['sqs']:.2f}", f"${d['dynamodb']:.2f}",
-                     f"${d['sqs']:.2f}", f"${d['lambda']:.2f}", f"**${d['total']:.2f}**", ops])
-    for label in ("state-only", "state-only, trace off"):
-        so = res["paths"].get(label)
+        ops = ", ".join(f"{k} {v:.3g}" for k, v in a["ops"].items())
+        rows.append([label, f"{w['requests']:.3g}", f"{w['wru']:.3g}", f"{w['rru']:.3g}", f"{a['requests']:.3g}",
+                     f"{a['wru']:.3g}", f"{a['rru']:.3g}", f"{a['sqs']:.2f}", f"{p.get('compute_ms', 0):.1f}",
+                     f"{p.get('lambda_ms', 0):.0f}", f"${d['dynamodb']:.2f}", f"${d['sqs']:.2f}",
+                     f"${d['lambda']:.2f}", f"**${d['total']:.2f}**", ops])
+    paths = res["paths"]
+    first, steady = paths.get("state-only, first 8 events"), paths.get("state-only, steady state")
+    for label, so in (("first 8 events", first), ("steady state", steady)):
         if so is None:
             continue
-        targets.append([f"DynamoDB {label}: ≤ 2 requests and ≤ 2 WRU (exactly-once kept)",
-                        _ok(so["worker"]["requests"] <= 2 and so["worker"]["wru"] <= 2),
-                        f"{so['worker']['requests']:g} requests, {so['worker']['wru']:g} WRU, "
-                        f"{so['worker']['rru']:g} RRU"])
-        d = so["dollars_per_million"]
-        targets.append([f"All-in ≤ $1.5 per million ({label})", _ok(d["total"] <= 1.5),
+        a = so["all"]
+        targets.append([f"DynamoDB state-only, {label}: ≤ 1 WRU + 1 RRU per transition (exactly-once kept)",
+                        _ok(a["wru"] <= 1 and a["rru"] <= 1),
+                        f"{a['requests']:.3g} requests, {a['wru']:.3g} WRU, {a['rru']:.3g} RRU"])
+    if steady is not None:
+        d = steady["dollars_per_million"]
+        targets.append(["All-in ≤ $1.5 per million, state-only steady state, 10 records per worker call",
+                        _ok(d["total"] <= 1.5),
                         f"${d['total']:.2f}/M with one SendMessage per external event; "
                         f"${d.get('total_batched_client', d['total']):.2f}/M when the sender batches 10"])
+    for label in ("with timers (arm + fire)", "with timers, hopped (arm + fire)"):
+        t = paths.get(label)
+        if t is not None:
+            targets.append([f"Timer arm + fire ≤ 3 WRU per transition ({label.split('(')[0].strip()})",
+                            _ok(t["all"]["wru"] <= 3), f"{t['all']['wru']:.3g} WRU"])
+    emit = paths.get("with emits (+ relay)")
+    if emit is not None:
+        targets.append(["Emit path ≤ 6 DynamoDB requests per emitted event (low traffic)",
+                        _ok(emit["all"]["requests"] <= 6), f"{emit['all']['requests']:.3g} requests"])
+    idle = res.get("idle")
+    if idle:
+        targets.append(["Idle floor (no traffic) ≤ 2 DynamoDB requests a minute", _ok(idle["requests_per_minute"] <= 2),
+                        f"{idle['requests_per_minute']:.3g}/min (sweep {idle['sweep_requests']:.3g} a minute, "
+                        f"relay backstop {idle['backstop_requests']:.3g} every 5 minutes)"])
     pr = res["prices"]
     a = res["assumptions"]
     sf = res["step_functions"]
-    return (
+    text = (
         f"Region {res['region']}, on-demand prices: DynamoDB ${pr['dynamodb_wru'] * 1e6:.3f}/M WRU, "
         f"${pr['dynamodb_rru'] * 1e6:.3f}/M RRU; SQS FIFO ${pr['sqs_fifo_request'] * 1e6:.2f}/M requests "
         f"(per 64 KB chunk); Lambda ${pr['lambda_request'] * 1e6:.2f}/M requests + "
         f"${pr['lambda_gb_s_arm']:.10f}/GB-s (arm64). "
-        f"Assumptions: Lambda {a['lambda_memory_gb'] * 1024:.0f} MB, "
-        f"SQS batches of {a['lambda_batch']} to the worker, {a['request_ms']:g} ms per AWS request and "
-        f"{a['compute_ms']:g} ms of CPU per event billed as Lambda duration; one relay (or sweeper) "
-        "invocation per pass that had work, as at low traffic (a busy stream batches up to 100 records "
-        "per invocation). Each path driven "
-        f"{res['n']} times; numbers are per transition.\n\n"
+        f"Lambda {a['lambda_memory_gb'] * 1024:.0f} MB, SQS batches of {a['lambda_batch']} to the worker. "
+        "Lambda duration is measured: durastate's own compute per event (wall time less the time inside "
+        f"its requests) plus an assumed {a['request_ms']:g} ms per AWS request; one relay (or sweeper) "
+        "invocation per pass that had work, as at low traffic. The steady state is an execution after "
+        f"{a.get('warmup', '?')} events, averaged over {a.get('steady', '?')} more (so the occasional write "
+        f"of spilled event ids is in it). Each path driven {res['n']} times; numbers are per transition.\n\n"
         + table(["path", "worker requests", "worker WRU", "worker RRU", "all requests", "all WRU", "all RRU",
-                 "SQS requests", "DynamoDB $/M", "SQS $/M", "Lambda $/M", "total $/M", "all operations"],
-                rows)
-        + f"\n\nFor comparison: **Step Functions Standard ${sf['standard']:.2f} per million state "
+                 "SQS requests", "compute ms / event", "Lambda ms / transition", "DynamoDB $/M", "SQS $/M",
+                 "Lambda $/M", "total $/M", "all operations"], rows)
+    )
+    before = res.get("before")
+    if before:
+        cmp_rows = []
+        for label, p in paths.items():
+            b = before["paths"].get(label)
+            if b is None:
+                continue
+            pa, ba = p["all"], b["all"]
+            cmp_rows.append([label, f"{ba['requests']:.3g} → **{pa['requests']:.3g}**",
+                             f"{ba['wru']:.3g} → **{pa['wru']:.3g}**", f"{ba['rru']:.3g} → **{pa['rru']:.3g}**",
+                             f"${b['dollars_per_million']['total']:.2f} → **${p['dollars_per_million']['total']:.2f}**",
+                             f"{b.get('lambda_ms', 0):.0f} → {p.get('lambda_ms', 0):.0f}"])
+        if idle and before.get("idle"):
+            bi = before["idle"]
+            cmp_rows.append(["idle floor, DynamoDB requests a minute", f"{bi['requests_per_minute']:.3g} → "
+                             f"**{idle['requests_per_minute']:.3g}**", "", "", "", ""])
+        text += (f"\n\nBefore → after, measured in the same run by the same driver (the older package: "
+                 f"`{res.get('baseline', '?')}`):\n\n"
+                 + table(["path (per transition)", "DynamoDB requests", "WRU", "RRU", "$/M all-in",
+                          "Lambda ms"], cmp_rows))
+    return text + (
+        f"\n\nFor comparison: **Step Functions Standard ${sf['standard']:.2f} per million state "
         f"transitions**; Express ${sf['express_min_execution']:.2f} per million *executions* at the minimum "
         "(64 MB, 100 ms) — but an Express workflow lives at most 5 minutes, so a statechart that waits for "
         "days (timers, human steps) has to be Standard.")
@@ -389,6 +493,8 @@ def write(out: Path, results: dict[str, Any], info: dict[str, str], command: str
         "## DynamoDB + SQS + Lambda: cost per transition", dynamo_md(results.get("dynamo"), targets),
         "## Growth: read cost vs table size", _GROWTH_INTRO,
         growth_md(results.get("growth_dynamo"), results.get("growth_pg"), targets),
+        "## The queue path, and the other durable engine (harel)",
+        queue_md(results.get("queue"), targets),
     ]
     made = plots(out, results)
     notes_path = Path(__file__).parent / "NOTES.md"
@@ -479,12 +585,12 @@ def summary_md(results: dict[str, Any], results_link: str = "bench/results/READM
     dyn = results.get("dynamo")
     if dyn and "error" not in dyn:
         sf = dyn["step_functions"]["standard"]
-        for label in ("state-only", "state-only, trace off"):
+        for label in ("state-only, first 8 events", "state-only, steady state"):
             p = dyn["paths"].get(label)
             if p:
                 w = p["worker"]
                 rows.append([f"AWS, {label} transition: requests / WRU, all-in cost",
-                             f"{w['requests']:g} / {w['wru']:g}, "
+                             f"{w['requests']:.3g} / {w['wru']:.3g}, "
                              f"${p['dollars_per_million']['total']:.2f} per M",
                              f"Step Functions Standard: ${sf:.0f} per M"])
     body = table(["benchmark", "measured (median)", "ratio / reference"], rows) if rows else "_no results_"

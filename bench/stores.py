@@ -38,6 +38,25 @@ executions, so it commits each next event on the copy it kept, without reading i
 DURASTATE, DURASTATE_KEEP = "durastate SqliteStore", "durastate SqliteStore, keep_committed"
 DURASTATE_SERVE = "durastate serve (rounds of 32, one transaction each)"
 PG_DURASTATE, PG_DURASTATE_KEEP = "durastate PostgresStore", "durastate PostgresStore, keep_committed"
+DURASTATE_BEFORE = "durastate SqliteStore, before (read first, a mark row per event)"
+PG_DURASTATE_BEFORE = "durastate PostgresStore, before (read first, a mark row per event)"
+PG_DURASTATE_ROW = "durastate PostgresStore, recent ids in the row (recent_events=16)"
+"""The worker as it was before the recent ids moved into the row and kept copies became the default —
+``keep_committed=0`` on a store with ``recent_events=0`` — measured in the same run as the rows above.
+The default rows (``DURASTATE``, ``PG_DURASTATE``) are ``Worker``'s defaults: kept copies, each checked
+with one version read before stepping; the "keep_committed" rows are ``exclusive=True`` (no such read)."""
+MODES = {"default": {}, "exclusive": {"keep_committed": KEEP, "exclusive": True},
+         "before": {"keep_committed": 0}, "default, trace off": {"trace": False},
+         "default, marks as rows": {}, "default, recent ids in the row": {}}
+"""Worker options of each way of running it (``before`` and ``marks as rows`` also open their store with
+``recent_events=0``: a ``processed_events`` row per event)."""
+
+
+def _recent(mode: str) -> dict[str, int]:
+    """The store's ``recent_events`` for ``mode`` (nothing: the store's default)."""
+    if mode in ("before", "default, marks as rows"):
+        return {"recent_events": 0}
+    return {"recent_events": 16} if mode == "default, recent ids in the row" else {}
 
 
 def _registry() -> Any:
@@ -68,14 +87,15 @@ def _events(n: int, tag: str) -> list[Any]:
 
 
 # -- SQLite ---------------------------------------------------------------------------------------------
-def _sqlite_durastate(path: Path, sync: str, n: int, keep: int = 0) -> Callable[[], float]:
+def _sqlite_durastate(path: Path, sync: str, n: int, mode: str = "default") -> Callable[[], float]:
     from durastate.engine import Event
     from durastate.runtime.worker import Worker
     from durastate.store.sqlite.sync import SqliteStore
 
     reg = _registry()
-    store = SqliteStore(path, synchronous=sync)  # type: ignore[arg-type]
-    worker = Worker(store, reg, clock=lambda: NOW, keep_committed=keep)
+    store = SqliteStore(path, synchronous=sync,  # type: ignore[arg-type]
+                        **_recent(mode))
+    worker = Worker(store, reg, clock=lambda: NOW, **MODES[mode])  # type: ignore[arg-type]
     worker.handle("x", Event(id="x:start", name="durastate.start", data={"definition_id": "toggle"}))
     runs = [0]
 
@@ -151,9 +171,12 @@ def _wal_pages_per_event(folder: Path, size: int, n: int = 150) -> dict[str, flo
     automatic checkpoint (every 1000 pages) restarts the WAL in between.
     """
     out = {}
-    for name, make in (("durastate SqliteStore", lambda p: _sqlite_durastate(p, "NORMAL", n)),
-                       ("raw UPDATE loop", lambda p: _sqlite_raw(p, "NORMAL", n, size))):
-        path = folder / f"wal-{name.split()[0]}.db"
+    makers: dict[str, Callable[[Path], Callable[[], float]]] = {
+        f"durastate SqliteStore, {mode}": (lambda p, m=mode: _sqlite_durastate(p, "NORMAL", n, m)) for mode in MODES
+    }
+    makers["raw UPDATE loop"] = lambda p: _sqlite_raw(p, "NORMAL", n, size)
+    for i, (name, make) in enumerate(makers.items()):
+        path = folder / f"wal-{i}.db"
         runner = make(path)
         runner()
         runner()
@@ -179,18 +202,22 @@ def run_sqlite(n_normal: int = 3000, n_full: int = 200, repeats: int = 5, warmup
         for sync, n in (("NORMAL", n_normal), ("FULL", n_full)):
             runners = {
                 DURASTATE: _sqlite_durastate(tmp / f"durastate-{sync}.db", sync, n),
-                DURASTATE_KEEP: _sqlite_durastate(tmp / f"keep-{sync}.db", sync, n, KEEP),
+                DURASTATE_BEFORE: _sqlite_durastate(tmp / f"before-{sync}.db", sync, n, "before"),
+                DURASTATE_KEEP: _sqlite_durastate(tmp / f"keep-{sync}.db", sync, n, "exclusive"),
                 DURASTATE_SERVE: _sqlite_serve(tmp / f"serve-{sync}.db", sync, n),
                 "raw UPDATE loop": _sqlite_raw(tmp / f"raw-{sync}.db", sync, n, size),
             }
             series = interleave(runners, repeats, warmup=warmup)
             # what each commit writes (the same at FULL, where the fsync dominates)
             pages = _wal_pages_per_event(tmp, size, wal_events) if sync == "NORMAL" and wal_events else {}
+            if sync == "NORMAL" and wal_events:
+                out["wal_breakdown"] = sqlite_wal_breakdown(wal_events)
             for r in runners.values():
                 r.close()  # type: ignore[attr-defined]
             out[sync] = {"events": n, "repeats": repeats, "series": series, "wal_pages_per_event": pages,
                          "ratio": paired_ratio(series[DURASTATE], series["raw UPDATE loop"]),
                          "ratio_keep": paired_ratio(series[DURASTATE_KEEP], series["raw UPDATE loop"]),
+                         "ratio_before": paired_ratio(series[DURASTATE_BEFORE], series["raw UPDATE loop"]),
                          "ratio_serve": paired_ratio(series[DURASTATE_SERVE], series["raw UPDATE loop"])}
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -233,9 +260,9 @@ def _pg_worker_proc(kind: str, tag: str, n: int, size: int, barrier: Any, result
         from durastate.runtime.worker import Worker
         from durastate.store.postgres.sync import PostgresStore
 
-        store = PostgresStore.from_dsn(PG_DSN, schema=SCHEMA)
-        keep = KEEP if kind == "durastate-keep" else 0
-        worker = Worker(store, _registry(), clock=lambda: NOW, keep_committed=keep)
+        mode = kind.removeprefix("durastate-") if kind != "durastate" else "default"
+        store = PostgresStore.from_dsn(PG_DSN, schema=SCHEMA, **_recent(mode))
+        worker = Worker(store, _registry(), clock=lambda: NOW, **MODES[mode])  # type: ignore[arg-type]
         worker.handle(tag, Event(id=f"{tag}:start", name="durastate.start", data={"definition_id": "toggle"}))
         events = _events(n, tag)
 
@@ -339,7 +366,9 @@ def run_postgres(n1: int = 300, n8: int = 150, repeats: int = 5, many: int = 8,
     for conns, n in ((1, n1), (many, n8)):
         runners = {
             PG_DURASTATE: _pg_runner("durastate", conns, n, size),
-            PG_DURASTATE_KEEP: _pg_runner("durastate-keep", conns, n, size),
+            PG_DURASTATE_KEEP: _pg_runner("durastate-exclusive", conns, n, size),
+            PG_DURASTATE_BEFORE: _pg_runner("durastate-before", conns, n, size),
+            PG_DURASTATE_ROW: _pg_runner("durastate-default, recent ids in the row", conns, n, size),
             "raw UPDATE+commit": _pg_runner("raw", conns, n, size),
             "raw UPDATE, autocommit": _pg_runner("raw-autocommit", conns, n, size),
         }
@@ -347,12 +376,124 @@ def run_postgres(n1: int = 300, n8: int = 150, repeats: int = 5, many: int = 8,
         out[conns] = {"events_per_conn": n, "repeats": repeats, "series": series,
                       "ratio": paired_ratio(series[PG_DURASTATE], series["raw UPDATE+commit"]),
                       "ratio_keep": paired_ratio(series[PG_DURASTATE_KEEP], series["raw UPDATE+commit"]),
+                      "ratio_before": paired_ratio(series[PG_DURASTATE_BEFORE], series["raw UPDATE+commit"]),
+                      "ratio_row": paired_ratio(series[PG_DURASTATE_ROW], series["raw UPDATE+commit"]),
                       "ratio_autocommit": paired_ratio(series["durastate PostgresStore"],
                                                        series["raw UPDATE, autocommit"])}
+    for _ in range(repeats):  # the trace-off deployment's WAL (not timed: the trace ring is what it saves)
+        _pg_runner("durastate-default, trace off", 1, n1, size)()
+    with contextlib.suppress(Exception):  # pg_walinspect: bytes per event by relation, others' WAL left out
+        out["wal_breakdown"] = pg_wal_breakdown(n1)
     out["wal_bytes_per_event"] = {k: min(v) for k, v in _WAL.items() if v}
     with contextlib.suppress(Exception):
         import psycopg
 
         with psycopg.connect(PG_DSN, autocommit=True) as conn:
             conn.execute(f'DROP SCHEMA IF EXISTS "{SCHEMA}" CASCADE')
+    return out
+
+
+def pg_wal_breakdown(n: int = 400, modes: tuple[str, ...] = (
+        "raw", "before", "default", "default, trace off", "default, recent ids in the row")) -> dict[str, Any]:
+    """Where each event's WAL goes on PostgreSQL, per worker mode: ``pg_walinspect`` over the records of
+    ``n`` events, attributed to the relation each record touches (the execution row, a dedupe mark, the
+    trace ring, their indexes) and the commit records; bytes per event.
+
+    Each mode runs in a fresh schema after a ``CHECKPOINT``-free warm-up of the same length (so the
+    full-page images of first touches are mostly behind it); records of other sessions on a shared server
+    are left out (they touch none of the schema's relations), except commit records, which carry no
+    relation: those are counted as one per event — each event is one transaction — from the run's own.
+    """
+    import psycopg
+
+    out: dict[str, Any] = {}
+    with psycopg.connect(PG_DSN, autocommit=True) as admin:
+        admin.execute("CREATE EXTENSION IF NOT EXISTS pg_walinspect")
+        for mode in modes:
+            schema = f"durastate_walx_{os.getpid()}"
+            admin.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+            from durastate.engine import Event
+            from durastate.runtime.worker import Worker
+            from durastate.store.postgres.sync import PostgresStore
+
+            step: Callable[[Any], Any]
+            if mode == "raw":  # the raw UPDATE+commit loop, on a table of its own in the same schema
+                admin.execute(f'CREATE SCHEMA "{schema}"')
+                admin.execute(f'CREATE TABLE "{schema}".raw (id text PRIMARY KEY, version bigint NOT NULL, '
+                              "data text NOT NULL)")
+                conn = psycopg.connect(PG_DSN)
+                conn.execute(f'INSERT INTO "{schema}".raw VALUES (%s, 0, %s)', ("w", ""))
+                conn.commit()
+                payload = "x" * _payload_size()
+
+                def step(_: Any, conn: Any = conn, payload: str = payload, schema: str = schema) -> None:
+                    conn.execute(f'UPDATE "{schema}".raw SET data = %s, version = version + 1 WHERE id = %s',
+                                 (payload, "w"))
+                    conn.commit()
+
+                close: Callable[[], None] = conn.close
+            else:
+                store = PostgresStore.from_dsn(PG_DSN, schema=schema, **_recent(mode))
+                worker = Worker(store, _registry(), clock=lambda: NOW, **MODES[mode])  # type: ignore[arg-type]
+                worker.handle("w", Event(id="w:start", name="durastate.start", data={"definition_id": "toggle"}))
+                step = lambda ev, worker=worker: worker.handle("w", ev)  # noqa: E731
+                close = store.close
+            for ev in _events(n, "warm"):
+                step(ev)
+            rels = dict(admin.execute(
+                "SELECT c.relfilenode::text, c.relname FROM pg_class c JOIN pg_namespace s "
+                "ON s.oid = c.relnamespace WHERE s.nspname = %s AND c.relfilenode <> 0", (schema,)).fetchall())
+            start = admin.execute("SELECT pg_current_wal_flush_lsn()").fetchone()[0]  # type: ignore[index]
+            for ev in _events(n, "run"):
+                step(ev)
+            end = admin.execute("SELECT pg_current_wal_flush_lsn()").fetchone()[0]  # type: ignore[index]
+            close()
+            rows = admin.execute(
+                "SELECT resource_manager, record_type, record_length, fpi_length, block_ref "
+                "FROM pg_get_wal_records_info(%s, %s)", (start, end)).fetchall()
+            by: dict[str, float] = {}
+            for rmgr, rtype, length, fpi, block_ref in rows:
+                found = [rels[r] for r in rels if block_ref and f"/{r} " in f"{block_ref} ".replace(" fork", " ")]
+                if not found:
+                    continue
+                key = f"{found[0]}: {rmgr} {rtype}" + (" (full-page image)" if fpi else "")
+                by[key] = by.get(key, 0.0) + length / n
+            commit = [r[2] for r in rows if r[0] == "Transaction" and r[1].startswith("COMMIT")]
+            if commit:
+                by["commit record (one per event)"] = sorted(commit)[len(commit) // 2]
+            out[mode] = {"total": sum(by.values()), "records": dict(sorted(by.items(), key=lambda kv: -kv[1]))}
+            admin.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+    return out
+
+
+def sqlite_wal_breakdown(n: int = 150, modes: tuple[str, ...] = ("before", "default", "default, trace off")
+                         ) -> dict[str, dict[str, float]]:
+    """Which table's (or index's) pages each event appends to the SQLite WAL, per worker mode: the WAL's
+    frame headers name each page, ``dbstat`` names each page's table; pages per event, in steady state
+    (measured as :func:`_wal_pages_per_event` does)."""
+    import struct
+
+    out: dict[str, dict[str, float]] = {}
+    folder = Path(tempfile.mkdtemp(prefix="durastate-walx-"))
+    try:
+        for i, mode in enumerate(modes):
+            path = folder / f"walx-{i}.db"
+            runner = _sqlite_durastate(path, "NORMAL", n, mode)
+            runner()
+            runner()
+            conn = sqlite3.connect(str(path), isolation_level=None)
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            runner()
+            owner = dict(conn.execute("SELECT pageno, name FROM dbstat").fetchall())
+            wal = Path(str(path) + "-wal").read_bytes()
+            by: dict[str, float] = {}
+            for off in range(32, len(wal) - 24, 4096 + 24):
+                (page,) = struct.unpack(">I", wal[off:off + 4])
+                name = owner.get(page, "free or new page")
+                by[name] = by.get(name, 0.0) + 1 / n
+            conn.close()
+            runner.close()  # type: ignore[attr-defined]
+            out[mode] = dict(sorted(by.items(), key=lambda kv: -kv[1]))
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
     return out

@@ -87,7 +87,8 @@ def serve(
     poll: Annotated[float, typer.Option("--poll", metavar="SECONDS", min=0.01,
                                         help="How long to wait when idle before looking again.")] = 0.2,
     batch: Annotated[int, typer.Option("--batch", min=1, max=1000,
-                                       help="Events claimed per round.")] = 32,
+                                       help="Events per round, claimed a batch at a time, least recently served "
+                                            "execution first.")] = 32,
     lease: Annotated[float, typer.Option(
         "--lease", metavar="SECONDS", min=0.1,
         help="How long a claimed event is reserved; one a killed server held is retried after this.")

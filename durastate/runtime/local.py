@@ -366,23 +366,27 @@ class LocalRuntime:
         runtime may call itself idle.
 
         Each claim takes up to the round's remaining budget of heads in one statement, and the messages
-        it returned are acked together once they are handled (``ack_many``, where the transport has it:
-        one transaction, one round trip on PostgreSQL) before the next claim — which is what frees their
-        targets' next messages. A crash between a commit and that ack only redelivers the message, and
-        the worker's dedupe skips it.
+        it returned are acked together once they are handled, with the next claim where the transport
+        can (``ack_and_claim``: one transaction and one round trip on PostgreSQL; else ``ack_many``, else
+        ``ack`` each, then ``claim``) — the acks are what free their targets' next messages. A crash
+        between a commit and its ack only redelivers the message, and the worker's dedupe skips it.
         """
         stats.rounds += 1
         handled = 0
         drained = False
         try:
             with self._group():
-                while handled < self.batch_size:
-                    claimed = self.transport.claim(self.batch_size - handled, self.lease_seconds)
+                claimed = self.transport.claim(self.batch_size, self.lease_seconds)
+                while True:
                     if not claimed:
                         drained = True
                         break
-                    self._handle_claimed(claimed, stats)
+                    done = self._handle_claimed(claimed, stats)
                     handled += len(claimed)
+                    if handled >= self.batch_size:
+                        self._ack(done)
+                        break
+                    claimed = self._ack_and_claim(done, self.batch_size - handled)
         except BaseException:
             self.worker.forget()  # what it kept may be from commits the group just rolled back
             raise
@@ -414,8 +418,8 @@ class LocalRuntime:
         group_with = getattr(self.transport, "group_with", None)
         return group_with(self.store) if group_with is not None else contextlib.nullcontext()
 
-    def _handle_claimed(self, claimed: Sequence[Claimed], stats: RunStats) -> None:
-        """Process one claim's messages, then ack the handled ones together (also when a later one raised,
+    def _handle_claimed(self, claimed: Sequence[Claimed], stats: RunStats) -> list[Claimed]:
+        """Process one claim's messages; the ones to ack (if one raises, those before it are acked now,
         unless the round's transaction is gone)."""
         done: list[Claimed] = []
         try:
@@ -427,7 +431,15 @@ class LocalRuntime:
             with contextlib.suppress(Exception):  # the error that stopped the batch is the one to report
                 self._ack(done)
             raise
+        return done
+
+    def _ack_and_claim(self, done: Sequence[Claimed], budget: int) -> list[Claimed]:
+        both = getattr(self.transport, "ack_and_claim", None)
+        if both is not None:
+            claimed: list[Claimed] = both(done, budget, self.lease_seconds)
+            return claimed
         self._ack(done)
+        return self.transport.claim(budget, self.lease_seconds)
 
     def _ack(self, claims: Sequence[Claimed]) -> None:
         ack_many = getattr(self.transport, "ack_many", None)

@@ -137,7 +137,11 @@ POSTGRES = Dialect(
     no_limit=None,
     without_rowid=False,
     add_column_if_missing=True,
-    data_number="(data::json ->> '{key}')::double precision",
+    # PostgreSQL's JSON functions refuse a text holding the escape \u0000 (a NUL, which a TEXT column keeps
+    # only escaped): reading any field of such a row would fail the whole listing. Rewriting the five
+    # characters "u0000" after a backslash to "u0020" keeps the JSON valid whether that backslash starts an
+    # escape or is itself escaped, and leaves every number as it is.
+    data_number="(replace(data, '\\u0000', '\\u0020')::json ->> '{key}')::double precision",
 )
 
 
@@ -431,7 +435,8 @@ def purge_query(
 
 RECENT_EVENTS = 16
 """How many applied event ids an execution row keeps in ``rids`` before they spill to ``processed_events``
-(:func:`next_recent`); 0 writes every mark to ``processed_events`` in its commit (the layout before)."""
+(:func:`next_recent`): the SQLite store's default, where it saves a WAL page per event (the PostgreSQL store
+defaults to 0, see ``PG_RECENT_EVENTS``); 0 writes every mark to ``processed_events`` in its commit."""
 
 RIDS_SEPARATOR = "\n"
 """Between the ids in ``rids``: a control character, which :func:`~durastate.engine.values.check_event_id`

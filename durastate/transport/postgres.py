@@ -34,7 +34,8 @@ transaction, under the same per-target locks as a send.
 
 A claim is one statement (one round trip on the autocommit connection ``from_dsn`` opens); a send and
 an ack are each one pipelined transaction (``BEGIN``, lock, write, ``COMMIT``): one round trip too, and so
-is :meth:`PostgresTransport.ack_many`, which acks a runtime round's batch together.
+are :meth:`PostgresTransport.ack_many`, which acks a runtime round's batch together, and
+:meth:`PostgresTransport.ack_and_claim`, which acks a batch and claims the next one in one transaction.
 """
 
 from __future__ import annotations
@@ -234,6 +235,43 @@ class PostgresTransport(PgLink):
         locks = [(self._lock_key, t) for t in sorted({c.target_id for c in claims})]
         acks = [(_seq(c), c.token, _seq(c)) for c in claims]
         self._transaction([(self._target_lock, locks), (self._ack, acks)])
+
+    def ack_and_claim(self, claims: Sequence[Claimed], max_messages: int,
+                      lease_seconds: float = 30.0) -> list[Claimed]:
+        """:meth:`ack_many` of ``claims``, then :meth:`claim` — in one transaction, one round trip.
+
+        What a runtime round does between two batches: the acks promote their targets' next messages, and
+        the claim in the same transaction can already take them (least recently served first, so behind
+        every other waiting target). One commit, so one WAL flush, instead of two.
+        """
+        if not claims:
+            return self.claim(max_messages, lease_seconds)
+        if max_messages < 1:
+            self.ack_many(claims)
+            return []
+        now = self._clock()
+        locks = [(self._lock_key, t) for t in sorted({c.target_id for c in claims})]
+        acks = [(_seq(c), c.token, _seq(c)) for c in claims]
+        with self._cursor() as cur:
+            conn = self._conn
+            explicit = is_autocommit(conn)
+            claiming = conn.cursor()  # its rows are read once the pipeline has synced
+            try:
+                with conn.pipeline() if hasattr(conn, "pipeline") else nullcontext():
+                    if explicit:
+                        cur.execute("BEGIN")
+                    cur.executemany(self._target_lock, locks)
+                    cur.executemany(self._ack, acks)
+                    claiming.execute(self._claim, (now, max_messages, uuid.uuid4().hex, now + lease_seconds))
+                    if explicit:
+                        cur.execute("COMMIT")
+                rows = claiming.fetchall()
+            finally:
+                claiming.close()
+            if not explicit:
+                conn.commit()
+        rows.sort(key=lambda r: (r[5], r[0]))
+        return [Claimed(r[4], r[1], Event.model_validate_json(r[2]), int(r[3])) for r in rows]
 
     def release(self, c: Claimed, delay: float = 0.0) -> None:
         """Not done: make the message claimable again now, or after ``delay`` seconds (by ``clock``) —

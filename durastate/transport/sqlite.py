@@ -17,7 +17,8 @@ process dies (with ``synchronous="FULL"`` not even on power loss). Delivery foll
   ``turn`` order: the heads in flight it skips plus the ones it leases, not the backlog queued behind
   them, so ``durastate serve`` claims as fast with 100 000 events queued as with ten. A send flags its
   message head iff the target has nothing queued; an ack finds the next one through the
-  ``(target_id, seq)`` index, and the next turn is the largest one of the heads' index plus one. SQLite has one writer at a time (``BEGIN IMMEDIATE``), so that check and
+  ``(target_id, seq)`` index, and the next turn is the largest one of the heads' index plus one.
+  SQLite has one writer at a time (``BEGIN IMMEDIATE``), so that check and
   the insert, or the delete and the promotion, cannot interleave with another process's send or ack:
   no message is stranded without a head and no target gets two. (An inbox written by an older durastate,
   without the flag, is given it when first opened: see :meth:`SqliteTransport._ensure_schema`.)

@@ -26,8 +26,17 @@ from durastate.db.postgres import DEFAULT_SCHEMA, conn_lost, is_autocommit, spli
 from durastate.errors import StoreUnavailable
 from durastate.store.base import DEFAULT_TRACE_MAX
 from durastate.store.driven import AsyncEventChecking
-from durastate.store.postgres.core import Begin, End, Execute, Ops, PgCore, Pipeline, Query, Request
-from durastate.store.sql import RECENT_EVENTS
+from durastate.store.postgres.core import (
+    PG_RECENT_EVENTS,
+    Begin,
+    End,
+    Execute,
+    Ops,
+    PgCore,
+    Pipeline,
+    Query,
+    Request,
+)
 
 __all__ = ["AsyncPostgresStore"]
 
@@ -44,7 +53,7 @@ class AsyncPostgresStore(PgCore, AsyncEventChecking):
         schema: str = DEFAULT_SCHEMA,
         trace_max: int | None = DEFAULT_TRACE_MAX,
         owns_pool: bool = False,
-        recent_events: int = RECENT_EVENTS,
+        recent_events: int = PG_RECENT_EVENTS,
     ) -> None:
         """Wrap an (open) ``AsyncConnectionPool``; no I/O. Call :meth:`ensure_schema` before use, or
         build the store with :meth:`from_pool` / :meth:`from_dsn`, which do."""

@@ -37,7 +37,8 @@ Design choices beyond the PostgreSQL seed, and why:
   a traced state-only step stays one round trip. Emits, spawns and timers take the multi-statement path.
 * **The multi-statement path is one pipeline** when the connection supports it (psycopg 3):
   ``BEGIN``, the CAS, every side effect and ``COMMIT`` go out together — one round trip whatever the
-  number of emits. To send the ``COMMIT`` without waiting for the CAS result, the CAS statement raises
+  number of emits. Its CAS is the fast path's function again, called with ``p_raise``. To send the
+  ``COMMIT`` without waiting for the CAS result, the CAS statement raises
   (SQLSTATE ``HR409``, from the tiny ``durastate_conflict()`` function) when it matches no row: the
   server then skips the rest, the transaction writes nothing, and the operation turns the error into
   :class:`StoreConflict`. (The fast path's function, by contrast, returns false and never raises,
@@ -47,10 +48,11 @@ Design choices beyond the PostgreSQL seed, and why:
   That is the seed's rule (a stored version is never 0) without its race: two concurrent first saves of
   one id cannot both insert, and the loser gets :class:`StoreConflict` rather than a unique violation.
 * **A commit can check its event** (``check_event=True``, the ``EventCheckingStore`` protocol that a
-  worker's ``keep_committed`` relies on): the fast path's function checks the mark before its CAS, the
-  pipelined path guards the mark's insert the way it guards the CAS (HR409), so the check costs no
-  round trip. Only a commit that wrote nothing reads back why (the winning version, and whether the
-  event was marked: :class:`EventAlreadyProcessed` rather than a plain conflict) — the rare path.
+  worker's ``keep_committed`` relies on): the commit function checks the mark (in the row's ``rids``,
+  else ``processed_events``) before it writes anything — returning false on the fast path, raising HR409
+  in the pipeline — so the check costs no round trip. Only a commit that wrote nothing reads back why
+  (the winning version, and whether the event was marked: :class:`EventAlreadyProcessed` rather than a
+  plain conflict) — the rare path.
 * **The trace ring is trimmed every** :data:`~durastate.store.sql.TRIM_EVERY` **steps**, inside the
   statement that appends the step (inside ``durastate_commit_cas``, or :attr:`PgSql.write_trace`'s
   ``DELETE`` in the pipeline), so trimming never costs a statement the client sends, nor a round trip,
@@ -83,13 +85,13 @@ from durastate.store.postgres.schema import CONFLICT_SQLSTATE, PgSql
 from durastate.store.retention import (
     PurgeResult,
     check_purge,
+    ended_index_value,
     is_purgeable,
     stamp_ended,
     tombstone,
 )
 from durastate.store.sql import (
     POSTGRES,
-    RECENT_EVENTS,
     applied,
     cursor_after,
     json_text,
@@ -99,7 +101,17 @@ from durastate.store.sql import (
     trace_ring,
 )
 
-__all__ = ["Begin", "End", "Execute", "Ops", "PgCore", "Pipeline", "Query", "Request", "Statement"]
+__all__ = ["PG_RECENT_EVENTS", "Begin", "End", "Execute", "Ops", "PgCore", "Pipeline", "Query", "Request",
+           "Statement"]
+
+PG_RECENT_EVENTS = 0
+"""The PostgreSQL store's default ``recent_events``: 0, a ``processed_events`` row per event (the SQLite
+store keeps 16 in the row). Measured with ``pg_walinspect`` (``bench.stores.pg_wal_breakdown``): the ids in
+the row cost every update of the execution ~136 B of WAL — PostgreSQL logs an updated row without the
+prefix and suffix it shares with the old one, and a list that changes at the end of the row takes the
+JSON's unchanged tail out of that suffix — while the spill still writes a row per id, so nothing is saved
+there. Recent ids pay where a write costs a whole page (SQLite) or a request (DynamoDB), not here, until the
+spilled ids are stored in chunks (with a filter in the row to rule out the ids never seen)."""
 
 T = TypeVar("T")
 
@@ -212,10 +224,10 @@ class PgCore:
 
     commit_checks_event = True
     """``commit(..., check_event=True)`` refuses an event already marked (``EventCheckingStore``): the
-    fast path's function checks the mark before its CAS, the pipelined path guards the mark's insert."""
+    commit function checks the row's ``rids`` and the ``processed_events`` mark before it writes."""
 
     def __init__(self, schema: str, trace_max: int | None = DEFAULT_TRACE_MAX,
-                 recent_events: int = RECENT_EVENTS) -> None:
+                 recent_events: int = PG_RECENT_EVENTS) -> None:
         if recent_events < 0:
             raise ValueError(f"recent_events must be 0 or more, got {recent_events}")
         self.schema = schema
@@ -318,6 +330,8 @@ class PgCore:
             check_event,
             self.recent_events,
             raise_,
+            ended_index_value(exe),  # retention's columns, computed here: the server never parses ``data``
+            exe.expires_at,
         )
 
     def _commit_multi(

@@ -4,12 +4,14 @@ The tables and most statements are the SQL family's (:mod:`durastate.store.sql`:
 description and statement text as the SQLite store), rendered for PostgreSQL and qualified with the
 schema; what only PostgreSQL has is added here:
 
-* ``durastate_commit_cas(…)``, the fast path's server-side function: the CAS (insert-or-conflict), the
-  dedupe mark and the trace step in one statement. It returns false on a lost CAS and never raises, so
-  the transaction it runs in stays clean.
-* ``durastate_conflict()``, which raises SQLSTATE :data:`CONFLICT_SQLSTATE`: the multi-statement path's
-  CAS calls it when it matches no row, which is what lets that path be sent as one pipeline (see
-  :mod:`durastate.store.postgres.core`).
+* ``durastate_commit_cas(…)``, the commit's server-side function: the CAS (insert-or-conflict), the
+  dedupe mark (in the row's ``rids`` and its spill, or a ``processed_events`` row:
+  :func:`~durastate.store.sql.next_recent`), the ``check_event`` check and the trace step in one
+  statement. On the fast path it returns false on a lost CAS and never raises, so the transaction it runs
+  in stays clean; the multi-statement path calls it with ``p_raise``, so a lost CAS raises instead.
+* ``durastate_conflict()``, which raises SQLSTATE :data:`CONFLICT_SQLSTATE`: ``durastate_commit_cas``
+  calls it (``p_raise``) when its CAS or check fails, which is what lets the multi-statement path be sent
+  as one pipeline (see :mod:`durastate.store.postgres.core`).
 * the trace step as one statement (insert and ring trim), the post-conflict probe, the advisory lock key.
 """
 
@@ -43,20 +45,11 @@ _TABLE_REF = re.compile(r"\b(FROM|INTO|UPDATE|JOIN)\s+(" + "|".join(_TABLE_NAMES
 _FUNCTION_BODY = """
 DECLARE
   v_idx bigint;
-  v_ended double precision;
-  v_expires double precision;
   v_version bigint;
   v_rids text;
   v_ids text[];
   v_spill text[];
 BEGIN
-  -- Retention's columns (see durastate.store.retention.ended_index_value), read from the JSON only for
-  -- an ended execution or a tombstone: a running one pays a string comparison.
-  IF p_status IN ('finished', 'failed', 'cancelled', 'terminated') AND left(p_id, 1) <> '~' THEN
-    v_ended := (p_data::json ->> 'ended_at')::double precision;
-  ELSIF p_status = 'purged' THEN
-    v_expires := (p_data::json ->> 'expires_at')::double precision;
-  END IF;
   -- The recent dedupe ids (durastate.store.sql.next_recent): newest first, spilled as one batch when full.
   IF p_old <> 0 THEN
     SELECT version, rids INTO v_version, v_rids FROM {s}.executions WHERE id = p_id;
@@ -86,13 +79,13 @@ BEGIN
   IF p_old = 0 THEN
     INSERT INTO {s}.executions (id, definition_id, version, status, parent_id, active_path, outcome, data,
                                 ended_at, expires_at, rids)
-    VALUES (p_id, p_definition_id, 1, p_status, p_parent_id, p_active_path, p_outcome, p_data, v_ended,
-            v_expires, v_rids)
+    VALUES (p_id, p_definition_id, 1, p_status, p_parent_id, p_active_path, p_outcome, p_data, p_ended,
+            p_expires, v_rids)
     ON CONFLICT (id) DO NOTHING;
   ELSE
     UPDATE {s}.executions
        SET data = p_data, version = p_old + 1, status = p_status, active_path = p_active_path,
-           outcome = p_outcome, ended_at = v_ended, expires_at = v_expires, rids = v_rids
+           outcome = p_outcome, ended_at = p_ended, expires_at = p_expires, rids = v_rids
      WHERE id = p_id AND version = p_old;
   END IF;
   IF NOT FOUND THEN
@@ -100,8 +93,12 @@ BEGIN
     RETURN false;  -- a lost CAS: nothing written, the transaction stays clean (no RAISE)
   END IF;
   IF v_spill IS NOT NULL THEN  -- after the CAS won: these ids are applied, their marks always true
-    INSERT INTO {s}.processed_events (execution_id, event_id) SELECT p_id, unnest(v_spill)
-    ON CONFLICT DO NOTHING;
+    -- NOT EXISTS rather than ON CONFLICT: no speculative insertion, so no confirm record in the WAL per
+    -- row. Race-free: the UPDATE above holds the execution's row lock, and only a commit of this
+    -- execution (holding it too) writes its marks.
+    INSERT INTO {s}.processed_events (execution_id, event_id)
+    SELECT p_id, x FROM unnest(v_spill) AS x
+     WHERE NOT EXISTS (SELECT 1 FROM {s}.processed_events m WHERE m.execution_id = p_id AND m.event_id = x);
   END IF;
   IF p_trace IS NOT NULL THEN
     INSERT INTO {s}.trace (execution_id, idx, entry)
@@ -141,10 +138,12 @@ class PgSql:
                 "text, text, text, bigint); "
                 f"DROP FUNCTION IF EXISTS {s}.durastate_commit_cas(text, text, text, bigint, text, text, text, "
                 "text, text, text, bigint, boolean); "
+                f"DROP FUNCTION IF EXISTS {s}.durastate_commit_cas(text, text, text, bigint, text, text, text, "
+                "text, text, text, bigint, boolean, integer, boolean); "
                 f"CREATE OR REPLACE FUNCTION {s}.durastate_commit_cas(p_id text, p_definition_id text, "
                 "p_data text, p_old bigint, p_event text, p_status text, p_outcome text, "
                 "p_active_path text, p_parent_id text, p_trace text, p_trace_max bigint, p_check boolean, "
-                "p_keep integer, p_raise boolean) "
+                "p_keep integer, p_raise boolean, p_ended double precision, p_expires double precision) "
                 "RETURNS boolean LANGUAGE plpgsql AS $durastate$" + commit_cas + "$durastate$",
             ),
             "durastate_conflict": (
@@ -159,7 +158,8 @@ class PgSql:
         )
         self.fast_commit = (
             f"SELECT {s}.durastate_commit_cas(%s::text, %s::text, %s::text, %s::bigint, %s::text, %s::text, "
-            "%s::text, %s::text, %s::text, %s::text, %s::bigint, %s::boolean, %s::integer, %s::boolean)"
+            "%s::text, %s::text, %s::text, %s::text, %s::bigint, %s::boolean, %s::integer, %s::boolean, "
+            "%s::double precision, %s::double precision)"
         )
         # After a failed commit (the rare path): the winning version, its rids and whether the event was
         # marked (params: id, id, id, event) — the same statement as a kept copy's check.

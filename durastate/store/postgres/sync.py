@@ -32,9 +32,18 @@ from durastate.db.postgres import (
 )
 from durastate.store.base import DEFAULT_TRACE_MAX
 from durastate.store.driven import SyncEventChecking
-from durastate.store.postgres.core import Begin, End, Execute, Ops, PgCore, Pipeline, Query, Request
+from durastate.store.postgres.core import (
+    PG_RECENT_EVENTS,
+    Begin,
+    End,
+    Execute,
+    Ops,
+    PgCore,
+    Pipeline,
+    Query,
+    Request,
+)
 from durastate.store.postgres.schema import PgSql
-from durastate.store.sql import RECENT_EVENTS
 
 __all__ = ["PgSql", "PostgresStore", "connect_with_retry", "split_schema"]
 
@@ -51,7 +60,7 @@ class PostgresStore(PgLink, PgCore, SyncEventChecking):
         schema: str = DEFAULT_SCHEMA,
         trace_max: int | None = DEFAULT_TRACE_MAX,
         create_schema: bool = True,
-        recent_events: int = RECENT_EVENTS,
+        recent_events: int = PG_RECENT_EVENTS,
     ) -> None:
         PgLink.__init__(self, conn)
         PgCore.__init__(self, schema, trace_max, recent_events)
@@ -67,7 +76,7 @@ class PostgresStore(PgLink, PgCore, SyncEventChecking):
         trace_max: int | None = DEFAULT_TRACE_MAX,
         connect_attempts: int = 15,
         connect_interval: float = 1.0,
-        recent_events: int = RECENT_EVENTS,
+        recent_events: int = PG_RECENT_EVENTS,
     ) -> PostgresStore:
         """Connect (retrying: 15 attempts 1 s apart by default) in autocommit, create the schema.
 

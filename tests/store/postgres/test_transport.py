@@ -253,3 +253,20 @@ def test_a_delayed_release_keeps_the_head_and_its_target_back_until_due(open_tra
     assert (third.event.id, third.attempts) == ("a1", 3)
     q.ack(third)
     assert [c.event.id for c in other.claim(10)] == ["a2"]
+
+
+def test_ack_and_claim_acks_a_batch_and_claims_the_next_in_one_round_trip(open_transport: Any,
+                                                                          tmp_path: Path) -> None:
+    """What a runtime round does between two batches: one transaction, one round trip; the targets just
+    served queue up behind the one that was waiting."""
+    q = open_transport()
+    q.send([("a", ev("a1")), ("a", ev("a2")), ("b", ev("b1")), ("b", ev("b2")), ("c", ev("c1"))])
+    first = q.claim(2)
+    assert [c.event.id for c in first] == ["a1", "b1"]
+    with RoundTrips(q._conn, str(tmp_path / "both")) as rt:
+        nxt = q.ack_and_claim(first, 10)
+    assert rt.count == 1
+    assert [c.event.id for c in nxt] == ["c1", "a2", "b2"]
+    assert q.ack_and_claim(first, 10) == []  # stale tokens: nothing acked twice, nothing new to claim
+    q.ack_many(nxt)
+    assert q.pending() == 0
