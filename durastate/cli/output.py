@@ -161,7 +161,8 @@ def show_execution(exe: Execution, children: Sequence[Execution] = (), now: floa
 
 def active_text(exe: Execution, children: Sequence[Execution] = ()) -> Text:
     """The active configuration: the leaf, or for a parallel state each running region's leaf."""
-    text = Text(exe.active_path or "(not started)", style="bold magenta")
+    idle = "(purged: no state kept)" if exe.status == "purged" else "(not started)"
+    text = Text(exe.active_path or idle, style="bold magenta")
     running = [c for c in children if c.parent_id == exe.id and c.child_id in exe.children
                and exe.children[c.child_id].kind == "region"]
     if running:

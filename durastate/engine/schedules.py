@@ -217,7 +217,8 @@ def _zone(name: str) -> ZoneInfo:
         return ZoneInfo(name)
     except (ZoneInfoNotFoundError, ValueError):
         raise ValueError(f"unknown time zone {name!r}; use an IANA name such as UTC, Europe/Berlin or "
-                         "America/New_York") from None
+                         "America/New_York (if it is one, this system has no zone database: "
+                         "pip install tzdata)") from None
 
 
 def _local(ts: float, zone: ZoneInfo) -> datetime:

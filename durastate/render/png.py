@@ -31,7 +31,7 @@ class MissingPillow(DurastateError):
     """PNG output needs Pillow, which comes with the ``cli`` extra."""
 
     def __init__(self) -> None:
-        super().__init__('PNG output needs Pillow: pip install "durastate[cli]" (or write SVG: --format svg)')
+        super().__init__('PNG output needs Pillow: pip install "durastate[png]" (or write SVG: --format svg)')
 
 
 def _pil() -> Any:

@@ -27,6 +27,7 @@ from email.parser import Parser
 from pathlib import Path
 
 import pytest
+from packaging.requirements import Requirement
 
 pytestmark = pytest.mark.slow
 
@@ -41,7 +42,7 @@ CORE_CLOSURE = {"durastate", "pydantic", "pydantic-core", "annotated-types", "ty
 #: What the `cli` extra adds on top.
 CLI_CLOSURE = CORE_CLOSURE | {"typer", "rich", "click", "shellingham", "markdown-it-py", "mdurl", "pygments",
                               "annotated-doc", "colorama"}
-EXTRAS = {"cli", "postgres", "dynamodb", "aio-dynamodb", "aws", "ui"}
+EXTRAS = {"cli", "png", "postgres", "dynamodb", "aio-dynamodb", "aws", "ui"}
 #: Folders and files of a checkout that are not inputs of the build (environments, caches, build outputs).
 NOT_SOURCES = shutil.ignore_patterns(".git", ".venv", "node_modules", "cdk.out", "build", "dist", "*.egg-info",
                                      "__pycache__", "*.pyc", ".mypy_cache", ".ruff_cache", ".pytest_cache",
@@ -112,7 +113,11 @@ def test_wheel_metadata(dists: tuple[Path, Path]) -> None:
     assert "Typing :: Typed" in meta.get_all("Classifier", [])
     requires = meta.get_all("Requires-Dist", [])
     core = {normalize(re.split(r"[ \[<>=!~;(]", r, maxsplit=1)[0]) for r in requires if "extra ==" not in r}
-    assert core == {"pydantic", "pyyaml"}, f"the core install would pull {sorted(core)}"
+    assert core == {"pydantic", "pyyaml", "tzdata"}, f"the core install would pull {sorted(core)}"
+    # tzdata only where the system has no zone database (Windows): its marker keeps it off Linux and macOS
+    [tzdata] = [Requirement(r) for r in requires if r.startswith("tzdata")]
+    assert tzdata.marker is not None and not tzdata.marker.evaluate({"sys_platform": "linux"})
+    assert tzdata.marker.evaluate({"sys_platform": "win32"})
     assert set(meta.get_all("Provides-Extra", [])) >= EXTRAS
     assert re.search(r"^\[console_scripts\]\s*\ndurastate\s*=\s*durastate\.cli:main\s*$", entry_points, re.M), \
         entry_points

@@ -166,7 +166,7 @@ def test_png_colours_the_parents_of_the_active_state() -> None:
 
 def test_png_without_pillow_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "PIL", None)  # what `import PIL` sees when Pillow is not installed
-    with pytest.raises(DurastateError, match=r'pip install "durastate\[cli\]"'):
+    with pytest.raises(DurastateError, match=r'pip install "durastate\[png\]"'):
         statechart_png(order())
 
 
