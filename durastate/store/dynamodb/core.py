@@ -1248,15 +1248,7 @@ class DynamoCore:
         }
         if filters:
             kw["FilterExpression"] = " AND ".join(filters)
-        ids: list[str] = []
-        while len(ids) < want:
-            resp = yield from self._call("query", kw)
-            ids += [r["id"]["S"] for r in resp.get("Items", [])]
-            last = resp.get("LastEvaluatedKey")
-            if not last:
-                break
-            kw = {**kw, "ExclusiveStartKey": last}
-        return ids[:want]
+        return (yield from self._query_ids(kw, want))
 
     def _summaries(self, ids: list[str]) -> Ops[list[ExecutionSummary]]:
         """Summaries of the page's ids (eventually consistent: the index they come from is, too)."""
@@ -1386,6 +1378,19 @@ class DynamoCore:
                 purged.append(eid)
         return PurgeResult(len(purged), 0, more, tuple(purged))
 
+    def _query_ids(self, kw: dict[str, Any], want: int) -> Ops[list[str]]:
+        """The ``id`` of up to ``want`` items an index Query (``kw``) finds, following its pages: a filter
+        can leave a page short of its ``Limit``, so one page is not enough."""
+        ids: list[str] = []
+        while len(ids) < want:
+            resp = yield from self._call("query", kw)
+            ids += [r["id"]["S"] for r in resp.get("Items", [])]
+            last = resp.get("LastEvaluatedKey")
+            if not last:
+                break
+            kw = {**kw, "ExclusiveStartKey": last}
+        return ids[:want]
+
     def _ended_ids(
         self, status: str, shard: int, ended_before: float, definition_id: str | None, want: int
     ) -> Ops[list[str]]:
@@ -1403,15 +1408,7 @@ class DynamoCore:
             kw["FilterExpression"] = "#d = :d"
             names["#d"] = "definition_id"
             values[":d"] = S(definition_id)
-        ids: list[str] = []
-        while len(ids) < want:
-            resp = yield from self._call("query", kw)
-            ids += [r["id"]["S"] for r in resp.get("Items", [])]
-            last = resp.get("LastEvaluatedKey")
-            if not last:
-                break
-            kw = {**kw, "ExclusiveStartKey": last}
-        return ids[:want]
+        return (yield from self._query_ids(kw, want))
 
     def _purge_one(
         self, eid: str, ended_before: float, statuses: tuple[str, ...], definition_id: str | None, now: float,
