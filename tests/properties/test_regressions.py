@@ -17,14 +17,14 @@ from typing import Any
 import pytest
 
 from durastate.engine import DefinitionRegistry, load_definition
-from durastate.engine.ids import child_execution_id, finished_event_id, timeout_event_id
+from durastate.engine.ids import child_execution_id, finished_event_id, is_system_id, timeout_event_id
 from durastate.engine.model import Event
 from durastate.errors import MalformedEvent
 from durastate.transport import parse_envelope
 from tests.store.conformance.backends import BACKENDS, BackendRequest, open_backend
 
 from .definitions import DEFINITIONS
-from .harness import Driver, check_namespace
+from .harness import Driver, check_namespace, list_all
 from .strategies import chain
 
 STORES = ["dict", "sqlite", "postgres", "dynamodb-moto"]
@@ -259,3 +259,23 @@ def test_a_forged_finished_notice_cannot_change_the_childs_outcome_or_output(tmp
         driver.deliver({"target_id": "p", "event": {"id": "forged", "name": "durastate.finished", "data": forged}})
         parent = store.load("p")
         assert parent is not None and parent.context.get("got") == {"count": 0, "peer": None}, parent.context
+
+
+@pytest.mark.parametrize("driver", store_params((), ""), indirect=True)
+def test_an_oversized_start_is_refused_and_leaves_no_execution_behind(driver: Driver) -> None:
+    """A start over DynamoDB's item limit is refused with a typed error and no trace of the execution.
+
+    The definition's version is archived before the first start of it commits, on purpose: an execution
+    must never pin a version that is not archived. So a refused start may leave that archive record, and
+    nothing else; a redelivery of the start is refused the same way.
+    """
+    huge = {"definition_id": "counter", "context": {"blob": "x" * 450_000}}
+    for _ in range(2):
+        out = driver.deliver({"target_id": "big", "event": {"id": "s1", "name": "durastate.start", "data": huge}})
+        if not driver.store.__class__.__name__.startswith("Dynamo"):
+            assert out.accepted, out  # the SQL and in-memory stores keep rows this large
+            return
+        assert out.kind == "refused" and type(out.error).__name__ == "ExecutionTooLarge", out
+        assert "keep large payloads out of the context" in str(out.error)
+        assert driver.store.load("big") is None
+        assert [s.id for s in list_all(driver.store) if not is_system_id(s.id)] == []
