@@ -50,7 +50,7 @@ MAX_HELD = 1_000
 """How many events a suspended (or retry-waiting) execution keeps before it refuses more: the held
 events live in the execution, which must stay within the backend's item size (DynamoDB: 400 KB)."""
 
-RESTORED_FIELDS = ("active_path", "history", "context", "timers", "children", "invoke_seq")
+RESTORED_FIELDS = ("active_path", "history", "context", "timers", "children", "invoke_seq", "maps")
 """What a redrive puts back: the execution as it stood before the step that failed."""
 
 
@@ -161,7 +161,7 @@ def record_failure(exe: Execution, before: Execution | None, event: Event) -> No
     """
     if before is None:
         restored: dict[str, Any] = {"active_path": None, "history": {}, "context": dict(exe.context),
-                                    "timers": {}, "children": {}, "invoke_seq": 0}
+                                    "timers": {}, "children": {}, "invoke_seq": 0, "maps": {}}
     else:
         restored = before.model_dump(include=set(RESTORED_FIELDS), mode="json")
     redrives = exe.failure.redrives if exe.failure is not None else 0

@@ -55,6 +55,7 @@ __all__ = [
     "After",
     "Definition",
     "Invoke",
+    "Map",
     "State",
     "StateType",
     "Transition",
@@ -153,6 +154,27 @@ class Invoke(BaseModel):
     new one (its ``on`` names match the child's error type); ``on_error`` runs once the tries run out."""
 
 
+class Map(BaseModel):
+    """Fan out: one child execution of ``invoke.definition`` per item of ``items``, at most
+    ``max_concurrency`` running at a time (the logic is :mod:`durastate.engine.fanout`).
+
+    ``items`` is evaluated on entry and must be a JSON array; ``invoke.context`` is evaluated when each
+    item's child starts, with ``$item`` and ``$index`` beside ``$context``. ``output`` (default
+    ``$event.output``: the child's whole final context) is what is kept of each finished child, with
+    ``$event`` the child's ``durastate.finished`` notice. ``tolerate``: how many failed children the map
+    accepts (their output is ``null`` and they are listed in ``$event.failed``); one more takes
+    ``on_error`` and cancels the children still running.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    items: Any
+    invoke: Invoke
+    max_concurrency: int = Field(default=10, ge=1, le=1000)
+    output: Any = "$event.output"
+    tolerate: int = Field(default=0, ge=0)
+
+
 class State(BaseModel):
     """One node of the state tree. ``type`` defaults to ``compound`` if it has ``states``, else ``atomic``."""
 
@@ -170,6 +192,9 @@ class State(BaseModel):
     on_done: list[Transition] = Field(default_factory=list)
     on_error: list[Transition] = Field(default_factory=list)
     invoke: Invoke | None = None
+    map: Map | None = None
+    """Fan out over a list (:class:`Map`); an atomic state with a ``map`` takes ``on_done`` once every item's
+    child has ended, with ``$event.outputs`` in item order."""
     states: dict[str, State] = Field(default_factory=dict)
     history: Literal["shallow", "deep"] | None = None
     """History states only: what is restored (default shallow)."""
@@ -384,7 +409,7 @@ _FIELDS: dict[str, tuple[str, ...]] = {}
 def _model_fields_at(loc: tuple[int | str, ...]) -> tuple[str, ...]:
     """Allowed keys of the model at ``loc`` (for a did-you-mean on an unknown key)."""
     if not _FIELDS:
-        for model in (Definition, State, Transition, After, Invoke):
+        for model in (Definition, State, Transition, After, Invoke, Map):
             _FIELDS[model.__name__] = tuple(model.model_fields)
     parent = [p for p in loc[:-1] if not isinstance(p, int)]
     if not parent:
@@ -394,6 +419,8 @@ def _model_fields_at(loc: tuple[int | str, ...]) -> tuple[str, ...]:
         return _FIELDS["After"]
     if last == "invoke":
         return _FIELDS["Invoke"]
+    if last == "map":
+        return _FIELDS["Map"]
     if (len(parent) >= 2 and parent[-2] == "on") or last in ("always", "on_done", "on_error"):
         return _FIELDS["Transition"]
     return _FIELDS["State"]
@@ -422,7 +449,8 @@ def _pydantic_issues(exc: ValidationError) -> list[str]:
 
 # -- every issue in one run: repair a scratch copy, then check its semantics ------------------------------
 
-_PLACEHOLDERS: dict[str, Any] = {"id": "?", "seconds": 1.0, "definition": "?"}
+_PLACEHOLDERS: dict[str, Any] = {"id": "?", "seconds": 1.0, "definition": "?", "items": [],
+                                  "invoke": {"definition": "?"}}
 """What a missing required field is assumed to be while the rest of the document is checked."""
 
 
@@ -509,6 +537,8 @@ def _repair(doc: dict[str, Any], err: Any, tainted: set[str], unsure: set[str]) 
         parent["history"] = "shallow"
     elif key == "invoke":
         parent["invoke"] = {"definition": "?"}  # so on_done/on_error are judged as on an invoking state
+    elif key == "map":
+        parent["map"] = {"items": [], "invoke": {"definition": "?"}}  # the same, for a state that maps
     elif key == "states":
         parent.pop(key, None)
         unsure.add(state_site)

@@ -29,6 +29,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from durastate.engine import fanout
 from durastate.engine.definition import Definition
 from durastate.engine.ids import (
     CATCH,
@@ -140,6 +141,8 @@ class Run(StepResult):
     internal: list[Event] | None = None
     invokes: list[int] | None = None
     forks: list[int] | None = None
+    fanouts: list[int] | None = None
+    """Map states entered in this step, whose first children start at its end (:mod:`durastate.engine.fanout`)."""
     invoke_attempt = 1
     fired: list[tuple[CompiledTransition, str]] | None = None
     """The transitions taken and the event in hand when each fired; a list only for ``step(detail=True)``."""
@@ -257,6 +260,8 @@ class Run(StepResult):
                     self._timer(TimerOp("cancel", timer.key))
         if exe.children and (t.kind[s] == "parallel" or t.invoke[s] is not None):
             self._drop_children(s)
+        if t.maps and s in t.maps:
+            fanout.leave(self, s)
         if t.invoke_retry[s] is not None and exe.timers:
             again = REINVOKE_PREFIX + t.paths[s]
             if exe.timers.pop(again, None) is not None:
@@ -291,6 +296,8 @@ class Run(StepResult):
             if self.invokes is None:
                 self.invokes = []
             self.invokes.append(s)
+        if t.maps and s in t.maps:
+            fanout.enter(self, s)
 
     def arm_timers(self, s: int) -> None:
         """Arm every ``after`` timer of the just-entered state ``s``; a computed delay or deadline that is
@@ -468,6 +475,8 @@ class Run(StepResult):
         left again within one step starts nothing. Invoke contexts are evaluated before anything is
         changed: if one fails, no half-made child is left behind.
         """
+        if self.fanouts and self.exe.status == "running":
+            fanout.start(self)
         if not (self.forks or self.invokes) or self.exe.status != "running":
             return
         t, exe = self.t, self.exe
@@ -581,6 +590,8 @@ class Run(StepResult):
         ref = exe.children.get(cid) if isinstance(cid, str) else None
         if ref is None or ref.status != "running":
             return False  # a child we already forgot (cancelled) or a duplicate
+        if ref.kind == "map":
+            return fanout.on_finished(self, cid, ref, ev)
         status = ev.data.get("status", "finished")
         ref.status = status if status in ("finished", "failed", "cancelled") else "failed"
         ref.outcome = ev.data.get("outcome")
@@ -693,7 +704,7 @@ def step(defn: Definition, exe: Execution, event: Event, now: float, *, detail: 
         if handled:
             if run.internal or t.always[run.leaf]:
                 run.settle()
-            if run.forks or run.invokes:
+            if run.forks or run.invokes or run.fanouts:
                 run.start_children()
     except RetryableFailure as exc:
         res.retry = exc  # the caller throws this step away: what it did to the execution does not count

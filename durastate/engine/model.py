@@ -46,6 +46,7 @@ __all__ = [
     "Event",
     "Execution",
     "Failure",
+    "MapProgress",
     "PendingRetry",
     "Spawn",
     "Status",
@@ -102,16 +103,50 @@ class ChildRef(BaseModel):
 
     path: str
     """The parent's state that owns the child: the region's root path, or the invoking state's path."""
-    kind: Literal["region", "invoke"] = "region"
+    kind: Literal["region", "invoke", "map"] = "region"
     status: Status = "running"
     outcome: str | None = None
     attempt: int = Field(default=1, exclude_if=lambda v: v == 1)
     """Which try of the invoke this child is (an ``invoke`` with a ``retry`` policy starts a new child
     after a failed one); left out of the stored JSON while it is the first."""
+    index: int | None = Field(default=None, exclude_if=lambda v: v is None)
+    """A ``map`` child only: the position of its item in the list (:mod:`durastate.engine.fanout`)."""
 
 
 def _empty(value: object) -> bool:
     return not value
+
+
+class MapProgress(BaseModel):
+    """The counters and results of one active ``map`` state (:mod:`durastate.engine.fanout`).
+
+    Counters rather than one :class:`ChildRef` per item: only the running children (at most the map's
+    ``max_concurrency``) are in ``Execution.children``, so a list of 10,000 items costs the parent its
+    items and outputs, not 10,000 references.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    total: int
+    """How many items the list had on entry."""
+    started: int = 0
+    """How many children were started so far: the next item to start is ``items[started]``."""
+    done: int = 0
+    failed: int = 0
+    cancelled: int = 0
+    """Children the map cancelled itself when it stopped (one failure too many)."""
+    pending: list[Any] = Field(default_factory=list)
+    """The items not started yet, in order (taken from the front as their children start)."""
+    outputs: list[Any] = Field(default_factory=list)
+    """One per item, in item order: what the map keeps of its finished child (``null`` until then, and
+    for a failed one)."""
+    failures: list[dict[str, Any]] = Field(default_factory=list)
+    """The failed children (``index``, ``child_id``, ``status``, ``error``), in the order they failed."""
+
+    @property
+    def running(self) -> int:
+        """Children started and not ended yet (0 once the map stopped after one failure too many)."""
+        return self.started - self.done - self.failed - self.cancelled
 
 
 class Failure(BaseModel):
@@ -174,6 +209,8 @@ class Execution(BaseModel):
     invoke_seq: int = 0
     timers: dict[str, float] = Field(default_factory=dict)
     """Armed timers: state path -> fire_at (epoch seconds). A timeout whose fire_at differs is stale."""
+    maps: dict[str, MapProgress] = Field(default_factory=dict, exclude_if=_empty)
+    """The active ``map`` states: state path -> their progress. Left out of the stored JSON while empty."""
     created_at: float | None = None
     updated_at: float | None = None
     # Recovery and control. Empty on the happy path and then left out of the stored JSON entirely, so

@@ -35,6 +35,7 @@ from durastate.engine.expressions import (
     compile_value,
     did_you_mean,
 )
+from durastate.engine.fanout import CompiledMap, compile_map
 from durastate.engine.ids import AFTER_SEPARATOR, after_timer_key
 from durastate.engine.model import RESERVED_PREFIX, Event
 from durastate.engine.retry import RetryPolicy, parse_retry
@@ -204,6 +205,8 @@ class Tables:
     """Every ``after`` timer by its timer key (what a ``durastate.timeout`` names)."""
     invoke: list[tuple[str, Value] | None] = field(default_factory=list)
     invoke_retry: list[RetryPolicy | None] = field(default_factory=list)
+    maps: dict[int, CompiledMap] = field(default_factory=dict)
+    """The states with a ``map`` (:mod:`durastate.engine.fanout`), by index."""
     history_deep: list[bool] = field(default_factory=list)
     history_default: list[int] = field(default_factory=list)
     has_history: list[bool] = field(default_factory=list)
@@ -389,7 +392,7 @@ class _Builder:
             if kids:
                 checks.append(f"{at('states')}: an atomic state has no child states (drop `type: atomic`)")
             forbid("initial", "outcome", "history", "target", why="atomic state")
-            if node.invoke is None:
+            if node.invoke is None and node.map is None:
                 # on_error stays allowed: it catches a failure whose retries ran out (engine.retry)
                 forbid("on_done", why="state without `invoke` (or a final child)")
         elif kind == "parallel":
@@ -485,6 +488,10 @@ class _Builder:
             t.invoke[i] = (node.invoke.definition, ctx)
             if node.invoke.retry is not None:
                 t.invoke_retry[i] = parse_retry(node.invoke.retry, f"{at('invoke')}.retry", issues)
+        if node.map is not None:
+            compiled = compile_map(node, kind, at, issues, checks)
+            if compiled is not None:
+                t.maps[i] = compiled
 
     def _after(self, i: int, k: int, spec: After, site: str) -> None:
         """Check the ``k``-th timer of state ``i`` (exactly one of ``seconds``/``at``; a constant must be a
@@ -637,12 +644,13 @@ class _Builder:
         t = self.t
         n = len(t.paths)
         for i in range(n):
-            t.enter_work.append(bool(t.entry[i] or t.after[i] or t.invoke[i] is not None))
+            t.enter_work.append(bool(t.entry[i] or t.after[i] or t.invoke[i] is not None or i in t.maps))
             t.exit_work.append(
                 bool(
                     t.exit[i]
                     or t.after[i]
                     or t.invoke[i] is not None
+                    or i in t.maps
                     or t.has_history[i]
                     or t.kind[i] == "parallel"
                 )

@@ -1,0 +1,262 @@
+"""Fan-out: the ``map`` of a state — one child execution per item of a list, in a bounded window.
+
+```yaml
+charging:
+  map:
+    items: $context.orders                                  # evaluated on entry: a JSON array
+    invoke: {definition: charge, context: {order: $item, n: $index}}
+    max_concurrency: 10                                     # children running at once (default 10)
+    tolerate: 0                                             # failed children accepted (default 0)
+  on_done: {target: done, actions: [{assign: {results: $event.outputs}}]}
+  on_error: failed
+```
+
+How it stays within one stored execution (DynamoDB: 400 KB) however long the list is: the parent keeps
+*counters* (:class:`~durastate.engine.model.MapProgress`: items not started yet, started/done/failed,
+and one output per item), and a :class:`~durastate.engine.model.ChildRef` only for the children running
+now, so at most ``max_concurrency`` of them. Each child is an invoked child like any other — its id
+derived from the parent's invoke number (:func:`~durastate.engine.ids.child_execution_id`), its start
+and its ``durastate.finished`` notice checked by the worker against the parent and the child's stored
+state — so a forged start or notice is refused exactly as for ``invoke``.
+
+The step that applies a child's notice also records its output and starts the next item's child: one
+commit, so the window never holds more than ``max_concurrency`` children and a crash between the two
+cannot lose an item. When every child has ended the state's ``on_done`` runs with ``$event.outputs`` (in
+item order, whatever order the children finished in), ``$event.failed`` (the tolerated failures,
+whose outputs are ``null``), ``$event.total`` and ``$event.done``. One failure more than ``tolerate``
+cancels the children still running and takes ``on_error`` with that child's notice (``$event.error``,
+``$event.child_id``, ``$event.index``); without an ``on_error`` the parent fails, as for ``invoke``.
+Leaving the state (any transition out, a cancel, the end of the execution) cancels the running
+children.
+
+A ``retry`` policy on the map's ``invoke`` is refused at load: retry inside the child definition (a
+``call`` with a retry policy), or accept failures with ``tolerate``.
+
+Pure, like the rest of the engine: it only changes the execution and adds to the step's result.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from durastate.engine.expressions import Issues, Value, compile_value
+from durastate.engine.ids import cancel_event_id, child_execution_id, start_event_id
+from durastate.engine.model import CANCEL, START, ChildRef, Event, MapProgress
+
+if TYPE_CHECKING:
+    from durastate.engine.definition import State
+    from durastate.engine.interpreter import Run
+
+__all__ = ["DEFAULT_MAX_CONCURRENCY", "ITEM_EVENT", "CompiledMap", "compile_map", "enter", "leave",
+           "on_finished", "start"]
+
+DEFAULT_MAX_CONCURRENCY = 10
+"""Children a map runs at once unless it says otherwise (``max_concurrency``: 1 to 1000)."""
+
+ITEM_EVENT = "durastate.map.item"
+"""The name of the event a map's ``invoke.context`` is evaluated with: its data is ``{item, index}``,
+which is what ``$item`` and ``$index`` read."""
+
+_ITEM_REFS = {"$item": "$event.item", "$index": "$event.index"}
+
+
+@dataclass(frozen=True, slots=True)
+class CompiledMap:
+    """A state's ``map``, compiled at load."""
+
+    definition: str
+    items: Value
+    context: Value
+    """Evaluated with ``(parent context, an ITEM_EVENT)``: ``$item``/``$index`` were rewritten to its data."""
+    output: Value
+    max_concurrency: int
+    tolerate: int
+    site: str
+
+
+# -- load -------------------------------------------------------------------------------------------------
+
+
+def _item_refs(spec: Any, where: str, issues: Issues) -> Any:
+    """``spec`` with ``$item…``/``$index`` rewritten to the item event's data; ``$event`` is an issue there
+    (a child may start long after entry, when the event in hand is another child's notice)."""
+    if isinstance(spec, str):
+        if spec.startswith("$$") or not spec.startswith("$"):
+            return spec
+        head, dot, rest = spec.partition(".")
+        if head in _ITEM_REFS:
+            return _ITEM_REFS[head] + dot + rest
+        if head == "$event":
+            issues.append(f"{where}: {spec!r}: a map's invoke context sees $item, $index and $context, not "
+                          "$event (children start as others finish); assign what you need from the event to "
+                          "the context on entry")
+        return spec
+    if isinstance(spec, dict):
+        return {k: _item_refs(v, f"{where}.{k}", issues) for k, v in spec.items()}
+    if isinstance(spec, list):
+        return [_item_refs(v, f"{where}[{i}]", issues) for i, v in enumerate(spec)]
+    return spec
+
+
+def compile_map(node: State, kind: str, at: Callable[[str], str], issues: Issues,
+                checks: Issues) -> CompiledMap | None:
+    """Check and compile ``node.map`` (``at(key)``: the site of a key of the state); ``checks`` gets the
+    issues that depend on the state's kind (see :func:`durastate.engine.tables.build_tables`)."""
+    spec = node.map
+    if spec is None:
+        return None
+    site = at("map")
+    if kind != "atomic":
+        checks.append(f"{site}: only an atomic state (without child states) can map")
+    if node.invoke is not None:
+        issues.append(f"{site}: a state either invokes one child (`invoke`) or maps over a list (`map`), not "
+                      "both; put one of them on a state of its own")
+    if spec.invoke.retry is not None:
+        issues.append(f"{site}.invoke.retry: a map does not retry its items; retry inside the child definition "
+                      "(a `call` with a `retry` policy), or accept failed items with `tolerate`")
+    items = spec.items
+    if not (isinstance(items, list) or (isinstance(items, str) and items.startswith("$") and not items.startswith("$$"))
+            or (isinstance(items, dict) and len(items) == 1)):
+        issues.append(f"{site}.items: must be a list or an expression that gives one (such as "
+                      f"$context.orders), got {items!r}")
+    ctx_spec = _item_refs(spec.invoke.context, f"{site}.invoke.context", issues)
+    return CompiledMap(
+        definition=spec.invoke.definition,
+        items=compile_value(spec.items, f"{site}.items", issues),
+        context=compile_value(ctx_spec, f"{site}.invoke.context", issues),
+        output=compile_value(spec.output, f"{site}.output", issues),
+        max_concurrency=spec.max_concurrency,
+        tolerate=spec.tolerate,
+        site=site,
+    )
+
+
+# -- run --------------------------------------------------------------------------------------------------
+
+
+def _event(eid: str, name: str, data: dict[str, Any]) -> Event:
+    return Event.model_construct(id=eid, name=name, data=data)
+
+
+def enter(run: Run, s: int) -> None:
+    """The map state ``s`` was just entered (after its entry actions): evaluate its items.
+
+    Its children start at the end of the step (:func:`start`), if the state is still active then; an empty
+    list takes ``on_done`` at once (an internal event, as a compound state's final child does).
+    """
+    t, exe = run.t, run.exe
+    m = t.maps[s]
+    run.site = m.site + ".items"
+    items = m.items(exe.context, run.event)
+    if not isinstance(items, list):
+        shown = "null (missing?)" if items is None else type(items).__name__
+        raise TypeError(f"map items must evaluate to a JSON array, got {shown}; give a list (such as "
+                        "$context.orders)")
+    path = t.paths[s]
+    exe.maps[path] = MapProgress(total=len(items), pending=copy.deepcopy(items), outputs=[None] * len(items))
+    if not items:
+        run._queue(_event(run.event.id, t.done_event[s], _done_data(exe.maps[path])))
+        return
+    if run.fanouts is None:
+        run.fanouts = []
+    run.fanouts.append(s)
+
+
+def start(run: Run) -> None:
+    """At the end of a step: start the first window of each map state entered and still active."""
+    t, leaf = run.t, run.leaf
+    for s in dict.fromkeys(run.fanouts or ()):
+        progress = run.exe.maps.get(t.paths[s])
+        if s == leaf and progress is not None:
+            _fill(run, s, progress)
+    run.fanouts = None
+
+
+def _fill(run: Run, s: int, progress: MapProgress) -> None:
+    """Start children until ``max_concurrency`` run or no item is left. The contexts of all of them are
+    evaluated first, so a value that fails leaves no half-started window behind."""
+    t, exe = run.t, run.exe
+    m = t.maps[s]
+    room = min(m.max_concurrency - progress.running, len(progress.pending))
+    if room <= 0:
+        return
+    run.site = m.site + ".invoke.context"
+    contexts: list[dict[str, Any]] = []
+    for k in range(room):
+        index = progress.started + k
+        child_ctx = m.context(exe.context, _event(run.event.id, ITEM_EVENT,
+                                                  {"item": progress.pending[k], "index": index}))
+        if not isinstance(child_ctx, dict):
+            raise TypeError(f"map invoke context must evaluate to a mapping, got {type(child_ctx).__name__}")
+        contexts.append(copy.deepcopy(child_ctx))
+    del progress.pending[:room]
+    path = t.paths[s]
+    for child_ctx in contexts:
+        exe.invoke_seq += 1
+        cid = child_execution_id(exe.id, exe.invoke_seq)
+        exe.children[cid] = ChildRef(path=path, kind="map", index=progress.started)
+        progress.started += 1
+        data = {"definition_id": m.definition, "context": child_ctx, "parent_id": exe.id, "child_id": cid}
+        run.res.emits.append((cid, _event(start_event_id(cid), START, data)))
+
+
+def _done_data(progress: MapProgress) -> dict[str, Any]:
+    return {"outputs": progress.outputs, "failed": progress.failures, "total": progress.total,
+            "done": progress.done}
+
+
+def _cancel_running(run: Run, path: str) -> int:
+    """Cancel the running children of the map at ``path`` and forget them (late news is then ignored)."""
+    exe = run.exe
+    n = 0
+    for cid, ref in list(exe.children.items()):
+        if ref.kind == "map" and ref.path == path:
+            if ref.status == "running":
+                run.res.emits.append((cid, _event(cancel_event_id(cid), CANCEL, {})))
+                n += 1
+            del exe.children[cid]
+    return n
+
+
+def leave(run: Run, s: int) -> None:
+    """The map state ``s`` is exited: cancel its running children and drop its progress."""
+    path = run.t.paths[s]
+    _cancel_running(run, path)
+    run.exe.maps.pop(path, None)
+
+
+def on_finished(run: Run, cid: str, ref: ChildRef, ev: Event) -> bool:
+    """A map child's ``durastate.finished``: record it, start the next item, and end the map when due."""
+    from durastate.engine.interpreter import ExecutionFailed  # (the interpreter imports this module)
+
+    t, exe = run.t, run.exe
+    s = t.index.get(ref.path, -1)
+    progress = exe.maps.get(ref.path)
+    del exe.children[cid]
+    if s < 0 or progress is None or ref.index is None or s not in t.maps:
+        return False
+    m = t.maps[s]
+    status = ev.data.get("status", "finished")
+    if status == "finished":
+        run.site = m.site + ".output"
+        progress.outputs[ref.index] = copy.deepcopy(m.output(exe.context, ev))
+        progress.done += 1
+    else:
+        progress.failed += 1
+        error = ev.data.get("error") or status
+        progress.failures.append({"index": ref.index, "child_id": cid, "status": status, "error": error})
+        if progress.failed > m.tolerate:
+            progress.cancelled += _cancel_running(run, ref.path)
+            progress.pending.clear()
+            if not run.dispatch(_event(ev.id, t.error_event[s], {**ev.data, "index": ref.index})):
+                raise ExecutionFailed(f"map child {cid} (item {ref.index}) {status}: {error} (no on_error on "
+                                      f"{t.paths[s]})")
+            return True
+    if progress.done + progress.failed == progress.total:
+        run.dispatch(_event(ev.id, t.done_event[s], _done_data(progress)))
+        return True
+    _fill(run, s, progress)
+    return True
