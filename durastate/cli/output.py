@@ -19,7 +19,7 @@ from rich.text import Text
 
 from durastate.engine.durations import format_duration
 from durastate.engine.ids import RESUME, SUSPEND, TERMINATE
-from durastate.engine.model import CANCEL, FINISHED, START, TIMEOUT, Event, Execution
+from durastate.engine.model import CANCEL, FINISHED, START, TIMEOUT, Event, Execution, MapProgress
 from durastate.store import ExecutionSummary
 
 _WIDTH = None if sys.stdout.isatty() else 160
@@ -122,6 +122,8 @@ def show_execution(exe: Execution, children: Sequence[Execution] = (), now: floa
         names = ", ".join(e.name for e in exe.held[:5]) + (", …" if len(exe.held) > 5 else "")
         grid.add_row("held", Text(f"{len(exe.held)} event(s) waiting: {names}"))
     grid.add_row("active", active_text(exe, children))
+    for path, progress in exe.maps.items():
+        grid.add_row("map", Text(map_progress(path, progress)))
     if exe.parent_id:
         grid.add_row("parent", Text(f"{exe.parent_id}" + (f" (as {exe.child_id})" if exe.child_id else "")))
     if exe.root_path:
@@ -157,6 +159,15 @@ def show_execution(exe: Execution, children: Sequence[Execution] = (), now: floa
                                   relative(child.active_path, ref.path) if child and child.active_path
                                   else "-"))
         console.print(table)
+
+
+def map_progress(path: str, progress: MapProgress) -> str:
+    """One line of a map state's progress: ``charging: 40 started, 35 done, 2 failed of 100 (3 running)``."""
+    line = (f"{path}: {progress.started} started, {progress.done} done, {progress.failed} failed of "
+            f"{progress.total} ({progress.running} running)")
+    if progress.cancelled:
+        line += f"; stopped, {progress.cancelled} cancelled"
+    return line
 
 
 def active_text(exe: Execution, children: Sequence[Execution] = ()) -> Text:

@@ -156,7 +156,7 @@ def enter(run: Run, s: int) -> None:
         raise TypeError(f"map items must evaluate to a JSON array, got {shown}; give a list (such as "
                         "$context.orders)")
     path = t.paths[s]
-    exe.maps[path] = MapProgress(total=len(items), pending=copy.deepcopy(items), outputs=[None] * len(items))
+    exe.maps[path] = MapProgress(total=len(items), pending=copy.deepcopy(items))
     if not items:
         run._queue(_event(run.event.id, t.done_event[s], _done_data(exe.maps[path])))
         return
@@ -199,6 +199,7 @@ def _fill(run: Run, s: int, progress: MapProgress) -> None:
         cid = child_execution_id(exe.id, exe.invoke_seq)
         exe.children[cid] = ChildRef(path=path, kind="map", index=progress.started)
         progress.started += 1
+        progress.outputs.append(None)  # (grows as the items shrink: the parent holds each item once)
         data = {"definition_id": m.definition, "context": child_ctx, "parent_id": exe.id, "child_id": cid}
         run.res.emits.append((cid, _event(start_event_id(cid), START, data)))
 

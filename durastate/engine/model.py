@@ -138,8 +138,9 @@ class MapProgress(BaseModel):
     pending: list[Any] = Field(default_factory=list)
     """The items not started yet, in order (taken from the front as their children start)."""
     outputs: list[Any] = Field(default_factory=list)
-    """One per item, in item order: what the map keeps of its finished child (``null`` until then, and
-    for a failed one)."""
+    """One per started item, in item order: what the map keeps of its finished child (``null`` until then,
+    and for a failed one). It grows as ``pending`` shrinks, so the parent never holds a slot for an item
+    twice."""
     failures: list[dict[str, Any]] = Field(default_factory=list)
     """The failed children (``index``, ``child_id``, ``status``, ``error``), in the order they failed."""
 
