@@ -14,7 +14,7 @@ each with the sequence of events that reaches it. What the explorer feeds in:
 * the events: every name a state has a transition on (``*`` becomes an event named ``any``), with the
   data variants of the ``event.KEY`` domains;
 * the timers: each armed timer fires as its ``durastate.timeout`` (the clock moves to its time);
-* the children: each running region or invoked child may finish (with each outcome a final state of a
+* the children: each running region, invoked child or map child may finish (with each outcome a final state of a
   region can give) or fail;
 * the start contexts: the definition's own, with every combination of the ``context.KEY`` domains.
 
@@ -209,5 +209,6 @@ def _combinations(domains: Mapping[str, Sequence[Any]]) -> Iterator[dict[str, An
 
 def _key(exe: Execution) -> str:
     return json.dumps([exe.active_path, exe.status, exe.history, exe.context, sorted(exe.timers),
-                       sorted((cid, ref.status) for cid, ref in exe.children.items())],
+                       sorted((cid, ref.status) for cid, ref in exe.children.items()),
+                       {path: m.model_dump() for path, m in exe.maps.items()}],
                       sort_keys=True, default=str)

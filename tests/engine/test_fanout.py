@@ -10,6 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from durastate.engine import Event, Execution, load_definition, step
+from durastate.engine.checks import static_issues
+from durastate.engine.explore import explore
 from durastate.engine.ids import cancel_event_id
 from durastate.engine.model import CANCEL, FINISHED, START
 from durastate.errors import DefinitionError
@@ -303,3 +305,23 @@ def test_ten_thousand_items_fit_in_one_dynamodb_item() -> None:
     largest, exe = run_big_map("$event.output.cents", {"cents": 1234})
     assert largest < MAX_ITEM_BYTES, largest  # measured: 288,140 bytes, at entry (the list is in the context too)
     assert exe.context["outputs"] == [1234] * ITEMS
+
+
+# -- static checks and exploration ---------------------------------------------------------------------------
+
+
+def test_static_checks_accept_a_map_and_exploration_runs_every_finishing_order() -> None:
+    defn = load_definition(fan(max_concurrency=2))
+    assert static_issues(defn) == []
+    found = explore(defn, limit=5000)
+    assert found.complete and found.findings == []
+    # 5 items, 2 at a time, each child finished or failed: the map's progress tells configurations apart
+    assert found.configurations > 10
+
+
+def test_exploration_finds_a_map_that_never_leaves() -> None:
+    defn = fan()
+    del defn["states"]["mapping"]["on_done"], defn["states"]["mapping"]["on"], defn["states"]["aborted"]
+    found = explore(load_definition(defn), limit=5000)
+    assert [f.kind for f in found.findings] == ["deadlock"]
+    assert "child mapping finished" in found.findings[0].describe()
