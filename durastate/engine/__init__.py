@@ -8,7 +8,7 @@ res = step(defn, exe, Event(name="durastate.start"), now=0.0)
 ```
 """
 
-from durastate.engine.definition import After, Definition, Invoke, State, Transition, load_definition
+from durastate.engine.definition import After, Definition, Invoke, Map, State, Transition, load_definition
 from durastate.engine.ids import child_execution_id, derived_id, timeout_event_id
 from durastate.engine.interpreter import MAX_MICROSTEPS, StepResult, step
 from durastate.engine.model import (
@@ -21,6 +21,7 @@ from durastate.engine.model import (
     ChildRef,
     Event,
     Execution,
+    MapProgress,
     Status,
     new_id,
 )
@@ -41,6 +42,8 @@ __all__ = [
     "Event",
     "Execution",
     "Invoke",
+    "Map",
+    "MapProgress",
     "State",
     "Status",
     "StepResult",

@@ -591,6 +591,7 @@ class Run(StepResult):
         if ref is None or ref.status != "running":
             return False  # a child we already forgot (cancelled) or a duplicate
         if ref.kind == "map":
+            assert isinstance(cid, str)
             return fanout.on_finished(self, cid, ref, ev)
         status = ev.data.get("status", "finished")
         ref.status = status if status in ("finished", "failed", "cancelled") else "failed"

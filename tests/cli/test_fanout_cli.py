@@ -1,0 +1,32 @@
+"""A map through the command: start, serve, send to its children, and `show` printing its progress."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+
+from ._support import Outcome
+
+
+def test_show_prints_a_maps_progress_until_it_is_done(cli: Callable[..., Outcome]) -> None:
+    assert cli("start", "batch", "--id", "b").code == 0
+    assert cli("serve", "--until-idle").code == 0
+    shown = cli("show", "b")
+    assert shown.code == 0, shown.stderr
+    assert "charging: 3 started, 0 done, 0 failed of 5 (3 running)" in shown.stdout
+    assert [line.split()[:3] for line in shown.stdout.splitlines() if line.startswith("b~")][:3] == [
+        ["b~1", "map", "charging"], ["b~2", "map", "charging"], ["b~3", "map", "charging"]]
+
+    assert cli("send", "b~2", "decline", "--data", '{"reason": "expired"}').code == 0
+    assert cli("serve", "--until-idle").code == 0
+    assert "charging: 4 started, 1 done, 0 failed of 5 (3 running)" in cli("show", "b").stdout
+
+    for child in ("b~1", "b~3", "b~4"):
+        assert cli("send", child, "authorize", "--data", '{"receipt": "r"}').code == 0
+    assert cli("serve", "--until-idle").code == 0
+    assert cli("send", "b~5", "authorize", "--data", '{"receipt": "r"}').code == 0
+    assert cli("serve", "--until-idle").code == 0
+    done = json.loads(cli("show", "b", "--json").stdout)
+    assert done["status"] == "finished" and done["active_path"] == "settled"
+    assert done["context"]["outcomes"] == ["paid", "declined", "paid", "declined", "paid"]
+    assert "maps" not in done  # the progress goes with the state
