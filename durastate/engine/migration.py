@@ -45,6 +45,8 @@ class MigrationPlan:
     """One line per changed path, ``where: old -> new`` (what a dry run shows)."""
     unmapped: list[str] = field(default_factory=list)
     """The paths the execution sits in that are not states of the new version once mapped."""
+    maps: dict[str, str] = field(default_factory=dict)
+    """The path of an active ``map`` state -> its new path (only those that change)."""
 
 
 def parse_mapping(pairs: list[str]) -> dict[str, str]:
@@ -101,6 +103,8 @@ def state_paths(exe: Execution) -> list[str]:
             seen[state] = None
     for ref in exe.children.values():
         seen[ref.path] = None
+    for path in exe.maps:
+        seen[path] = None
     return list(seen)
 
 
@@ -145,8 +149,9 @@ def plan_migration(exe: Execution, old: Definition | None, new: Definition,
         mapped = image(ref.path, f"child {child_id}")
         if mapped != ref.path:
             children[child_id] = mapped
+    maps = {path: mapped for path in exe.maps if (mapped := image(path, "map")) != path}
     return MigrationPlan(exe.id, definition_version(new), active, root, history, timers, children,
-                         timer_moves=moves, changes=changes, unmapped=list(unmapped))
+                         timer_moves=moves, changes=changes, unmapped=list(unmapped), maps=maps)
 
 
 def apply_migration(exe: Execution, plan: MigrationPlan) -> list[TimerOp]:
@@ -164,5 +169,6 @@ def apply_migration(exe: Execution, plan: MigrationPlan) -> list[TimerOp]:
     exe.timers = dict(plan.timers)
     exe.children = {cid: (ChildRef(**{**ref.model_dump(), "path": plan.children[cid]})
                           if cid in plan.children else ref) for cid, ref in exe.children.items()}
+    exe.maps = {plan.maps.get(path, path): progress for path, progress in exe.maps.items()}
     exe.definition_version = plan.to_version
     return ops

@@ -512,6 +512,8 @@ class Worker:
 
 def _is_child_of(child_id: str, parent: Execution) -> bool:
     """Whether ``child_id`` is one of the ids ``parent`` has derived for its children so far."""
+    if child_id in parent.children:  # running now (a map's window): no need to recompute hashed ids
+        return True
     prefix = f"{parent.id}{CHILD_SEPARATOR}"
     if child_id.startswith(prefix) and child_id[len(prefix):].isdigit():
         return 0 < int(child_id[len(prefix):]) <= parent.invoke_seq

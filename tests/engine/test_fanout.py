@@ -13,6 +13,7 @@ from durastate.engine import Event, Execution, load_definition, step
 from durastate.engine.checks import static_issues
 from durastate.engine.explore import explore
 from durastate.engine.ids import cancel_event_id
+from durastate.engine.migration import apply_migration, plan_migration
 from durastate.engine.model import CANCEL, FINISHED, START
 from durastate.errors import DefinitionError
 from durastate.store.dynamodb.limits import MAX_ITEM_BYTES, N, S, item_size
@@ -325,3 +326,19 @@ def test_exploration_finds_a_map_that_never_leaves() -> None:
     found = explore(load_definition(defn), limit=5000)
     assert [f.kind for f in found.findings] == ["deadlock"]
     assert "child mapping finished" in found.findings[0].describe()
+
+
+def test_a_migration_that_renames_the_map_state_moves_its_progress() -> None:
+    old = load_definition(fan(max_concurrency=2))
+    renamed = fan(max_concurrency=2)
+    renamed["states"]["fanning"] = renamed["states"].pop("mapping")
+    renamed["initial"] = "fanning"
+    new = load_definition(renamed)
+    exe = Execution(id="p", definition_id="fan", context=old.initial_context())
+    step(old, exe, Event(name=START), 0.0)
+    plan = plan_migration(exe, old, new, {"mapping": "fanning"})
+    assert plan.unmapped == [] and plan.maps == {"mapping": "fanning"}
+    apply_migration(exe, plan)
+    assert list(exe.maps) == ["fanning"] and {ref.path for ref in exe.children.values()} == {"fanning"}
+    res = step(new, exe, Event(name=FINISHED, data={"child_id": "p~1", "status": "finished", "output": {}}), 1.0)
+    assert not res.ignored and exe.maps["fanning"].done == 1 and "p~3" in exe.children

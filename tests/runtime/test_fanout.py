@@ -153,3 +153,18 @@ def test_a_forged_finished_notice_of_a_map_child_is_ignored(rt: LocalRuntime) ->
     after = rt.get("p")
     assert after is not None and after.maps == before.maps and after.children == before.children
     assert after.status == "running"
+
+
+def test_a_long_parent_id_gives_hashed_child_ids_that_the_worker_accepts(rt: LocalRuntime) -> None:
+    parent = "p" * 127  # its children's ids would pass 128 characters: they are ~ and a SHA-256 instead
+    rt.start("fan", execution_id=parent)
+    rt.run_until_idle()
+    for _ in range(7):
+        exe = rt.get(parent)
+        assert exe is not None and exe.status == "running", exe and exe.error
+        child = min(exe.children, key=lambda c: exe.children[c].index or 0)
+        assert child.startswith("~") and rt.get(child) is not None
+        rt.send(child, Event(name="go"))
+        rt.run_until_idle()
+    done = rt.get(parent)
+    assert done is not None and done.context["squares"] == [1, 4, 9, 16, 25, 36, 49]
