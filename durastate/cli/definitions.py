@@ -187,11 +187,12 @@ _EVENT_REF = re.compile(r"\$event\.([A-Za-z_][A-Za-z0-9_]*)")
 
 def _event_refs(defn: Definition) -> set[str]:
     """The top-level ``$event.KEY`` names the definition reads from the events it is sent (not from the
-    child endings ``on_done``/``on_error`` see, which the exploration makes itself)."""
+    child endings ``on_done``/``on_error`` and a map's ``output`` see, which the exploration makes itself)."""
 
     def sent(node: Any) -> Any:
         if isinstance(node, dict):
-            return {k: sent(v) for k, v in node.items() if k not in ("on_done", "on_error")}
+            return {k: sent({**v, "output": None} if k == "map" and isinstance(v, dict) else v)
+                    for k, v in node.items() if k not in ("on_done", "on_error")}
         if isinstance(node, list):
             return [sent(v) for v in node]
         return node

@@ -205,8 +205,10 @@ def _fill(run: Run, s: int, progress: MapProgress) -> None:
 
 
 def _done_data(progress: MapProgress) -> dict[str, Any]:
-    return {"outputs": progress.outputs, "failed": progress.failures, "total": progress.total,
-            "done": progress.done}
+    """What ``on_done`` sees: copies, so a context that keeps them shares nothing with the progress (which
+    stays as long as the state does)."""
+    return {"outputs": copy.deepcopy(progress.outputs), "failed": copy.deepcopy(progress.failures),
+            "total": progress.total, "done": progress.done}
 
 
 def _cancel_running(run: Run, path: str) -> int:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 
-from ._support import Outcome
+from ._support import EXAMPLES, Outcome
 
 
 def test_show_prints_a_maps_progress_until_it_is_done(cli: Callable[..., Outcome]) -> None:
@@ -30,3 +30,10 @@ def test_show_prints_a_maps_progress_until_it_is_done(cli: Callable[..., Outcome
     assert done["status"] == "finished" and done["active_path"] == "settled"
     assert done["context"]["outcomes"] == ["paid", "declined", "paid", "declined", "paid"]
     assert "maps" not in done  # the progress goes with the state
+
+
+def test_validate_explores_every_order_in_which_a_maps_children_end(cli: Callable[..., Outcome]) -> None:
+    out = cli("validate", str(EXAMPLES / "batch.yaml"), "--explore", "5000")
+    assert out.code == 0, out.stdout + out.stderr
+    assert "explored 90 configurations (all of them)" in out.stdout
+    assert "note:" not in out.stdout  # what the map keeps ($event.outcome) comes from its children's ends
