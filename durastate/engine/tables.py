@@ -394,7 +394,7 @@ class _Builder:
             forbid("initial", "outcome", "history", "target", why="atomic state")
             if node.invoke is None and node.map is None:
                 # on_error stays allowed: it catches a failure whose retries ran out (engine.retry)
-                forbid("on_done", why="state without `invoke` (or a final child)")
+                forbid("on_done", why="state without `invoke` or `map` (or a final child)")
         elif kind == "parallel":
             if not kids:
                 checks.append(f"{at('states')}: a parallel state needs at least one region")

@@ -131,7 +131,7 @@ states:
             "states.a.after.seconds: must be a positive number",
         ),
         (base(a={"after": {"target": "a"}}), "states.a.after.seconds: required"),
-        (base(a={"on_done": "a"}), "states.a.on_done: not allowed on a state without `invoke`"),
+        (base(a={"on_done": "a"}), "states.a.on_done: not allowed on a state without `invoke` or `map`"),
         (
             base(a={"initial": "x", "on_done": "b", "states": {"x": {}}}, b={}),
             "states.a.on_done: never taken",
