@@ -238,6 +238,8 @@ def _invokes(states: dict[str, State], prefix: str) -> list[tuple[str, str]]:
         where = f"{prefix}.{name}"
         if state.invoke is not None:
             found.append((where, state.invoke.definition))
+        if state.map is not None:
+            found.append((f"{where}.map", state.map.invoke.definition))
         found.extend(_invokes(state.states, f"{where}.states"))
     return found
 

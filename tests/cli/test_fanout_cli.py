@@ -37,3 +37,8 @@ def test_validate_explores_every_order_in_which_a_maps_children_end(cli: Callabl
     assert out.code == 0, out.stdout + out.stderr
     assert "explored 90 configurations (all of them)" in out.stdout
     assert "note:" not in out.stdout  # what the map keeps ($event.outcome) comes from its children's ends
+
+
+def test_validate_names_a_map_of_a_definition_not_among_the_files(cli: Callable[..., Outcome]) -> None:
+    out = cli("validate", str(EXAMPLES / "batch.yaml"), str(EXAMPLES / "order.yaml"))
+    assert "states.charging.map.invoke.definition: no definition 'payment' among the files checked" in out.stdout
