@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from durastate.engine import Event, Execution, load_definition, step
+from durastate.engine import Event, Execution, control, load_definition, step
 from durastate.engine.checks import static_issues
 from durastate.engine.explore import explore
 from durastate.engine.ids import cancel_event_id
@@ -342,3 +342,16 @@ def test_a_migration_that_renames_the_map_state_moves_its_progress() -> None:
     assert list(exe.maps) == ["fanning"] and {ref.path for ref in exe.children.values()} == {"fanning"}
     res = step(new, exe, Event(name=FINISHED, data={"child_id": "p~1", "status": "finished", "output": {}}), 1.0)
     assert not res.ignored and exe.maps["fanning"].done == 1 and "p~3" in exe.children
+
+
+def test_a_failed_step_of_a_map_is_redriven_from_the_progress_before_it() -> None:
+    defn = load_definition(fan(max_concurrency=2, output={"div": [10, "$event.output.n"]}))
+    exe = Execution(id="p", definition_id="fan", context=defn.initial_context())
+    step(defn, exe, Event(name=START), 0.0)
+    before = exe.model_copy(deep=True)
+    bad = Event(name=FINISHED, data={"child_id": "p~1", "status": "finished", "output": {"n": 0}})
+    step(defn, exe, bad, 1.0)
+    assert exe.status == "failed" and "ZeroDivisionError" in (exe.error or "") and "map.output" in exe.error
+    control.record_failure(exe, before, bad)
+    control.redrive(exe, 2.0)
+    assert exe.status == "running" and exe.maps == before.maps and exe.children == before.children
