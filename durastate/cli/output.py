@@ -19,7 +19,7 @@ from rich.text import Text
 
 from durastate.engine.durations import format_duration
 from durastate.engine.ids import RESUME, SUSPEND, TERMINATE
-from durastate.engine.model import CANCEL, FINISHED, START, TIMEOUT, Event, Execution, MapProgress
+from durastate.engine.model import CANCEL, ENDED, FINISHED, START, TIMEOUT, Event, Execution, MapProgress
 from durastate.store import ExecutionSummary
 
 _WIDTH = None if sys.stdout.isatty() else 160
@@ -123,7 +123,7 @@ def show_execution(exe: Execution, children: Sequence[Execution] = (), now: floa
         grid.add_row("held", Text(f"{len(exe.held)} event(s) waiting: {names}"))
     grid.add_row("active", active_text(exe, children))
     for path, progress in exe.maps.items():
-        grid.add_row("map", Text(map_progress(path, progress)))
+        grid.add_row("map", Text(map_progress(path, progress, ended=exe.status in ENDED)))
     if exe.parent_id:
         grid.add_row("parent", Text(f"{exe.parent_id}" + (f" (as {exe.child_id})" if exe.child_id else "")))
     if exe.root_path:
@@ -161,12 +161,14 @@ def show_execution(exe: Execution, children: Sequence[Execution] = (), now: floa
         console.print(table)
 
 
-def map_progress(path: str, progress: MapProgress) -> str:
-    """One line of a map state's progress: ``charging: 40 started, 35 done, 2 failed of 100 (3 running)``."""
+def map_progress(path: str, progress: MapProgress, *, ended: bool = False) -> str:
+    """One line of a map state's progress: ``charging: 40 started, 35 done, 2 failed of 100 (3 running)``;
+    ``ended``: the execution ended in the map state, which cancelled the children still running."""
+    running = "the execution ended: none running" if ended else f"{progress.running} running"
     line = (f"{path}: {progress.started} started, {progress.done} done, {progress.failed} failed of "
-            f"{progress.total} ({progress.running} running)")
+            f"{progress.total} ({running})")
     if progress.cancelled:
-        line += f"; stopped, {progress.cancelled} cancelled"
+        line += f"; stopped after a failure, {progress.cancelled} cancelled"
     return line
 
 

@@ -42,3 +42,13 @@ def test_validate_explores_every_order_in_which_a_maps_children_end(cli: Callabl
 def test_validate_names_a_map_of_a_definition_not_among_the_files(cli: Callable[..., Outcome]) -> None:
     out = cli("validate", str(EXAMPLES / "batch.yaml"), str(EXAMPLES / "order.yaml"))
     assert "states.charging.map.invoke.definition: no definition 'payment' among the files checked" in out.stdout
+
+
+def test_show_says_no_child_runs_once_the_execution_ended_in_the_map(cli: Callable[..., Outcome]) -> None:
+    assert cli("start", "batch", "--id", "c").code == 0
+    assert cli("serve", "--until-idle").code == 0
+    assert cli("cancel", "c").code == 0
+    assert cli("serve", "--until-idle").code == 0
+    shown = cli("show", "c").stdout
+    assert "charging: 3 started, 0 done, 0 failed of 5 (the execution ended: none running)" in shown
+    assert [json.loads(cli("show", f"c~{n}", "--json").stdout)["status"] for n in (1, 2, 3)] == ["cancelled"] * 3
