@@ -623,6 +623,7 @@ _STARTED_FIELDS = (
     "history",
     "context",
     "children",
+    "maps",
     "invoke_seq",
     "timers",
     "created_at",
