@@ -102,7 +102,8 @@ class ChildRef(BaseModel):
 
     path: str
     """The parent's state that owns the child: the region's root path, or the invoking state's path."""
-    kind: Literal["region", "invoke"] = "region"
+    kind: Literal["region", "invoke", "task"] = "region"
+    """``task``: not an execution but a task run outside the commit (:mod:`durastate.engine.tasks`)."""
     status: Status = "running"
     outcome: str | None = None
     attempt: int = Field(default=1, exclude_if=lambda v: v == 1)

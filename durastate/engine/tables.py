@@ -38,6 +38,7 @@ from durastate.engine.expressions import (
 from durastate.engine.ids import AFTER_SEPARATOR, after_timer_key
 from durastate.engine.model import RESERVED_PREFIX, Event
 from durastate.engine.retry import RetryPolicy, parse_retry
+from durastate.engine.tasks import CompiledTask, compile_task
 from durastate.engine.timers import MAX_FIRE_AT, BadTimerValue, deadline_of, delay_of, show_value
 
 if TYPE_CHECKING:
@@ -204,6 +205,8 @@ class Tables:
     """Every ``after`` timer by its timer key (what a ``durastate.timeout`` names)."""
     invoke: list[tuple[str, Value] | None] = field(default_factory=list)
     invoke_retry: list[RetryPolicy | None] = field(default_factory=list)
+    task: list[CompiledTask | None] = field(default_factory=list)
+    """The state's ``invoke: {task: ...}`` (:mod:`durastate.engine.tasks`); its ``invoke`` is then ``None``."""
     history_deep: list[bool] = field(default_factory=list)
     history_default: list[int] = field(default_factory=list)
     has_history: list[bool] = field(default_factory=list)
@@ -311,6 +314,7 @@ class _Builder:
         t.after.append(())
         t.invoke.append(None)
         t.invoke_retry.append(None)
+        t.task.append(None)
         t.history_deep.append(False)
         t.history_default.append(-1)
         t.has_history.append(False)
@@ -481,8 +485,14 @@ class _Builder:
         if node.invoke is not None:
             if kind != "atomic":
                 checks.append(f"{at('invoke')}: only an atomic state (without child states) can invoke")
-            ctx = compile_value(node.invoke.context, f"{at('invoke')}.context", issues)
-            t.invoke[i] = (node.invoke.definition, ctx)
+            if node.invoke.task is not None or node.invoke.definition is None:
+                t.task[i] = compile_task(node.invoke, at("invoke"), issues)
+            else:
+                ctx = compile_value(node.invoke.context, f"{at('invoke')}.context", issues)
+                t.invoke[i] = (node.invoke.definition, ctx)
+                if node.invoke.input is not None or node.invoke.timeout is not None:
+                    checks.append(f"{at('invoke')}: `input` and `timeout` are for tasks; a child execution "
+                                  "gets `context` (and ends when it finishes)")
             if node.invoke.retry is not None:
                 t.invoke_retry[i] = parse_retry(node.invoke.retry, f"{at('invoke')}.retry", issues)
 
@@ -637,12 +647,14 @@ class _Builder:
         t = self.t
         n = len(t.paths)
         for i in range(n):
-            t.enter_work.append(bool(t.entry[i] or t.after[i] or t.invoke[i] is not None))
+            t.enter_work.append(bool(t.entry[i] or t.after[i] or t.invoke[i] is not None
+                                     or t.task[i] is not None))
             t.exit_work.append(
                 bool(
                     t.exit[i]
                     or t.after[i]
                     or t.invoke[i] is not None
+                    or t.task[i] is not None
                     or t.has_history[i]
                     or t.kind[i] == "parallel"
                 )
