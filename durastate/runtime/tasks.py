@@ -49,6 +49,9 @@ MAX_RESULT_BYTES = 128 * 1024
 the envelope) and is stored in the execution's trace; a bigger result belongs in S3 or a database, with
 its key in the answer."""
 
+MAX_ERROR_CHARS = 2000
+"""A task's error text is cut to this many characters (an exception can carry a whole response body)."""
+
 DEFAULT_HTTP_TIMEOUT = 30.0
 """Seconds an HTTP or Lambda task may take when its ``invoke`` sets no ``timeout``."""
 
@@ -78,11 +81,11 @@ class TaskRunner:
             else:
                 output = self._lambda(request)
         except _TaskFailed as failed:
-            return task_result(request, error=str(failed))
+            return task_result(request, error=_short(str(failed)))
         except Exception as exc:
             log.info("task %s (%s %s) failed: %s: %s", request.task_id, request.kind, request.target,
                      type(exc).__name__, exc)
-            return task_result(request, error=f"{type(exc).__name__}: {exc}")
+            return task_result(request, error=_short(f"{type(exc).__name__}: {exc}"))
         problem = self._problem(output)
         if problem is not None:
             log.warning("task %s (%s %s): %s", request.task_id, request.kind, request.target, problem)
@@ -172,6 +175,10 @@ class TaskRunner:
 
 class _TaskFailed(Exception):
     """A task failed in a way the runner words itself (the message is the error the execution sees)."""
+
+
+def _short(error: str) -> str:
+    return error if len(error) <= MAX_ERROR_CHARS else error[: MAX_ERROR_CHARS - 1] + "…"
 
 
 def _json_body(raw: bytes, source: str) -> Any:

@@ -25,7 +25,7 @@ from durastate.engine import DefinitionRegistry, load_definition
 from durastate.engine.ids import TASK
 from durastate.engine.tasks import TaskRequest
 from durastate.runtime import LocalRuntime, ManualClock
-from durastate.runtime.tasks import MAX_RESULT_BYTES, TaskRunner
+from durastate.runtime.tasks import MAX_ERROR_CHARS, MAX_RESULT_BYTES, TaskRunner
 from durastate.store import DictStore, SqliteStore
 from durastate.store.base import ExecutionStore
 from durastate.transport import InMemoryTransport
@@ -312,3 +312,47 @@ def test_a_lambda_function_error_is_the_error_with_its_type(clock: ManualClock) 
     ok, no = rt.get("ok"), rt.get("no")
     assert ok is not None and ok.context["result"] == {"ok": "arn:aws:lambda:us-east-1:123456789012:function:charge"}
     assert no is not None and no.context["why"].startswith("CardDeclined: no funds (Lambda arn:")
+
+
+def huge_error(doc: dict[str, Any]) -> None:
+    raise RuntimeError("x" * 100_000)
+
+
+def test_a_huge_error_text_is_cut_to_fit_a_message(clock: ManualClock) -> None:
+    rt = LocalRuntime(DictStore(), registry(chart("tests.runtime.test_tasks:huge_error")),
+                      InMemoryTransport(clock), clock)
+    rt.start("pay", {"amount": 1}, execution_id="loud")
+    rt.run_until_idle()
+    exe = rt.get("loud")
+    assert exe is not None and exe.active_path == "declined"
+    assert exe.context["why"].startswith("RuntimeError: xxx") and len(exe.context["why"]) == MAX_ERROR_CHARS
+
+
+# -- Lambda through boto3: the request boto3 makes, checked against the service model (botocore's Stubber) -
+def test_the_boto3_path_invokes_synchronously_and_reads_a_function_error() -> None:
+    import io
+
+    import boto3
+    from botocore.response import StreamingBody
+    from botocore.stub import Stubber
+
+    client = boto3.client("lambda", region_name="us-east-1", aws_access_key_id="testing",
+                          aws_secret_access_key="testing")
+    runner = TaskRunner(lambda_client=client)
+    request = TaskRequest(task_id="x~1", execution_id="x", path="charging", kind="lambda", target="charge",
+                          input={"amount": 1}, timeout=None, attempt=1)
+    payload = json.dumps(request.payload()).encode()
+
+    def body(doc: dict[str, Any]) -> StreamingBody:
+        raw = json.dumps(doc).encode()
+        return StreamingBody(io.BytesIO(raw), len(raw))
+
+    with Stubber(client) as stub:
+        expected = {"FunctionName": "charge", "InvocationType": "RequestResponse", "Payload": payload}
+        stub.add_response("invoke", {"StatusCode": 200, "Payload": body({"receipt": "r"})}, expected)
+        stub.add_response("invoke", {"StatusCode": 200, "FunctionError": "Unhandled",
+                                     "Payload": body({"errorType": "Declined", "errorMessage": "no"})}, expected)
+        ok, failed = runner.run(request), runner.run(request)
+    assert ok.data["status"] == "finished" and ok.data["output"] == {"receipt": "r"}
+    assert failed.data["status"] == "failed" and failed.data["error"] == "Declined: no (Lambda charge)"
+    assert ok.id == failed.id  # the same task: the same answer id, whichever answer goes first
