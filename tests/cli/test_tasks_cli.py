@@ -47,3 +47,10 @@ def test_serve_runs_a_python_task_and_routes_its_answer(env: Env, durastate_proc
     shown = json.loads(durastate_proc("show", "s1", "--json").stdout)
     assert shown["active_path"] == "booked" and shown["context"]["label"] == "L-p7"
     assert (env.tmp / "calls.log").read_text().split() == ["s1~1"]
+
+
+def test_local_refuses_a_task_function_it_cannot_import(env: Env, cli: Callable[..., Outcome]) -> None:
+    for spec, says in (("charge", "expected NAME=module:handler"),
+                       ("charge=no_such_module:handler", "No module named 'no_such_module'")):
+        out = cli("local", "--until-idle", "--task-function", spec)
+        assert out.code == 2 and says in " ".join((out.stdout + out.stderr).split()), out.stderr
