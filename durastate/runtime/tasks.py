@@ -31,6 +31,7 @@ import logging
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from durastate.engine.model import Event
@@ -40,7 +41,8 @@ from durastate.errors import InvalidValue
 from durastate.store.base import OutboxEntry
 from durastate.transport.base import Transport
 
-__all__ = ["DEFAULT_HTTP_TIMEOUT", "MAX_RESULT_BYTES", "LambdaInvoker", "TaskRunner", "run_tasks"]
+__all__ = ["DEFAULT_HTTP_TIMEOUT", "DEFAULT_PARALLEL", "MAX_ERROR_CHARS", "MAX_RESULT_BYTES", "LambdaInvoker",
+           "TaskRunner", "run_tasks"]
 
 log = logging.getLogger("durastate.runtime.tasks")
 
@@ -51,6 +53,9 @@ its key in the answer."""
 
 MAX_ERROR_CHARS = 2000
 """A task's error text is cut to this many characters (an exception can carry a whole response body)."""
+
+DEFAULT_PARALLEL = 4
+"""Tasks of one relay pass that run at once, by default (a Python task may thus run in a thread)."""
 
 DEFAULT_HTTP_TIMEOUT = 30.0
 """Seconds an HTTP or Lambda task may take when its ``invoke`` sets no ``timeout``."""
@@ -64,7 +69,10 @@ class TaskRunner:
     """Runs task requests; one per relay (the clients it makes are reused)."""
 
     def __init__(self, *, lambda_invoker: LambdaInvoker | None = None, lambda_client: Any = None,
-                 http_timeout: float = DEFAULT_HTTP_TIMEOUT, max_result_bytes: int = MAX_RESULT_BYTES) -> None:
+                 http_timeout: float = DEFAULT_HTTP_TIMEOUT, max_result_bytes: int = MAX_RESULT_BYTES,
+                 max_parallel: int = DEFAULT_PARALLEL) -> None:
+        self.max_parallel = max(1, max_parallel)
+        """How many tasks of one relay pass run at once (in threads; 1: one after the other)."""
         self._lambda_invoker = lambda_invoker
         self._lambda_client = lambda_client
         self.http_timeout = http_timeout
@@ -196,14 +204,24 @@ def run_tasks(runner: TaskRunner, entries: Sequence[OutboxEntry], transport: Tra
     """The relay's part: run each task request of ``entries``, send its answer to its execution, then ack
     the request. Returns how many were acked. A failed send raises (the request stays, and runs again on
     the next pass: its answer then dedupes); a request that cannot be read is logged and acked."""
-    done = 0
+    requests: list[TaskRequest | None] = []
     for entry in entries:
         try:
-            request = TaskRequest.from_event(entry.target_id or "", entry.event)
+            requests.append(TaskRequest.from_event(entry.target_id or "", entry.event))
         except ValueError as exc:
             log.error("outbox %s: %s; dropped", entry.seq, exc)
-        else:
-            transport.send([(request.execution_id, runner.run(request))])
+            requests.append(None)
+    todo = [r for r in requests if r is not None]
+    if runner.max_parallel > 1 and len(todo) > 1:
+        # The pass's tasks at once (a slow endpoint does not hold up the others); answers go out and
+        # requests are acked in outbox order, after every call of the pass has returned.
+        with ThreadPoolExecutor(max_workers=min(runner.max_parallel, len(todo)),
+                                thread_name_prefix="durastate-task") as pool:
+            answers = iter(list(pool.map(runner.run, todo)))
+    else:
+        answers = iter([runner.run(r) for r in todo])
+    for entry, request in zip(entries, requests, strict=True):
+        if request is not None:
+            transport.send([(request.execution_id, next(answers))])
         ack(entry.seq)
-        done += 1
-    return done
+    return len(entries)

@@ -356,3 +356,23 @@ def test_the_boto3_path_invokes_synchronously_and_reads_a_function_error() -> No
     assert ok.data["status"] == "finished" and ok.data["output"] == {"receipt": "r"}
     assert failed.data["status"] == "failed" and failed.data["error"] == "Declined: no (Lambda charge)"
     assert ok.id == failed.id  # the same task: the same answer id, whichever answer goes first
+
+
+BARRIER = threading.Barrier(3, timeout=30)
+
+
+def meet(doc: dict[str, Any]) -> int:
+    """Returns only once three tasks are inside it at the same time."""
+    return BARRIER.wait()
+
+
+def test_the_tasks_of_one_relay_pass_run_at_once(clock: ManualClock) -> None:
+    BARRIER.reset()
+    rt = LocalRuntime(DictStore(), registry(chart("tests.runtime.test_tasks:meet")), InMemoryTransport(clock),
+                      clock, tasks=TaskRunner(max_parallel=3))
+    for n in range(3):
+        rt.start("pay", {"amount": 1}, execution_id=f"m{n}")
+    rt.run_until_idle()
+    results = [rt.get(f"m{n}") for n in range(3)]
+    assert all(exe is not None and exe.active_path == "paid" for exe in results)
+    assert sorted(exe.context["result"] for exe in results if exe is not None) == [0, 1, 2]
