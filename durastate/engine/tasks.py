@@ -176,7 +176,8 @@ def task_result(request: TaskRequest, output: Any = None, error: str | None = No
     """The answer to ``request``: the ``durastate.finished`` notice the execution routes to ``on_done``
     (``output``, when ``error`` is ``None``) or ``on_error`` (``error``). Same request, same event id."""
     data: dict[str, Any] = {"child_id": request.task_id, "status": "failed" if error is not None else "finished",
-                            "outcome": None, "output": output if error is None else None}
+                            "outcome": None, "output": output if error is None else None,
+                            "task_id": request.task_id}
     if error is not None:
         data["error"] = error
     return Event(id=finished_event_id(request.task_id), name=FINISHED, data=data)
@@ -234,4 +235,5 @@ def timed_out(run: Run, path: str, ev: Event) -> bool:
     error = f"TaskTimeout: task {task_id} did not answer{after}"
     return run.on_finished(Event.model_construct(
         id=ev.id, name=FINISHED,
-        data={"child_id": task_id, "status": "failed", "outcome": None, "output": None, "error": error}))
+        data={"child_id": task_id, "status": "failed", "outcome": None, "output": None, "error": error,
+              "task_id": task_id}))
