@@ -12,6 +12,8 @@ Settings come from CDK context (``cdk.json`` or ``-c key=value``):
   durastate:trace           record a trace step per commit         (default false: only failed steps)
   durastate:timerHops       timers due within 15 min take the SQS delay hop (default true; false: sweeper only)
   durastate:workerMaxConcurrency  the worker event source's maximum concurrency (default 10)
+  durastate:taskFunctions   Lambda functions definitions run as tasks, names or ARNs, comma-separated
+                            (the relay may invoke exactly these; default: none)
   durastate:nag             run cdk-nag's AwsSolutions checks      (default true)
 """
 
@@ -72,6 +74,7 @@ def main() -> None:
         trace=_flag(_context(app, "trace", "false"), "trace"),
         timer_hops=_flag(_context(app, "timerHops", "true"), "timerHops"),
         worker_max_concurrency=int(_context(app, "workerMaxConcurrency", "10")),
+        task_functions=[f.strip() for f in _context(app, "taskFunctions", "").split(",") if f.strip()],
     )
     if _context(app, "nag", "true").lower() not in ("false", "0", "no"):
         # Findings fail the synth; acknowledged ones are written into the template's Metadata with reasons.

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from durastate.engine.definition import Definition, State, Transition
+from durastate.engine.tasks import invoked
 from durastate.engine.timers import timer_label
 
 __all__ = [
@@ -389,7 +390,7 @@ class _Diagram:
         if state.kind == "history":
             return "H*" if state.history == "deep" else "H"
         if state.invoke is not None:
-            return f"{name} (invokes {state.invoke.definition})"
+            return f"{name} (invokes {invoked(state.invoke)})"
         if state.kind == "final" and state.outcome and state.outcome != name:
             return f"{name} ({state.outcome})"
         return name

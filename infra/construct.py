@@ -233,7 +233,19 @@ class DurastateEngine(Construct):
       schedules: ``{name: {definition, cron | rate, timezone, context, catch_up, overlap, grace}}``, as in a
         ``schedules:`` file of the definitions folder (either or both; a name in both is an error). The
         existing sweeper stores and fires them: no new resource, only its grants on the records.
+      task_functions: the Lambda functions that definitions invoke as tasks (``invoke: {task: {lambda:
+        ...}}``), as functions of the app or by name or ARN: the relay, which runs tasks, may invoke these
+        and no others (``lambda:InvokeFunction`` on exactly their ARNs).
     """
+
+    def _function_arn(self, fn: lambda_.IFunction | str) -> str:
+        """The ARN of a task function given as a function, an ARN, or a name in this stack's account."""
+        if not isinstance(fn, str):
+            return fn.function_arn
+        if fn.startswith("arn:"):
+            return fn
+        return cdk.Stack.of(self).format_arn(service="lambda", resource="function", resource_name=fn,
+                                             arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME)
 
     def __init__(
         self,
@@ -264,6 +276,7 @@ class DurastateEngine(Construct):
         tombstone_ttl: cdk.Duration | None = None,
         retention_batches: int = 4,
         schedules: Mapping[str, Mapping[str, Any]] | None = None,
+        task_functions: Sequence[lambda_.IFunction | str] = (),
         build_root: str | Path = PROJECT_ROOT / "layers" / "build",
     ) -> None:
         super().__init__(scope, construct_id)
@@ -424,6 +437,11 @@ class DurastateEngine(Construct):
         self.queue.grant_send_messages(self.relay)
         self.queue.grant_send_messages(self.sweeper)
         self.event_bus.grant_put_events_to(self.relay)
+        if task_functions:
+            # Tasks (invoke: {task: {lambda: ...}}) are run by the relay, after their commit.
+            self.relay.add_to_role_policy(iam.PolicyStatement(
+                actions=["lambda:InvokeFunction"],
+                resources=[self._function_arn(fn) for fn in task_functions]))
         if self.timers_queue is not None and self.timers is not None:
             # Hops: the worker and the relay after a commit that armed a timer due soon, the sweeper when a
             # timer comes within range, the timers function a hop that came early; it applies the due ones

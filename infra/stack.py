@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +50,7 @@ class DurastateStack(cdk.Stack):
         trace: bool = False,
         timer_hops: bool = True,
         worker_max_concurrency: int | None = DEFAULT_WORKER_MAX_CONCURRENCY,
+        task_functions: Sequence[str] = (),
         **kwargs: Any,
     ) -> None:
         super().__init__(scope, construct_id, description="durastate: durable Harel statecharts on AWS", **kwargs)
@@ -65,6 +67,7 @@ class DurastateStack(cdk.Stack):
             trace=trace,
             timer_hops=timer_hops,
             worker_max_concurrency=worker_max_concurrency,
+            task_functions=task_functions,
         )
         outputs = {
             "QueueUrl": (self.engine.queue.queue_url,

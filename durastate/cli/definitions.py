@@ -236,9 +236,9 @@ def _invokes(states: dict[str, State], prefix: str) -> list[tuple[str, str]]:
     found: list[tuple[str, str]] = []
     for name, state in states.items():
         where = f"{prefix}.{name}"
-        if state.invoke is not None:
+        if state.invoke is not None and state.invoke.definition is not None:  # (a task names no definition)
             found.append((where, state.invoke.definition))
-        if state.map is not None:
+        if state.map is not None and state.map.invoke.definition is not None:
             found.append((f"{where}.map", state.map.invoke.definition))
         found.extend(_invokes(state.states, f"{where}.states"))
     return found

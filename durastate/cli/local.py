@@ -28,6 +28,25 @@ from durastate.cli import output
 from durastate.cli.common import parse_duration_option
 
 
+def _task_functions(specs: list[str]) -> dict[str, Callable[[dict[str, Any], Any], Any]]:
+    """``NAME=module:handler`` options as ``{name: handler}``; a spec that does not resolve is a usage error."""
+    import importlib
+
+    found: dict[str, Callable[[dict[str, Any], Any], Any]] = {}
+    for spec in specs:
+        name, sep, target = spec.partition("=")
+        module, colon, attr = target.partition(":")
+        try:
+            if not (sep and colon and name and module and attr):
+                raise ValueError("expected NAME=module:handler")
+            handler = getattr(importlib.import_module(module), attr)
+        except (ImportError, AttributeError, ValueError) as exc:
+            raise typer.BadParameter(f"{spec!r}: {exc} (give NAME=module:handler, the module importable "
+                                     "on PYTHONPATH)", param_hint="--task-function") from None
+        found[name] = handler
+    return found
+
+
 def register(app: typer.Typer) -> None:
     app.command("local")(local)
 
@@ -65,6 +84,10 @@ def local(
         "--verbose", "-v", help="The handlers' Powertools logs (INFO) and metrics, as in CloudWatch.")
     ] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress lines.")] = False,
+    task_function: Annotated[list[str] | None, typer.Option(
+        "--task-function", metavar="NAME=MODULE:HANDLER",
+        help="A Lambda function definitions run as tasks (invoke: {task: {lambda: NAME}}), as a handler "
+             "importable here (PYTHONPATH); repeatable. moto runs function code only in Docker.")] = None,
 ) -> None:
     """Run the AWS stack locally on moto's server (no Docker): queue, tables, bus and the three handlers."""
     from durastate.devstack import LocalStack, StepReport
@@ -73,7 +96,8 @@ def local(
     clock: Callable[[], float] = (lambda: time.time() + advance) if advance else time.time
     stack = LocalStack(template, endpoint_url=endpoint_url, host=host, port=port, region=region,
                        clock=clock, retry_delay=retry_delay, visibility_timeout=visibility_timeout,
-                       create_resources=create, environment=env)
+                       create_resources=create, environment=env,
+                       task_functions=_task_functions(task_function or []))
     stop = threading.Event()
     with stack:
         prefix = stack.environment("worker").get("DURASTATE_TABLE_PREFIX", "durastate")

@@ -231,7 +231,8 @@ def describe_event(event: Event) -> str:
     if event.name == TIMEOUT:
         return f"timeout ({data.get('path', '?')})"
     if event.name == FINISHED:
-        return f"child {data.get('child_id', '?')} {data.get('status', 'finished')}"
+        what = "task" if "task_id" in data else "child"  # (a task's answer: durastate.engine.tasks)
+        return f"{what} {data.get('child_id', '?')} {data.get('status', 'finished')}"
     if event.name in _CONTROL:
         reason = data.get("reason")
         return _CONTROL[event.name] + (f" ({reason})" if reason else "")

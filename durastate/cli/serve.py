@@ -192,7 +192,7 @@ def _stop_on_signals(stop: threading.Event) -> Iterator[None]:
 
 def _merge(total: RunStats, stats: RunStats) -> None:
     for name in ("rounds", "handled", "applied", "duplicates", "ignored", "held", "retried", "dead_lettered",
-                 "spawned", "sent", "published", "fired", "purged"):
+                 "spawned", "sent", "published", "tasks", "fired", "purged"):
         setattr(total, name, getattr(total, name) + getattr(stats, name))
     total.idle = stats.idle
 
@@ -207,6 +207,8 @@ def _summary(sess: Session, total: RunStats, clock: Callable[[], float], interru
     """One closing line (dead letters were printed as they happened, with their reasons)."""
     parts = [f"{total.applied} applied", f"{total.ignored} ignored", f"{total.duplicates} duplicate",
              f"{total.fired} timer(s) fired", f"{total.spawned} child(ren) spawned"]
+    if total.tasks:
+        parts.append(f"{total.tasks} task(s) run")
     if total.held:
         parts.append(f"{total.held} held (by suspended or retrying executions)")
     if total.retried:

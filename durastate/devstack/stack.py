@@ -44,6 +44,7 @@ from durastate.devstack.errors import LocalStackError
 from durastate.devstack.handlers import load_handler
 from durastate.devstack.moto_server import MotoServer, endpoint_client
 from durastate.devstack.streams import StreamCursor, open_cursor, read_new_records
+from durastate.devstack.task_functions import LocalTaskFunctions
 from durastate.devstack.template import (
     DEFAULT_TEMPLATE,
     TASK_ROOT,
@@ -91,6 +92,8 @@ class LocalStack:
     ``real_time_delays``: whether ``clock`` runs at real speed, so that moto may hold the timers queue's
     hops for their ``DelaySeconds`` (default: only when ``clock`` is ``time.time``); otherwise the hops
     are sent undelayed and held until due on ``clock`` (:mod:`durastate.devstack.timer_hops`).
+    ``task_functions``: ``{function name: handler}``, the Lambda functions definitions invoke as tasks
+    (``invoke: {task: {lambda: <name or ARN>}}``), which the relay calls as Lambda would.
     """
 
     def __init__(
@@ -110,6 +113,7 @@ class LocalStack:
         set_environment: bool = True,
         environment: Mapping[str, str] | None = None,
         real_time_delays: bool | None = None,
+        task_functions: Mapping[str, Callable[[dict[str, Any], Any], Any]] | None = None,
     ) -> None:
         if isinstance(template, Mapping):
             self.template: dict[str, Any] = dict(template)
@@ -141,6 +145,9 @@ class LocalStack:
         self._next_run: dict[tuple[str, str], float] = {}
         self._started = False
         self.runtime: Any = None
+        self.task_functions = LocalTaskFunctions(task_functions or {}, region)
+        """The Lambda functions definitions run as tasks, by name: moto cannot run them without Docker, so
+        the relay calls these handlers the way Lambda would (:mod:`durastate.devstack.task_functions`)."""
 
     # -- lifecycle ---------------------------------------------------------------------------------------
     @property
@@ -355,6 +362,9 @@ class LocalStack:
             zero_hop_delays(self.client("sqs"), settings.timers_queue_url)
         self.runtime = aws.build_runtime(settings, clock=self.clock, dynamodb=self.client("dynamodb"),
                                          sqs=self.client("sqs"), events=self.client("events"))
+        from durastate.runtime.tasks import TaskRunner
+
+        self.runtime.relay.tasks = TaskRunner(lambda_invoker=self.task_functions)
         aws.set_runtime(self.runtime)
 
     def _load_handlers(self) -> None:

@@ -70,7 +70,7 @@ class Effects:
 def _children(exe: Execution, name: str, want: str) -> list[Emit]:
     out: list[Emit] = []
     for n, (cid, ref) in enumerate(sorted(exe.children.items()), 1):
-        if ref.status == want:
+        if ref.status == want and ref.kind != "task":  # a task is no execution: nothing to pass on
             out.append((cid, Event.model_construct(id=control_event_id(exe.id, name, exe.version, n),
                                                    name=name, data={})))
     return out

@@ -142,11 +142,18 @@ class After(BaseModel):
 
 
 class Invoke(BaseModel):
-    """Start a child execution of another definition while the (atomic) state is active."""
+    """Start a child execution of another definition (``definition``), or run a task outside the commit
+    (``task``: :mod:`durastate.engine.tasks`), while the (atomic) state is active."""
 
     model_config = ConfigDict(extra="forbid")
 
-    definition: str = Field(min_length=1)
+    definition: str | None = Field(default=None, min_length=1)
+    task: dict[str, Any] | None = None
+    """``{python: "module:function"}``, ``{lambda: "<function name or ARN>"}`` or ``{http: "<url>"}``."""
+    input: Any = None
+    """Tasks only: the JSON the task receives (``$context.x`` references allowed; default ``{}``)."""
+    timeout: float | str | None = None
+    """Tasks only: abandon the task as failed (``TaskTimeout``) when it has not answered after this long."""
     context: dict[str, Any] = Field(default_factory=dict)
     """Values (``$context.x`` references allowed) that seed the child's context."""
     retry: dict[str, Any] | None = None

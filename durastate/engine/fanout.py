@@ -114,6 +114,13 @@ def compile_map(node: State, kind: str, at: Callable[[str], str], issues: Issues
     if node.invoke is not None:
         issues.append(f"{site}: a state either invokes one child (`invoke`) or maps over a list (`map`), not "
                       "both; put one of them on a state of its own")
+    definition = spec.invoke.definition
+    if spec.invoke.task is not None or definition is None:
+        issues.append(f"{site}.invoke: a map invokes a child definition per item (`definition`, `context`); "
+                      "to run a task per item, map over a definition whose state invokes the task")
+        definition = ""
+    elif spec.invoke.input is not None or spec.invoke.timeout is not None:
+        issues.append(f"{site}.invoke: `input` and `timeout` are for tasks; a map's child gets `context`")
     if spec.invoke.retry is not None:
         issues.append(f"{site}.invoke.retry: a map does not retry its items; retry inside the child definition "
                       "(a `call` with a `retry` policy), or accept failed items with `tolerate`")
@@ -124,7 +131,7 @@ def compile_map(node: State, kind: str, at: Callable[[str], str], issues: Issues
                       f"$context.orders), got {items!r}")
     ctx_spec = _item_refs(spec.invoke.context, f"{site}.invoke.context", issues)
     return CompiledMap(
-        definition=spec.invoke.definition,
+        definition=definition,
         items=compile_value(spec.items, f"{site}.items", issues),
         context=compile_value(ctx_spec, f"{site}.invoke.context", issues),
         output=compile_value(spec.output, f"{site}.output", issues),

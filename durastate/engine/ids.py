@@ -31,6 +31,8 @@ __all__ = [
     "SUSPEND",
     "SYSTEM_PREFIX",
     "SYSTEM_RECORDS",
+    "TASK",
+    "TASK_TIMEOUT_PREFIX",
     "TERMINATE",
     "TIMEOUT",
     "after_timer_key",
@@ -49,6 +51,7 @@ __all__ = [
     "retarget_timer_key",
     "retry_event_id",
     "start_event_id",
+    "task_request_id",
     "timeout_event_id",
     "timer_key_state",
 ]
@@ -81,6 +84,13 @@ the ``on_error`` of the nearest active state."""
 
 REINVOKE_PREFIX = "~invoke:"
 """The timer path (``~invoke:<state path>``) that starts the next try of a failed invoke with a retry."""
+
+TASK = "durastate.task"
+"""The name of a task request in the outbox (``invoke: {task: ...}``): the relay hands it to its task
+runner, never to a worker (so it is not in :data:`RESERVED`: no queue accepts it)."""
+
+TASK_TIMEOUT_PREFIX = "~task:"
+"""The timer path (``~task:<state path>``) that abandons a task that did not answer within its ``timeout``."""
 
 RETRY_PATH = "~retry"
 """The timer path of a pending retry (``~`` cannot occur in a state path, so no state's timer collides)."""
@@ -126,8 +136,9 @@ def after_timer_key(path: str, index: int) -> str:
 
 def timer_key_state(key: str) -> str:
     """The state path a timer key belongs to (``""`` for an execution-wide timer such as the retry's)."""
-    if key.startswith(REINVOKE_PREFIX):
-        return key[len(REINVOKE_PREFIX):]
+    for prefix in (REINVOKE_PREFIX, TASK_TIMEOUT_PREFIX):
+        if key.startswith(prefix):
+            return key[len(prefix):]
     if key == RETRY_PATH:
         return ""
     return key.split(AFTER_SEPARATOR, 1)[0]
@@ -135,8 +146,9 @@ def timer_key_state(key: str) -> str:
 
 def retarget_timer_key(key: str, new_path: str) -> str:
     """The same timer key for the state now at ``new_path`` (a migration renames states)."""
-    if key.startswith(REINVOKE_PREFIX):
-        return REINVOKE_PREFIX + new_path
+    for prefix in (REINVOKE_PREFIX, TASK_TIMEOUT_PREFIX):
+        if key.startswith(prefix):
+            return prefix + new_path
     if key == RETRY_PATH:
         return key
     _, sep, index = key.partition(AFTER_SEPARATOR)
@@ -220,6 +232,12 @@ def control_event_id(execution_id: str, name: str, version: int, seq: int) -> st
     """A control event (``name``: suspend, resume, terminate) an execution at ``version`` passes on to its
     ``seq``-th child."""
     return reserved_event_id(name, execution_id, version, seq)
+
+
+def task_request_id(task_id: str) -> str:
+    """The outbox entry that asks the relay to run task ``task_id`` (its result comes back as the
+    ``durastate.finished`` notice :func:`finished_event_id` names)."""
+    return reserved_event_id(TASK, task_id)
 
 
 def redrive_event_id(event_id: str, n: int) -> str:

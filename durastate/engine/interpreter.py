@@ -29,11 +29,12 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from durastate.engine import fanout
+from durastate.engine import fanout, tasks
 from durastate.engine.definition import Definition
 from durastate.engine.ids import (
     CATCH,
     REINVOKE_PREFIX,
+    TASK_TIMEOUT_PREFIX,
     cancel_event_id,
     child_execution_id,
     emit_event_id,
@@ -262,6 +263,8 @@ class Run(StepResult):
             self._drop_children(s)
         if t.maps and s in t.maps:
             fanout.leave(self, s)
+        if t.task[s] is not None:
+            tasks.leave(self, s)
         if t.invoke_retry[s] is not None and exe.timers:
             again = REINVOKE_PREFIX + t.paths[s]
             if exe.timers.pop(again, None) is not None:
@@ -292,7 +295,7 @@ class Run(StepResult):
             self._actions(t.entry[s], t.sites[s] + ".entry")
         if t.after[s]:
             self.arm_timers(s)
-        if t.invoke[s] is not None:
+        if t.invoke[s] is not None or t.task[s] is not None:
             if self.invokes is None:
                 self.invokes = []
             self.invokes.append(s)
@@ -419,7 +422,8 @@ class Run(StepResult):
         exe.timers.clear()
         for cid, ref in exe.children.items():
             if ref.status == "running":
-                self.res.emits.append((cid, _event(cancel_event_id(cid), CANCEL, {})))
+                if ref.kind != "task":  # a task is no execution: nothing to cancel (a late answer is ignored)
+                    self.res.emits.append((cid, _event(cancel_event_id(cid), CANCEL, {})))
                 ref.status = "cancelled"
         self.internal = self.invokes = self.forks = None
         data: dict[str, Any] = {
@@ -483,8 +487,12 @@ class Run(StepResult):
         leaf = self.leaf
         forks = [s for s in dict.fromkeys(self.forks or ()) if s == leaf]
         starts: list[tuple[int, str, dict[str, Any]]] = []
+        task_states: list[int] = []
         for s in dict.fromkeys(self.invokes or ()):
             if not (s == leaf or t.is_proper_ancestor(s, leaf)):
+                continue
+            if t.task[s] is not None:
+                task_states.append(s)
                 continue
             inv = t.invoke[s]
             assert inv is not None
@@ -511,6 +519,10 @@ class Run(StepResult):
                 "child_id": cid,
             }
             self.res.emits.append((cid, _event(start_event_id(cid), START, data)))
+        for s in task_states:
+            task = t.task[s]
+            assert task is not None
+            tasks.start(self, s, task)
 
     def forward(self, ev: Event) -> bool:
         """Send an event the parallel state does not handle to each running region, with derived ids."""
@@ -530,6 +542,8 @@ class Run(StepResult):
         self._timer(TimerOp("cancel", path))
         if path.startswith(REINVOKE_PREFIX):
             return self.reinvoke(path[len(REINVOKE_PREFIX):])
+        if path.startswith(TASK_TIMEOUT_PREFIX):
+            return tasks.timed_out(self, path[len(TASK_TIMEOUT_PREFIX):], ev)
         timer = t.after_keys.get(path)
         if timer is None:
             return True
@@ -563,8 +577,8 @@ class Run(StepResult):
         s = t.index.get(path, -1)
         if s < 0 or not (s == self.leaf or t.is_proper_ancestor(s, self.leaf)):
             return False
-        tries = [ref.attempt for ref in exe.children.values() if ref.kind == "invoke" and ref.path == path]
-        for cid in [c for c, ref in exe.children.items() if ref.kind == "invoke" and ref.path == path]:
+        tries = [ref.attempt for ref in exe.children.values() if ref.kind != "region" and ref.path == path]
+        for cid in [c for c, ref in exe.children.items() if ref.kind != "region" and ref.path == path]:
             del exe.children[cid]
         self.invoke_attempt = max(tries, default=0) + 1
         self.invokes = [*(self.invokes or ()), s]
@@ -596,11 +610,14 @@ class Run(StepResult):
         status = ev.data.get("status", "finished")
         ref.status = status if status in ("finished", "failed", "cancelled") else "failed"
         ref.outcome = ev.data.get("outcome")
+        if ref.kind == "task":
+            tasks.disarm(self, ref.path)
         s = t.index.get(ref.path, -1)
         if s < 0:
             return True
-        owner = s if ref.kind == "invoke" else t.parent[s]
-        what = f"invoked child {cid}" if ref.kind == "invoke" else f"region {ref.path} ({cid})"
+        owner = s if ref.kind != "region" else t.parent[s]
+        what = f"{'task' if ref.kind == 'task' else 'invoked child'} {cid}" if ref.kind != "region" \
+            else f"region {ref.path} ({cid})"
         if ref.status == "finished":
             if ref.kind == "region" and any(
                 c.status != "finished" for c in exe.children.values() if c.kind == "region"
@@ -608,7 +625,7 @@ class Run(StepResult):
                 return True  # wait for the other regions
             self.dispatch(_event(ev.id, t.done_event[owner], ev.data))
             return True
-        if ref.kind == "invoke" and ref.status == "failed" and self._retry_invoke(s, ref, ev):
+        if ref.kind != "region" and ref.status == "failed" and self._retry_invoke(s, ref, ev):
             return True
         if not self.dispatch(_event(ev.id, t.error_event[owner], ev.data)):
             err = ev.data.get("error") or ref.status

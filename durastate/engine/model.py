@@ -103,7 +103,9 @@ class ChildRef(BaseModel):
 
     path: str
     """The parent's state that owns the child: the region's root path, or the invoking state's path."""
-    kind: Literal["region", "invoke", "map"] = "region"
+    kind: Literal["region", "invoke", "map", "task"] = "region"
+    """``map``: a child of a state's ``map`` (:mod:`durastate.engine.fanout`); ``task``: not an execution but a
+    task run outside the commit (:mod:`durastate.engine.tasks`)."""
     status: Status = "running"
     outcome: str | None = None
     attempt: int = Field(default=1, exclude_if=lambda v: v == 1)

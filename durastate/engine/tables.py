@@ -39,6 +39,7 @@ from durastate.engine.fanout import CompiledMap, compile_map
 from durastate.engine.ids import AFTER_SEPARATOR, after_timer_key
 from durastate.engine.model import RESERVED_PREFIX, Event
 from durastate.engine.retry import RetryPolicy, parse_retry
+from durastate.engine.tasks import CompiledTask, compile_task
 from durastate.engine.timers import MAX_FIRE_AT, BadTimerValue, deadline_of, delay_of, show_value
 
 if TYPE_CHECKING:
@@ -207,6 +208,8 @@ class Tables:
     invoke_retry: list[RetryPolicy | None] = field(default_factory=list)
     maps: dict[int, CompiledMap] = field(default_factory=dict)
     """The states with a ``map`` (:mod:`durastate.engine.fanout`), by index."""
+    task: list[CompiledTask | None] = field(default_factory=list)
+    """The state's ``invoke: {task: ...}`` (:mod:`durastate.engine.tasks`); its ``invoke`` is then ``None``."""
     history_deep: list[bool] = field(default_factory=list)
     history_default: list[int] = field(default_factory=list)
     has_history: list[bool] = field(default_factory=list)
@@ -314,6 +317,7 @@ class _Builder:
         t.after.append(())
         t.invoke.append(None)
         t.invoke_retry.append(None)
+        t.task.append(None)
         t.history_deep.append(False)
         t.history_default.append(-1)
         t.has_history.append(False)
@@ -484,8 +488,14 @@ class _Builder:
         if node.invoke is not None:
             if kind != "atomic":
                 checks.append(f"{at('invoke')}: only an atomic state (without child states) can invoke")
-            ctx = compile_value(node.invoke.context, f"{at('invoke')}.context", issues)
-            t.invoke[i] = (node.invoke.definition, ctx)
+            if node.invoke.task is not None or node.invoke.definition is None:
+                t.task[i] = compile_task(node.invoke, at("invoke"), issues)
+            else:
+                ctx = compile_value(node.invoke.context, f"{at('invoke')}.context", issues)
+                t.invoke[i] = (node.invoke.definition, ctx)
+                if node.invoke.input is not None or node.invoke.timeout is not None:
+                    checks.append(f"{at('invoke')}: `input` and `timeout` are for tasks; a child execution "
+                                  "gets `context` (and ends when it finishes)")
             if node.invoke.retry is not None:
                 t.invoke_retry[i] = parse_retry(node.invoke.retry, f"{at('invoke')}.retry", issues)
         if node.map is not None:
@@ -644,13 +654,15 @@ class _Builder:
         t = self.t
         n = len(t.paths)
         for i in range(n):
-            t.enter_work.append(bool(t.entry[i] or t.after[i] or t.invoke[i] is not None or i in t.maps))
+            t.enter_work.append(bool(t.entry[i] or t.after[i] or t.invoke[i] is not None or i in t.maps
+                                     or t.task[i] is not None))
             t.exit_work.append(
                 bool(
                     t.exit[i]
                     or t.after[i]
                     or t.invoke[i] is not None
                     or i in t.maps
+                    or t.task[i] is not None
                     or t.has_history[i]
                     or t.kind[i] == "parallel"
                 )

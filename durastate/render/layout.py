@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 
 from durastate.engine.definition import Definition, State
 from durastate.engine.model import Execution
+from durastate.engine.tasks import invoked
 from durastate.render.route import Box, Router
 from durastate.viz import active_parents, edges
 
@@ -216,7 +217,7 @@ def _tree(defn: Definition) -> tuple[_Node, dict[str, _Node]]:
 def _subtitle(state: State) -> list[str]:
     lines = []
     if state.invoke is not None:
-        lines.append(f"invokes {state.invoke.definition}")
+        lines.append(f"invokes {invoked(state.invoke)}")
     if state.kind == "final" and state.outcome:
         lines.append(f"outcome: {state.outcome}")
     return lines

@@ -341,8 +341,8 @@ class AwsRuntime:
             stats = self.relay.run_once(max_items=per_pass, shards=shards)
             passes += 1
             total = RelayStats(total.spawned + stats.spawned, total.sent + stats.sent,
-                               total.published + stats.published)
-            if stats.spawned + stats.sent + stats.published < per_pass:
+                               total.published + stats.published, total.tasks + stats.tasks)
+            if stats.spawned + stats.sent + stats.published + stats.tasks < per_pass:
                 break
             if remaining_ms is not None and remaining_ms() < reserve_ms:
                 break

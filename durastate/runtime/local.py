@@ -55,6 +55,7 @@ from durastate.runtime.relay import Relay
 from durastate.runtime.retention import Retention
 from durastate.runtime.schedules import SyncReport, sync_schedules
 from durastate.runtime.sweeper import Sweeper
+from durastate.runtime.tasks import TaskRunner
 from durastate.runtime.worker import HandleResult, Worker
 from durastate.store.base import ExecutionStore
 from durastate.store.control import (
@@ -140,6 +141,8 @@ class RunStats:
     spawned: int = 0
     sent: int = 0
     published: int = 0
+    tasks: int = 0
+    """Tasks run (``invoke: {task: ...}``) and answered."""
     fired: int = 0
     purged: int = 0
     """Ended executions turned into tombstones by the runtime's ``retention``."""
@@ -184,7 +187,8 @@ class LocalRuntime:
                  keep_committed: int | None = None, exclusive: bool = False,
                  retry_backoff: Backoff | None = None,
                  rand: Callable[[], float] = random.random,
-                 dead_letter_box: DeadLetterBox | None = None, retention: Retention | None = None) -> None:
+                 dead_letter_box: DeadLetterBox | None = None, retention: Retention | None = None,
+                 tasks: TaskRunner | None = None) -> None:
         self.store = store
         self.retention = retention
         """Purges old ended executions between rounds (``serve --retention``), when set."""
@@ -204,7 +208,7 @@ class LocalRuntime:
         # keep_committed (default: Worker's DEFAULT_KEEP) and exclusive (trust kept copies unread): see Worker.
         self.worker = Worker(store, registry, clock, max_conflict_retries, copy_on_load=copy_on_load,
                              keep_committed=keep_committed, exclusive=exclusive)
-        self.relay = Relay(store, registry, self.transport, sink, clock)
+        self.relay = Relay(store, registry, self.transport, sink, clock, tasks=tasks)
         self.sweeper = Sweeper(store, self.transport, clock)
         if dead_letter_box is None:
             dead_letter_box = getattr(self.transport, "dead_letter_box", None)
@@ -394,6 +398,7 @@ class LocalRuntime:
         stats.spawned += relayed.spawned
         stats.sent += relayed.sent
         stats.published += relayed.published
+        stats.tasks += relayed.tasks
         busy = handled > 0 or bool(relayed)
         # Settled: nothing was left to claim, and the relay — which ran after every commit of this
         # round — had nothing to move. Only a due timer can make work now, so the sweep that precedes

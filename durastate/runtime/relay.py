@@ -15,11 +15,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from durastate.engine import DefinitionRegistry, step
-from durastate.engine.ids import FINISHED, finished_event_id, start_event_id
+from durastate.engine.ids import FINISHED, TASK, finished_event_id, start_event_id
 from durastate.engine.model import START, Event, Execution
 from durastate.engine.tracing import step_details
 from durastate.errors import DeliveryFailed, StoreConflict
 from durastate.runtime.clock import Clock
+from durastate.runtime.tasks import TaskRunner, run_tasks
 from durastate.runtime.versions import Versions
 from durastate.store.base import ExecutionStore, OutboxEntry, SpawnEntry, TimerOp
 from durastate.transport.base import Sink, Transport
@@ -40,16 +41,19 @@ class RelayStats:
     """Targeted outbox entries handed to the transport and acked."""
     published: int = 0
     """Untargeted outbox entries published to the sink (or dropped with a log line when there is none)."""
+    tasks: int = 0
+    """Task requests run and answered (:mod:`durastate.runtime.tasks`)."""
 
     def __bool__(self) -> bool:
-        return bool(self.spawned or self.sent or self.published)
+        return bool(self.spawned or self.sent or self.published or self.tasks)
 
 
 class Relay:
     """Drains ``store``'s spawn intents and outbox into ``transport`` (and ``sink``)."""
 
     def __init__(self, store: ExecutionStore, registry: DefinitionRegistry, transport: Transport,
-                 sink: Sink | None = None, clock: Clock = time.time, *, batch_size: int = 10) -> None:
+                 sink: Sink | None = None, clock: Clock = time.time, *, batch_size: int = 10,
+                 tasks: TaskRunner | None = None) -> None:
         self.store = store
         self.registry = registry
         self.versions = Versions(store, registry, clock)
@@ -57,6 +61,8 @@ class Relay:
         self.sink = sink
         self.clock = clock
         self.batch_size = max(1, batch_size)
+        self.tasks = tasks if tasks is not None else TaskRunner()
+        """Runs the task requests of the outbox (``invoke: {task: ...}``) before their answers are sent."""
         self.undeliverable: list[tuple[OutboxEntry, str]] = []
         """Outbox entries dropped because the transport can never deliver them, with the reason."""
         self.on_commit: Callable[[Execution, Sequence[TimerOp]], None] | None = None
@@ -89,8 +95,12 @@ class Relay:
             # so no event can overtake the creation of the child it targets).
             outbox = outbox[: budget - len(spawns)]
         spawned = self._spawn_all(spawns)
+        requests = [e for e in outbox if e.event.name == TASK]
+        if requests:
+            outbox = [e for e in outbox if e.event.name != TASK]
         sent, published = self._drain(outbox)
-        return RelayStats(spawned, sent, published)
+        ran = run_tasks(self.tasks, requests, self.transport, self.store.ack_outbox) if requests else 0
+        return RelayStats(spawned, sent, published, ran)
 
     # -- spawns -------------------------------------------------------------------------------------
     def _spawn_all(self, spawns: Sequence[SpawnEntry]) -> int:

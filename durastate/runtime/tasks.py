@@ -1,0 +1,227 @@
+"""The task runner: calls what ``invoke: {task: ...}`` names, outside any commit, and turns the answer
+into the event the execution routes (:mod:`durastate.engine.tasks` holds the pure side).
+
+The relay reads a task request from the outbox (committed with the state entry that asked for it), calls
+:meth:`TaskRunner.run`, sends the answer it returns to the execution through the transport, and only
+then acks the request. A crash anywhere before the ack runs the task again on the next pass: a task runs
+*at least once*. Its answer has an id derived from the task id, so a second answer is a duplicate the
+worker drops; a callee that is idempotent on ``task_id`` (it is in every call) therefore runs once in
+effect.
+
+Every kind receives the same JSON document (:meth:`~durastate.engine.tasks.TaskRequest.payload`):
+``{"task_id", "execution_id", "state", "attempt", "input"}``.
+
+- ``python: "package.module:function"`` — the function is imported (in this process) and called with the
+  document; what it returns is the output, what it raises the error (``"<ExceptionType>: <message>"``).
+- ``lambda: "<function name or ARN>"`` — invoked synchronously (``RequestResponse``) with boto3; the
+  function's JSON answer is the output, a function error (``errorType``, ``errorMessage``) the error.
+- ``http: "https://..."`` — POSTed as JSON (with an ``Idempotency-Key: <task id>`` header) with the
+  standard library; a 2xx JSON (or empty) body is the output, any other status the error ``TaskError``.
+
+Whatever comes back must pass the entry rules of event data (:func:`durastate.engine.values.check_json`)
+and fit :data:`MAX_RESULT_BYTES` as JSON; otherwise the answer is the error ``TaskResultInvalid`` saying
+why — never a crash of the relay and never a silent drop.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import logging
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from durastate.engine.model import Event
+from durastate.engine.tasks import TaskRequest, task_result
+from durastate.engine.values import check_json
+from durastate.errors import InvalidValue
+from durastate.store.base import OutboxEntry
+from durastate.transport.base import Transport
+
+__all__ = ["DEFAULT_HTTP_TIMEOUT", "DEFAULT_PARALLEL", "MAX_ERROR_CHARS", "MAX_RESULT_BYTES", "LambdaInvoker",
+           "TaskRunner", "run_tasks"]
+
+log = logging.getLogger("durastate.runtime.tasks")
+
+MAX_RESULT_BYTES = 128 * 1024
+"""The largest output (as JSON) a task may answer with: it travels in one queue message (SQS: 256 KiB with
+the envelope) and is stored in the execution's trace; a bigger result belongs in S3 or a database, with
+its key in the answer."""
+
+MAX_ERROR_CHARS = 2000
+"""A task's error text is cut to this many characters (an exception can carry a whole response body)."""
+
+DEFAULT_PARALLEL = 4
+"""Tasks of one relay pass that run at once, by default (a Python task may thus run in a thread)."""
+
+DEFAULT_HTTP_TIMEOUT = 30.0
+"""Seconds an HTTP or Lambda task may take when its ``invoke`` sets no ``timeout``."""
+
+LambdaInvoker = Callable[[str, bytes], tuple[bytes, str | None]]
+"""``invoke(function, payload) -> (response payload, function error or None)``: how a Lambda task is
+called (boto3 by default; the local stack calls handlers directly)."""
+
+
+class TaskRunner:
+    """Runs task requests; one per relay (the clients it makes are reused)."""
+
+    def __init__(self, *, lambda_invoker: LambdaInvoker | None = None, lambda_client: Any = None,
+                 http_timeout: float = DEFAULT_HTTP_TIMEOUT, max_result_bytes: int = MAX_RESULT_BYTES,
+                 max_parallel: int = DEFAULT_PARALLEL) -> None:
+        self.max_parallel = max(1, max_parallel)
+        """How many tasks of one relay pass run at once (in threads; 1: one after the other)."""
+        self._lambda_invoker = lambda_invoker
+        self._lambda_client = lambda_client
+        self.http_timeout = http_timeout
+        self.max_result_bytes = max_result_bytes
+        self._functions: dict[str, Callable[[dict[str, Any]], Any]] = {}
+
+    def run(self, request: TaskRequest) -> Event:
+        """Call the task once; its answer (output or error) as the event to send to the execution."""
+        try:
+            if request.kind == "python":
+                output = self._function(request.target)(request.payload())
+            elif request.kind == "http":
+                output = self._http(request)
+            else:
+                output = self._lambda(request)
+        except _TaskFailed as failed:
+            return task_result(request, error=_short(str(failed)))
+        except Exception as exc:
+            log.info("task %s (%s %s) failed: %s: %s", request.task_id, request.kind, request.target,
+                     type(exc).__name__, exc)
+            return task_result(request, error=_short(f"{type(exc).__name__}: {exc}"))
+        problem = self._problem(output)
+        if problem is not None:
+            log.warning("task %s (%s %s): %s", request.task_id, request.kind, request.target, problem)
+            return task_result(request, error=f"TaskResultInvalid: {problem}")
+        return task_result(request, output)
+
+    def _problem(self, output: Any) -> str | None:
+        try:
+            check_json(output, "the result", 2)
+        except InvalidValue as exc:
+            return f"{exc} (return plain JSON: objects, arrays, strings, finite numbers, booleans, null)"
+        size = len(json.dumps(output, separators=(",", ":"), ensure_ascii=False).encode())
+        if size > self.max_result_bytes:
+            return (f"the result is {size} bytes of JSON, over the {self.max_result_bytes} a task may answer "
+                    "with; store it elsewhere (S3, a database) and answer with its key")
+        return None
+
+    # -- python ------------------------------------------------------------------------------------------
+    def _function(self, target: str) -> Callable[[dict[str, Any]], Any]:
+        fn = self._functions.get(target)
+        if fn is None:
+            module, sep, name = target.partition(":")
+            if not sep:
+                module, _, name = target.rpartition(".")
+            try:
+                obj: Any = importlib.import_module(module)
+                for part in name.split("."):
+                    obj = getattr(obj, part)
+            except (ImportError, AttributeError) as exc:
+                raise _TaskFailed(f"TaskNotFound: cannot import {target!r} ({exc}); the module must be "
+                                  "importable by the process that runs the relay") from None
+            if not callable(obj):
+                raise _TaskFailed(f"TaskNotFound: {target!r} is not callable")
+            fn = self._functions[target] = obj
+        return fn
+
+    # -- http --------------------------------------------------------------------------------------------
+    def _http(self, request: TaskRequest) -> Any:
+        body = json.dumps(request.payload(), separators=(",", ":")).encode()
+        req = urllib.request.Request(request.target, data=body, method="POST", headers={
+            "Content-Type": "application/json", "Accept": "application/json",
+            "Idempotency-Key": request.task_id})
+        timeout = request.timeout or self.http_timeout
+        try:
+            with urllib.request.urlopen(req, timeout=timeout) as resp:  # (http/https checked at load)
+                raw = resp.read(self.max_result_bytes + 1)
+        except urllib.error.HTTPError as exc:
+            detail = exc.read(500).decode("utf-8", "replace").strip()
+            raise _TaskFailed(f"TaskError: HTTP {exc.code} from {request.target}"
+                              + (f": {detail}" if detail else "")) from None
+        except TimeoutError:
+            raise _TaskFailed(f"TaskTimeout: {request.target} did not answer within {timeout:g}s") from None
+        except (urllib.error.URLError, OSError) as exc:
+            reason = getattr(exc, "reason", exc)
+            raise _TaskFailed(f"TaskError: cannot reach {request.target}: {reason}") from None
+        if len(raw) > self.max_result_bytes:
+            raise _TaskFailed(f"TaskResultInvalid: {request.target} answered with more than "
+                              f"{self.max_result_bytes} bytes")
+        return _json_body(raw, request.target)
+
+    # -- lambda ------------------------------------------------------------------------------------------
+    def _lambda(self, request: TaskRequest) -> Any:
+        invoke = self._lambda_invoker or self._boto3_invoke
+        payload, function_error = invoke(request.target, json.dumps(request.payload()).encode())
+        if function_error is not None:
+            try:
+                info = json.loads(payload or b"{}")
+            except ValueError:
+                info = {}
+            if not isinstance(info, dict):
+                info = {}
+            kind = info.get("errorType") or "TaskError"
+            raise _TaskFailed(f"{kind}: {info.get('errorMessage') or function_error} (Lambda {request.target})")
+        return _json_body(payload, f"Lambda {request.target}")
+
+    def _boto3_invoke(self, function: str, payload: bytes) -> tuple[bytes, str | None]:
+        if self._lambda_client is None:
+            import boto3  # type: ignore[import-untyped]
+            from botocore.config import Config  # type: ignore[import-untyped]
+
+            self._lambda_client = boto3.client("lambda", config=Config(
+                read_timeout=max(60, int(self.http_timeout) + 5), retries={"mode": "standard"}))
+        resp = self._lambda_client.invoke(FunctionName=function, InvocationType="RequestResponse",
+                                          Payload=payload)
+        return resp["Payload"].read(), resp.get("FunctionError")
+
+
+class _TaskFailed(Exception):
+    """A task failed in a way the runner words itself (the message is the error the execution sees)."""
+
+
+def _short(error: str) -> str:
+    return error if len(error) <= MAX_ERROR_CHARS else error[: MAX_ERROR_CHARS - 1] + "…"
+
+
+def _json_body(raw: bytes, source: str) -> Any:
+    if not raw.strip():
+        return None
+    try:
+        return json.loads(raw)
+    except ValueError as exc:
+        raise _TaskFailed(f"TaskResultInvalid: {source} answered with something that is not JSON ({exc})") \
+            from None
+
+
+def run_tasks(runner: TaskRunner, entries: Sequence[OutboxEntry], transport: Transport,
+              ack: Callable[[int], None]) -> int:
+    """The relay's part: run each task request of ``entries``, send its answer to its execution, then ack
+    the request. Returns how many were acked. A failed send raises (the request stays, and runs again on
+    the next pass: its answer then dedupes); a request that cannot be read is logged and acked."""
+    requests: list[TaskRequest | None] = []
+    for entry in entries:
+        try:
+            requests.append(TaskRequest.from_event(entry.target_id or "", entry.event))
+        except ValueError as exc:
+            log.error("outbox %s: %s; dropped", entry.seq, exc)
+            requests.append(None)
+    todo = [r for r in requests if r is not None]
+    if runner.max_parallel > 1 and len(todo) > 1:
+        # The pass's tasks at once (a slow endpoint does not hold up the others); answers go out and
+        # requests are acked in outbox order, after every call of the pass has returned.
+        with ThreadPoolExecutor(max_workers=min(runner.max_parallel, len(todo)),
+                                thread_name_prefix="durastate-task") as pool:
+            answers = iter(list(pool.map(runner.run, todo)))
+    else:
+        answers = iter([runner.run(r) for r in todo])
+    for entry, request in zip(entries, requests, strict=True):
+        if request is not None:
+            transport.send([(request.execution_id, next(answers))])
+        ack(entry.seq)
+    return len(entries)
