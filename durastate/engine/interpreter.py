@@ -30,6 +30,7 @@ import copy
 from typing import Any
 
 from durastate.engine.definition import Definition
+from durastate.engine.expressions import ACTIVE
 from durastate.engine.ids import (
     CATCH,
     REINVOKE_PREFIX,
@@ -183,6 +184,14 @@ class Run(StepResult):
         self.site = site
         for a in actions:
             a(self)
+
+    def is_active(self, path: str) -> bool:
+        """``path`` is in the active configuration (what an ``in_state`` guard asks)."""
+        s = self.t.index.get(path, -1)
+        return s >= 0 and (s == self.leaf or self.t.is_proper_ancestor(s, self.leaf))
+
+    def save_leaves(self) -> None:
+        """Store the configuration beyond ``active_path``: nothing here (see :mod:`durastate.engine.inline`)."""
 
     # -- selection -----------------------------------------------------------------------------------
     def dispatch(self, ev: Event) -> bool:
@@ -643,7 +652,9 @@ def step(defn: Definition, exe: Execution, event: Event, now: float, *, detail: 
             "ignored": True,
         }
         return res
-    run = res = Run(t, exe, event, now)
+    run = res = (_inline_run() if t.has_inline else Run)(t, exe, event, now)
+    if t.in_state:
+        ACTIVE.set(run.is_active)
     if detail:
         run.fired = []
     handled = True
@@ -691,7 +702,7 @@ def step(defn: Definition, exe: Execution, event: Event, now: float, *, detail: 
                 if t.kind[leaf] == "parallel" and fields["children"]:
                     handled = run.forward(event)
         if handled:
-            if run.internal or t.always[run.leaf]:
+            if run.internal or t.always[run.leaf] or t.has_inline:
                 run.settle()
             if run.forks or run.invokes:
                 run.start_children()
@@ -708,6 +719,8 @@ def step(defn: Definition, exe: Execution, event: Event, now: float, *, detail: 
     if handled:
         after = t.paths[run.leaf] or before
         fields["active_path"] = after
+        if t.has_inline:
+            run.save_leaves()
     if run.timer_ops:
         res.timers = list(run.timer_ops.values())
     fields["updated_at"] = now
@@ -730,3 +743,10 @@ def step(defn: Definition, exe: Execution, event: Event, now: float, *, detail: 
         trace["transitions"] = describe_transitions(t, run.fired)
     res.trace = trace
     return res
+
+
+def _inline_run() -> type[Run]:
+    """The run of a definition with inline parallel states (imported on first use: it subclasses Run)."""
+    from durastate.engine.inline import InlineRun
+
+    return InlineRun

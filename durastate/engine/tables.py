@@ -34,8 +34,10 @@ from durastate.engine.expressions import (
     compile_guard,
     compile_value,
     did_you_mean,
+    state_refs,
 )
 from durastate.engine.ids import AFTER_SEPARATOR, after_timer_key
+from durastate.engine.inline_rules import inline_rules
 from durastate.engine.model import RESERVED_PREFIX, Event
 from durastate.engine.retry import RetryPolicy, parse_retry
 from durastate.engine.timers import MAX_FIRE_AT, BadTimerValue, deadline_of, delay_of, show_value
@@ -227,6 +229,12 @@ class Tables:
     exit_work: list[bool] = field(default_factory=list)
     done_event: list[str] = field(default_factory=list)
     error_event: list[str] = field(default_factory=list)
+    inline: list[bool] = field(default_factory=list)
+    """The state is a ``regions: inline`` parallel state (its regions run in this execution)."""
+    has_inline: bool = False
+    """Some state is an inline parallel state: steps run on :class:`durastate.engine.inline.InlineRun`."""
+    in_state: bool = False
+    """Some guard is an ``in_state`` guard: steps publish their configuration to it."""
 
     def fallback(self, leaf: int, name: str) -> tuple[CompiledTransition, ...]:
         """The candidates for an event that is not a key of ``handlers[leaf]``: those of its longest
@@ -321,6 +329,7 @@ class _Builder:
         t.own_always.append([])
         t.done_event.append(DONE_PREFIX + path)
         t.error_event.append(ERROR_PREFIX + path)
+        t.inline.append(node is not None and node.regions == "inline" and node.kind == "parallel")
         self.nodes.append(node)
         states = self.defn.states if node is None else node.states
         kids: list[int] = []
@@ -338,9 +347,10 @@ class _Builder:
         self._add(None, "", "", -1)
         if not self.defn.states:
             issues.append("states: a definition needs at least one state")
+        t.has_inline = any(t.inline)
         for i in range(len(t.paths)):
             p = t.parent[i]
-            if p >= 0 and t.kind[p] == "parallel":
+            if p >= 0 and t.kind[p] == "parallel" and not t.inline[p]:
                 t.region_of[i] = i
             elif p >= 0:
                 t.region_of[i] = t.region_of[p]
@@ -370,6 +380,10 @@ class _Builder:
         parent_kind = t.kind[t.parent[i]]
         # The rules of a kind go to a scratch list when the kind is a guess (see build_tables).
         checks: Issues = [] if site in self.unsure else issues
+        if node.regions is not None and kind != "parallel":
+            checks.append(f"{at('regions')}: only a parallel state has regions (children or inline)")
+        if t.has_inline:
+            inline_rules(t, i, node, at, checks)
 
         def forbid(*keys: str, why: str) -> None:
             for key in keys:
@@ -582,6 +596,11 @@ class _Builder:
         t, issues = self.t, self.issues
         n0 = len(issues)
         guard = compile_guard(spec.guard, f"{site}.guard", issues) if spec.guard is not None else None
+        for ref in state_refs(spec.guard):
+            t.in_state = True
+            if ref not in t.index:
+                issues.append(f"{site}.guard.in_state: no state {ref!r}{did_you_mean(ref, t.paths[1:])} "
+                              "(write the state's full dotted path)")
         actions = compile_actions(spec.actions, f"{site}.actions", issues)
         target = -1
         if spec.target is not None:
@@ -621,8 +640,8 @@ class _Builder:
             domain = source
         else:
             domain = t.parent[source]
-            while not (t.is_proper_ancestor(domain, target)):
-                domain = t.parent[domain]
+            while not (t.is_proper_ancestor(domain, target)) or t.inline[domain]:
+                domain = t.parent[domain]  # (SCXML: the domain is a compound state, never a parallel one)
         chain: list[int] = []
         s = dest
         while s != domain:
