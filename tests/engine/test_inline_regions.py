@@ -90,7 +90,7 @@ def test_on_done_fires_when_all_regions_reach_a_final_state() -> None:
 def test_done_of_each_region_is_raised_too() -> None:
     doc = two_regions()
     doc["states"]["work"]["states"]["a"]["on_done"] = {"actions": [{"assign": {"a_done": True}}]}
-    h, exe = run(doc, "go")
+    _, exe = run(doc, "go")
     assert exe.context == {"a_done": True}
 
 
@@ -321,7 +321,7 @@ def test_deep_history_restores_every_region_leaf() -> None:
 
 
 def test_shallow_history_restores_the_parallel_state_with_initial_regions() -> None:
-    h, exe = run(history_doc("shallow"), "ga", "gd", "gb", "pause", "resume")
+    _, exe = run(history_doc("shallow"), "ga", "gd", "gb", "pause", "resume")
     assert exe.leaves == ["main.work.a.a1", "main.work.b.b1"]
 
 
