@@ -29,14 +29,13 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from functools import partial
 
+from durastate.engine.inline_rules import HISTORY_SEPARATOR
 from durastate.engine.interpreter import MAX_MICROSTEPS, ExecutionFailed, Run
 from durastate.engine.model import Event, Execution
 from durastate.engine.tables import CompiledTransition, Tables
 
-__all__ = ["HISTORY_SEPARATOR", "InlineRun", "configuration", "leaves_of", "summary"]
+__all__ = ["InlineRun", "configuration", "leaves_of", "summary"]
 
-HISTORY_SEPARATOR = " "
-"""Between the leaves a history memory holds when several were active (state names have no spaces)."""
 
 
 def leaves_of(t: Tables, cfg: Iterable[int]) -> list[int]:

@@ -15,7 +15,10 @@ if TYPE_CHECKING:
     from durastate.engine.definition import State
     from durastate.engine.tables import Tables
 
-__all__ = ["inline_owner", "inline_rules"]
+__all__ = ["HISTORY_SEPARATOR", "configuration_problem", "inline_owner", "inline_rules"]
+
+HISTORY_SEPARATOR = " "
+"""Between the leaves a history memory holds when several were active (state names have no spaces)."""
 
 
 def inline_owner(t: Tables, i: int) -> int:
@@ -42,3 +45,24 @@ def inline_rules(t: Tables, i: int, node: State, at: Callable[[str], str], issue
     if node.invoke is not None:
         issues.append(f"{at('invoke')}: not supported {where}; invoke from a state outside it, or make "
                       "the parallel state `regions: children`")
+
+
+def configuration_problem(t: Tables, leaves: list[int]) -> str | None:
+    """Why ``leaves`` (several active leaves) are not a configuration of the definition (``None``: they are):
+    each leaf rests (no child states to be in), a compound state on the way has one active child, and an
+    inline parallel state has each of its regions active, as the interpreter leaves them."""
+    cfg: set[int] = set()
+    for leaf in leaves:
+        if t.kind[leaf] in ("compound", "history") or t.inline[leaf]:
+            return f"{t.paths[leaf]} is a {t.kind[leaf]} state"
+        s = leaf
+        while s > 0:
+            cfg.add(s)
+            s = t.parent[s]
+    for s in cfg | {0}:
+        active = [c for c in t.children[s] if c in cfg]
+        if t.inline[s] and len(active) != len(t.children[s]):
+            return f"not every region of {t.paths[s]} has an active state"
+        if not t.inline[s] and len(active) > 1:
+            return f"{t.paths[s] or 'the top level'} would have {len(active)} active children"
+    return None

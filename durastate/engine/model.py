@@ -122,7 +122,7 @@ class Failure(BaseModel):
 
     event: Event
     before: dict[str, Any]
-    """The fields a redrive restores: active_path, history, context, timers, children, invoke_seq."""
+    """The fields a redrive restores: active_path, leaves, history, context, timers, children, invoke_seq."""
     redrives: int = 0
     """How many times this execution was redriven so far (names the re-applied event's id)."""
 
