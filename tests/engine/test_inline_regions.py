@@ -15,6 +15,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from durastate.engine import Event, Execution, load_definition, step
+from durastate.engine.checks import static_issues
+from durastate.engine.control import record_failure, redrive
+from durastate.engine.explain import explain
+from durastate.engine.explore import explore
+from durastate.engine.migration import apply_migration, plan_migration
 from durastate.errors import DefinitionError
 
 from .harness import Harness
@@ -453,3 +458,77 @@ def test_two_inline_regions_step_as_the_two_charts_alone(events: list[str], na: 
         own = [f"p.ra.s{na - 1}" if la == ["end"] else la[0], f"p.rb.s{nb - 1}" if lb == ["end"] else lb[0]]
         assert (leaves, status) == (own, "running")
         assert (ctx["a_n"], ctx["b_n"]) == (ca["a_n"], cb["b_n"])
+
+
+# -- the tools around the interpreter --------------------------------------------------------------------
+
+
+def test_explain_lists_the_candidates_of_every_leaf() -> None:
+    doc = two_regions()
+    doc["states"]["work"]["states"]["b"]["states"]["b1"]["on"]["check"] = {
+        "target": "b3", "guard": {"in_state": "work.a.a1"}}
+    _, exe = run(doc)
+    defn = load_definition(doc)
+    got = explain(defn, exe, Event(name="go"))
+    assert [(c.source, c.target, c.taken) for c in got.candidates] == [
+        ("work.a.a1", "work.a.a2", True), ("work.b.b1", "work.b.b2", True)]
+    assert got.outcome == "taken: work.a.a1 on go → work.a.a2; and work.b.b1 on go → work.b.b2"
+    assert explain(defn, exe, Event(name="check")).candidates[0].value is True
+
+
+def test_explore_tells_configurations_apart_by_every_leaf() -> None:
+    doc = two_regions()
+    found = explore(load_definition(doc), limit=100)
+    assert found.complete and found.findings == []
+    # a deadlock inside one region shows every leaf
+    doc["states"]["work"]["on"] = {}
+    doc["states"]["work"]["states"]["b"]["states"]["b2"] = {"on": {"never": {"target": "b2", "guard": False}}}
+    stuck = explore(load_definition(doc), limit=100)
+    assert [f.kind for f in stuck.findings] == ["deadlock"]
+    assert stuck.findings[0].active_path == "work.a.a2 + work.b.b2"
+
+
+def test_static_checks_reach_the_regions_a_deep_target_enters() -> None:
+    doc = two_regions()
+    doc["initial"] = "idle"
+    doc["states"]["idle"] = {"on": {"jump": {"target": "work.b.b2"}}}
+    assert [i for i in static_issues(load_definition(doc)) if "unreachable" in i] == [
+        "states.work.states.b.states.b1: unreachable: no transition, initial state or history leads to "
+        "'work.b.b1'; target it from somewhere or remove it"]
+
+
+def test_migration_maps_every_leaf_or_refuses() -> None:
+    old = load_definition(two_regions())
+    _, exe = run(two_regions(), "go")
+    renamed = two_regions()
+    b = renamed["states"]["work"]["states"]["b"]
+    b["states"]["second"] = b["states"].pop("b2")
+    b["states"]["b1"]["on"]["go"]["target"] = "second"
+    new = load_definition(renamed)
+    plan = plan_migration(exe, old, new, {"work.b.b2": "work.b.second"})
+    assert plan.unmapped == [] and plan.leaves == ["work.a.a2", "work.b.second"]
+    apply_migration(exe, plan)
+    assert exe.leaves == ["work.a.a2", "work.b.second"]
+    # two leaves mapped into one region: not a configuration of the new version
+    bad = plan_migration(exe, new, new, {"work.a.a2": "work.b.b3"})
+    assert bad.unmapped and "not every region of work has an active state" in bad.changes[-1]
+    children = two_regions()
+    children["states"]["work"]["regions"] = "children"
+    refused = plan_migration(exe, new, load_definition(children), {"work.b.second": "work.b.b2"})
+    assert refused.unmapped and "runs its regions differently" in " ".join(refused.changes)
+
+
+def test_redrive_restores_every_leaf() -> None:
+    doc = two_regions()
+    doc["states"]["work"]["states"]["b"]["states"]["b1"]["on"]["boom"] = {
+        "target": "b2", "actions": [{"assign": {"x": {"div": [1, 0]}}}]}
+    defn = load_definition(doc)
+    _, exe = run(doc)
+    before = exe.model_copy(deep=True)
+    event = Event(name="boom")
+    step(defn, exe, event, 1.0)
+    assert exe.status == "failed"
+    record_failure(exe, before, event)
+    exe.leaves = []
+    redrive(exe, 2.0)
+    assert exe.leaves == ["work.a.a1", "work.b.b1"] and exe.status == "running"
