@@ -47,13 +47,22 @@ def leaves_of(t: Tables, cfg: Iterable[int]) -> list[int]:
 
 def summary(t: Tables, leaves: list[int]) -> int:
     """What ``active_path`` holds: the one leaf, or the deepest common ancestor of several."""
-    s = leaves[0]
+    first = leaves[0]
     if len(leaves) == 1:
-        return s
-    while True:
+        return first
+    chain: list[int] = []  # the first leaf's proper ancestors, innermost first
+    s = t.parent[first]
+    while s >= 0:
+        chain.append(s)
         s = t.parent[s]
-        if all(t.is_proper_ancestor(s, x) for x in leaves):
-            return s
+    on_chain = set(chain)
+    lowest = 0  # the innermost ancestor of the first leaf that is an ancestor of every leaf
+    for x in leaves[1:]:
+        x = t.parent[x]
+        while x not in on_chain:
+            x = t.parent[x]
+        lowest = max(lowest, chain.index(x))
+    return chain[lowest]
 
 
 def configuration(t: Tables, exe: Execution) -> set[int]:
@@ -72,9 +81,27 @@ def configuration(t: Tables, exe: Execution) -> set[int]:
 
 
 class InlineRun(Run):
-    """A step over a configuration of several active states (see the module docstring)."""
+    """A step over a configuration of several active states (see the module docstring).
+
+    While one leaf is active (outside every inline parallel state) the base run's single-leaf code runs:
+    :attr:`cfg` stays ``None`` and ``leaf`` says it all. The set is built (from ``leaf``, which the base code
+    keeps exact) the first time the step enters an inline parallel state or starts inside one, and from
+    then on this class's configuration code runs for the rest of the step.
+    """
 
     cfg: set[int] | None = None
+    known_leaves: list[int] | None = None
+    """The leaves of :attr:`cfg` while it has not changed since they were computed (``None``: compute)."""
+
+    def leaves(self) -> list[int]:
+        got = self.known_leaves
+        if got is None:
+            got = self.known_leaves = leaves_of(self.t, self.conf())
+        return got
+
+    def single(self) -> bool:
+        """One leaf is active, and ``leaf`` is it: the base run's code applies."""
+        return self.cfg is None and not self.exe.leaves
 
     def conf(self) -> set[int]:
         """The configuration, read from the execution on first use (the step has set ``leaf`` by then)."""
@@ -93,11 +120,13 @@ class InlineRun(Run):
         return cfg
 
     def is_active(self, path: str) -> bool:
+        if self.single():
+            return super().is_active(path)
         s = self.t.index.get(path, -1)
         return s >= 0 and s in self.conf()
 
     def _resummarise(self) -> None:
-        leaves = leaves_of(self.t, self.conf())
+        leaves = self.leaves()
         if leaves:
             self.leaf = summary(self.t, leaves)
 
@@ -105,13 +134,17 @@ class InlineRun(Run):
         """Write the configuration back: ``active_path`` (already the summary) and ``leaves``."""
         t = self.t
         fields = self.exe.__dict__
-        leaves = leaves_of(t, self.conf()) if self.cfg is not None else []
+        if self.cfg is None:
+            return  # the step did not touch the configuration beyond ``leaf``: the leaves are as they were
+        leaves = self.leaves()
         fields["leaves"] = [t.paths[s] for s in leaves] if len(leaves) > 1 else []
         self.exe.__pydantic_fields_set__.add("leaves")
 
     # -- entering ------------------------------------------------------------------------------------
     def enter_state(self, s: int) -> None:
-        self.conf().add(s)
+        if self.cfg is not None:
+            self.cfg.add(s)
+            self.known_leaves = None
         super().enter_state(s)
 
     def complete(self, s: int) -> None:
@@ -191,18 +224,21 @@ class InlineRun(Run):
         t, cfg = self.t, self.conf()
         if t.kind[s] == "parallel":
             return all(self._in_final(r) for r in t.children[s])
-        return any(c in cfg and t.kind[c] == "final" for c in t.children[s])
+        for c in t.children[s]:
+            if c in cfg:
+                return t.kind[c] == "final"
+        return False
 
     # -- selection and microsteps ------------------------------------------------------------------
     def select(self, ev: Event | None) -> list[CompiledTransition]:
         """The transitions one microstep takes for ``ev`` (``None``: the eventless ones), SCXML's way."""
         t = self.t
-        cfg = self.conf()
         min_depth = t.depth[self.root]
         ctx = self.exe.context
         seen = self.event if ev is None else ev
         chosen: list[CompiledTransition] = []
-        for leaf in leaves_of(t, cfg):
+        single = self.single()
+        for leaf in [self.leaf] if single else self.leaves():
             if ev is None:
                 cands: tuple[CompiledTransition, ...] = t.always[leaf]
             else:
@@ -220,6 +256,7 @@ class InlineRun(Run):
                 break
         if len(chosen) < 2:
             return chosen
+        cfg = self.conf()
         kept: list[CompiledTransition] = []
         for c1 in chosen:
             x1 = self._exit_set(c1, cfg)
@@ -244,6 +281,8 @@ class InlineRun(Run):
         return {s for s in cfg if s != d and t.is_proper_ancestor(d, s)}
 
     def dispatch(self, ev: Event) -> bool:
+        if self.single():
+            return super().dispatch(ev)
         cts = self.select(ev)
         if not cts:
             return False
@@ -252,6 +291,11 @@ class InlineRun(Run):
         return True
 
     def fire(self, ct: CompiledTransition) -> None:
+        if self.single() and ct.site not in self.t.crossing:
+            super().fire(ct)  # may enter an inline parallel state at its end (``complete``)
+            if self.cfg is not None:
+                self._resummarise()
+            return
         self.microstep([ct])
 
     def microstep(self, cts: list[CompiledTransition]) -> None:
@@ -264,7 +308,8 @@ class InlineRun(Run):
         for ct in cts:
             exits |= self._exit_set(ct, cfg)
         if exits:
-            leaves = leaves_of(t, cfg)
+            leaves = self.leaves()
+            self.known_leaves = None
             memory = {
                 s: [x for x in leaves if t.is_proper_ancestor(s, x)] for s in exits if t.has_history[s]
             }
@@ -293,6 +338,8 @@ class InlineRun(Run):
         self.restore(h)
 
     def settle(self) -> None:
+        if self.single() and not self.internal and not self.t.always[self.leaf]:
+            return
         micro = 0
         while self.exe.status == "running":
             cts = self.select(None)
@@ -315,6 +362,9 @@ class InlineRun(Run):
 
     def exit_all(self) -> None:
         """The exit actions of every active state at or below this execution's root, leaf first."""
+        if self.single():
+            super().exit_all()
+            return
         t, root = self.t, self.root
         for s in sorted(self.conf(), reverse=True):
             if s > 0 and t.exit[s] and (s == root or not root or t.is_proper_ancestor(root, s)):

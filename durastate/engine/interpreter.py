@@ -745,8 +745,13 @@ def step(defn: Definition, exe: Execution, event: Event, now: float, *, detail: 
     return res
 
 
+_INLINE_RUN: list[type[Run]] = []
+
+
 def _inline_run() -> type[Run]:
     """The run of a definition with inline parallel states (imported on first use: it subclasses Run)."""
-    from durastate.engine.inline import InlineRun
+    if not _INLINE_RUN:
+        from durastate.engine.inline import InlineRun
 
-    return InlineRun
+        _INLINE_RUN.append(InlineRun)
+    return _INLINE_RUN[0]

@@ -235,6 +235,9 @@ class Tables:
     """Some state is an inline parallel state: steps run on :class:`durastate.engine.inline.InlineRun`."""
     in_state: bool = False
     """Some guard is an ``in_state`` guard: steps publish their configuration to it."""
+    crossing: frozenset[str] = frozenset()
+    """The sites of the transitions that enter an inline parallel state on the way to their target (the
+    other regions start too: :mod:`durastate.engine.inline` takes them even from a single leaf)."""
 
     def fallback(self, leaf: int, name: str) -> tuple[CompiledTransition, ...]:
         """The candidates for an event that is not a key of ``handlers[leaf]``: those of its longest
@@ -691,4 +694,10 @@ class _Builder:
             t.star.append(tuple(ct for s in chain for d, ct in t.own_on[s] if d == ANY))
             t.always.append(tuple(ct for s in chain for ct in t.own_always[s]))
         t.prefix_heads = frozenset(heads)
+        if t.has_inline:
+            everything = [ct for i in range(n) for ct in (*t.handlers[i].values(), t.always[i])]
+            t.crossing = frozenset(ct.site for cts in everything for ct in cts
+                                   if any(t.inline[s] for s in ct.enter[:-1]))
+            t.crossing |= {a.transition.site for a in t.after_keys.values()
+                           if any(t.inline[s] for s in a.transition.enter[:-1])}
         t.has_star = any(d == ANY for own in t.own_on for d, _ in own)
