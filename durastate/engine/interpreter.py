@@ -18,7 +18,9 @@ Semantics (SCXML where it applies; see the definitions reference):
   actions are processed (each followed by its own fixed point) before the step ends; past
   :data:`MAX_MICROSTEPS` the execution fails;
 - an event nobody handles while the execution sits in a parallel state is forwarded to every running
-  region child; otherwise it is ignored (``StepResult.ignored``);
+  region child; otherwise it is ignored (``StepResult.ignored``); a definition with ``regions: inline``
+  parallel states steps on :class:`durastate.engine.inline.InlineRun`, whose configuration may hold
+  several leaves (SCXML's multi-transition microsteps);
 - an execution that ends by reaching a final child of its root, or by ``durastate.cancel``, first exits
   its active states as SCXML does (exit actions, leaf first, up to its root: a region child's root is
   its region); a failure runs nothing more (:meth:`Run.end` is the seam: ``exits=False`` ends without).

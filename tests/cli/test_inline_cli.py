@@ -34,6 +34,11 @@ def test_upload_runs_its_regions_inline(cli: Callable[..., Outcome], store_args:
     exe = json.loads(ok("show", "u1", "--json").stdout)
     assert exe["leaves"] == ["processing.scan.clean", "processing.thumbnail.rendering"]
     assert exe["active_path"] == "processing" and exe["children"] == {}
+    drawn = ok("viz", "--execution", "u1").stdout  # every active leaf is marked
+    assert "class processing__scan__clean active" in drawn
+    assert "class processing__thumbnail__rendering active" in drawn
+    explained = ok("send", "u1", "rendered", "--explain").stdout  # the in_state guard sees the other region
+    assert "processing.thumbnail.rendering" in explained and "← taken" in explained
     ok("send", "u1", "rendered")
     ok("serve", "--until-idle")
     exe = json.loads(ok("show", "u1", "--json").stdout)
