@@ -532,3 +532,29 @@ def test_redrive_restores_every_leaf() -> None:
     exe.leaves = []
     redrive(exe, 2.0)
     assert exe.leaves == ["work.a.a1", "work.b.b1"] and exe.status == "running"
+
+
+def test_only_definitions_with_inline_regions_step_on_the_inline_run() -> None:
+    from durastate.engine.inline import InlineRun
+    from durastate.engine.interpreter import Run
+
+    plain = two_regions()
+    plain["states"]["work"]["regions"] = "children"
+    for doc, kind in ((plain, Run), (two_regions(), InlineRun)):
+        defn = load_definition(doc)
+        exe = Execution(id="k", definition_id="two")
+        assert type(step(defn, exe, Event(name="durastate.start"), 0.0)) is kind
+    assert not load_definition(plain).tables.has_inline
+
+
+@pytest.mark.parametrize("how", ["after", "always"])
+def test_timers_and_always_that_target_inside_a_region_enter_the_other_regions(how: str) -> None:
+    doc = two_regions()
+    doc["initial"] = "idle"
+    doc["states"]["idle"] = ({"after": {"seconds": 5, "target": "work.b.b2"}} if how == "after"
+                             else {"always": {"target": "work.b.b2"}})
+    h, exe = run(doc)
+    if how == "after":
+        assert exe.active_path == "idle"
+        h.advance(5)
+    assert exe.leaves == ["work.a.a1", "work.b.b2"]
