@@ -129,6 +129,11 @@ def test_a_descendant_preempts_its_ancestor_but_not_a_sibling_region() -> None:
     states["b"]["states"]["b1"]["on"]["x"] = {"target": "b2"}  # conflicts with it, and is later
     _, exe = run(doc, "x")
     assert exe.outcome == "aborted"
+    # b1's own `y` (inside the parallel state) preempts the parallel state's, which leaf a1 selected first
+    doc["states"]["work"]["on"]["y"] = {"target": "aborted"}
+    states["b"]["states"]["b1"]["on"]["y"] = {"target": "b2"}
+    _, exe = run(doc, "y")
+    assert exe.status == "running" and exe.leaves == ["work.a.a1", "work.b.b2"]
 
 
 def test_innermost_state_first_within_a_region() -> None:
