@@ -360,6 +360,24 @@ class InlineRun(Run):
                 )
         self._resummarise()
 
+    def on_catch(self, ev: Event) -> bool:
+        """A failure whose retries ran out: the ``on_error`` of the nearest active state that has one, from
+        each leaf up (leaves in document order; a state shared by several leaves is asked once)."""
+        if self.single():
+            return super().on_catch(ev)
+        t = self.t
+        floor = t.depth[self.root]
+        asked: set[int] = set()
+        for leaf in list(self.leaves()):
+            s = leaf
+            while s >= 0 and t.depth[s] >= floor and s not in asked:
+                asked.add(s)
+                if self.dispatch(Event.model_construct(id=ev.id, name=t.error_event[s], data=ev.data)):
+                    return True
+                s = t.parent[s]
+        raise ExecutionFailed(f"{ev.data.get('error')} (after {ev.data.get('attempts')} attempt(s); no "
+                              f"on_error on {t.paths[self.leaf]} or inside it)")
+
     def exit_all(self) -> None:
         """The exit actions of every active state at or below this execution's root, leaf first."""
         if self.single():

@@ -563,3 +563,17 @@ def test_timers_and_always_that_target_inside_a_region_enter_the_other_regions(h
         assert exe.active_path == "idle"
         h.advance(5)
     assert exe.leaves == ["work.a.a1", "work.b.b2"]
+
+
+def test_a_failure_whose_retries_ran_out_is_caught_by_on_error_inside_a_region() -> None:
+    doc = two_regions()
+    doc["states"]["work"]["states"]["b"]["states"]["b1"]["on_error"] = {"target": "b2"}
+    _, exe = run(doc)
+    defn = load_definition(doc)
+    caught = Event(name="durastate.catch", data={"error": "Boom: no", "event": {}, "attempts": 3})
+    step(defn, exe, caught, 1.0)
+    assert exe.leaves == ["work.a.a1", "work.b.b2"]
+    del doc["states"]["work"]["states"]["b"]["states"]["b1"]["on_error"]
+    _, exe = run(doc)
+    step(load_definition(doc), exe, caught, 1.0)
+    assert exe.status == "failed" and "no on_error on work or inside it" in (exe.error or "")
