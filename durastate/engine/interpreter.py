@@ -741,6 +741,8 @@ def step(defn: Definition, exe: Execution, event: Event, now: float, *, detail: 
         trace["error"] = fields["error"]
     if res.logs:
         trace["log"] = list(res.logs)
+    if t.has_inline and fields["leaves"]:
+        trace["leaves"] = list(fields["leaves"])  # the configuration inside an inline parallel state
     if run.fired:
         trace["transitions"] = describe_transitions(t, run.fired)
     res.trace = trace

@@ -43,7 +43,11 @@ def test_upload_runs_its_regions_inline(cli: Callable[..., Outcome], store_args:
     ok("serve", "--until-idle")
     exe = json.loads(ok("show", "u1", "--json").stdout)
     assert (exe["status"], exe["outcome"], exe["context"]["preview"]) == ("finished", "published", True)
-    assert [s["to"] for s in json.loads(ok("trace", "u1", "--json").stdout)] == \
-        ["processing", "processing", "published"]
+    steps = json.loads(ok("trace", "u1", "--json").stdout)
+    assert [(s["to"], s.get("leaves")) for s in steps] == [
+        ("processing", ["processing.scan.scanning", "processing.thumbnail.rendering"]),
+        ("processing", ["processing.scan.clean", "processing.thumbnail.rendering"]),
+        ("published", None)]
+    assert "leaves=" in ok("trace", "u1").stdout
     listed = json.loads(ok("list", "--definition", "upload", "--json").stdout)
     assert [i["active_path"] for i in listed["items"]] == ["published"]
