@@ -29,6 +29,7 @@ Semantics (SCXML where it applies; see the definitions reference):
 from __future__ import annotations
 
 import copy
+import functools
 from typing import Any
 
 from durastate.engine.definition import Definition
@@ -749,13 +750,9 @@ def step(defn: Definition, exe: Execution, event: Event, now: float, *, detail: 
     return res
 
 
-_INLINE_RUN: list[type[Run]] = []
-
-
+@functools.cache
 def _inline_run() -> type[Run]:
     """The run of a definition with inline parallel states (imported on first use: it subclasses Run)."""
-    if not _INLINE_RUN:
-        from durastate.engine.inline import InlineRun
+    from durastate.engine.inline import InlineRun
 
-        _INLINE_RUN.append(InlineRun)
-    return _INLINE_RUN[0]
+    return InlineRun
