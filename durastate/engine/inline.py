@@ -344,7 +344,10 @@ class InlineRun(Run):
         while self.exe.status == "running":
             cts = self.select(None)
             if cts:
-                self.microstep(cts)
+                if len(cts) == 1:
+                    self.fire(cts[0])  # from a single leaf, the base run's transition
+                else:
+                    self.microstep(cts)
                 last = cts[0].site
             elif self.internal:
                 ev = self.internal.pop(0)
