@@ -8,6 +8,7 @@ history, ``always``, and nested states; plus properties against single-region ch
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,6 +20,7 @@ from durastate.engine.checks import static_issues
 from durastate.engine.control import record_failure, redrive
 from durastate.engine.explain import explain
 from durastate.engine.explore import explore
+from durastate.engine.inline_rules import configuration_problem
 from durastate.engine.migration import apply_migration, plan_migration
 from durastate.errors import DefinitionError
 
@@ -577,3 +579,29 @@ def test_a_failure_whose_retries_ran_out_is_caught_by_on_error_inside_a_region()
     _, exe = run(doc)
     step(load_definition(doc), exe, caught, 1.0)
     assert exe.status == "failed" and "no on_error on work or inside it" in (exe.error or "")
+
+
+UPLOAD = Path(__file__).resolve().parents[2] / "examples" / "upload.yaml"
+
+
+@settings(max_examples=80, deadline=None)
+@given(moves=st.lists(st.sampled_from(["scanned", "clean", "rendered", "render_failed", "cancel", "wait"]),
+                      max_size=12))
+def test_every_run_of_the_upload_example_keeps_a_valid_configuration(moves: list[str]) -> None:
+    h = Harness(UPLOAD)
+    exe = h.start("upload")
+    defn = h.reg.get("upload")
+    t = defn.tables
+    for move in moves:
+        if move == "wait":
+            h.advance(600)  # the scan's timer: leaves the parallel state from inside a region
+        elif move == "clean":
+            h.send("e", "scanned", {"clean": True})
+        else:
+            h.send("e", move)
+        if exe.leaves:  # the harness checked the JSON round trip and that timers belong to active states
+            assert configuration_problem(t, [t.index[p] for p in exe.leaves]) is None
+            assert exe.active_path == "processing"
+        if exe.status != "running":
+            assert exe.timers == {} and exe.leaves == []
+            break
