@@ -93,7 +93,7 @@ def print_explanation(found: list[tuple[Execution, Explanation]]) -> None:
 
     for exe, e in found:
         output.say(Text.assemble(("explain ", "bold"), (e.event, "bold"), f" in {exe.id} (active: ",
-                                 (e.active or "none", "magenta"), f", {e.status})"))
+                                 output.active_text(exe) if e.active else ("none", "magenta"), f", {e.status})"))
         if e.candidates:
             table = Table(show_edge=False, pad_edge=False, box=None, header_style="bold")
             for col in ("#", "state", "on", "target", "guard", "value", ""):

@@ -163,7 +163,9 @@ def explain(defn: Definition, exe: Execution, event: Event) -> Explanation:
         out.outcome = f"not handled by {exe.active_path} or above: forwarded to the running regions{held}"
     else:
         why = "no guard holds" if out.candidates else "no transition handles it"
-        out.outcome = f"ignored: {why} in {exe.active_path} or the states above it{held}"
+        where = f"{', '.join(exe.leaves)} or the states above them" if exe.leaves else \
+            f"{exe.active_path} or the states above it"
+        out.outcome = f"ignored: {why} in {where}{held}"
     return out
 
 

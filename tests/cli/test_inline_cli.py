@@ -39,6 +39,7 @@ def test_upload_runs_its_regions_inline(cli: Callable[..., Outcome], store_args:
     assert "class processing__thumbnail__rendering active" in drawn
     explained = ok("send", "u1", "rendered", "--explain").stdout  # the in_state guard sees the other region
     assert "processing.thumbnail.rendering" in explained and "← taken" in explained
+    assert "(active: processing  { scan.clean | thumbnail.rendering }, running)" in explained
     ok("send", "u1", "rendered")
     ok("serve", "--until-idle")
     exe = json.loads(ok("show", "u1", "--json").stdout)

@@ -481,6 +481,8 @@ def test_explain_lists_the_candidates_of_every_leaf() -> None:
         ("work.a.a1", "work.a.a2", True), ("work.b.b1", "work.b.b2", True)]
     assert got.outcome == "taken: work.a.a1 on go → work.a.a2; and work.b.b1 on go → work.b.b2"
     assert explain(defn, exe, Event(name="check")).candidates[0].value is True
+    assert explain(defn, exe, Event(name="nope")).outcome == (
+        "ignored: no transition handles it in work.a.a1, work.b.b1 or the states above them")
 
 
 def test_explore_tells_configurations_apart_by_every_leaf() -> None:
