@@ -18,6 +18,9 @@ of ``bench/defs/costs.yaml`` is driven a number of times and averaged:
   transition;
 - **fork/join** (``split``, ``l``, ``r``): the fork, the relay creating both region children, the
   forwarded events, the children's steps and finish notices, and the join — the whole cycle;
+- **fork/join, regions: inline** (``split``, ``l``, ``r`` of ``costs_inline.yaml``): the same chart with
+  ``regions: inline``, per
+  event: each is one worker commit of the execution itself (nothing spawned, forwarded or relayed);
 - **idle**: what an empty sweep (every minute) and the relay's scheduled backstop (every 5 minutes) cost
   with no traffic, per minute.
 
@@ -31,6 +34,7 @@ checkout), in a subprocess, with this very driver: the before/after of a change,
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import json
 import os
@@ -75,6 +79,7 @@ def _setup() -> tuple[Any, ...]:
                  ("AWS_DEFAULT_REGION", REGION)):
         os.environ.setdefault(k, v)
     from durastate.engine import DefinitionRegistry, load_definition
+    from durastate.errors import DefinitionError
     from durastate.store.dynamodb.sync import DynamoDBStore
     from durastate.transport.sqs import SqsTransport
 
@@ -89,6 +94,8 @@ def _setup() -> tuple[Any, ...]:
     transport = SqsTransport(sqs, url, sleep=lambda s: None)
     reg = DefinitionRegistry()
     reg.register(load_definition(DEFS / "costs.yaml"))
+    with contextlib.suppress(DefinitionError):  # an older durastate (a baseline run) has no inline regions
+        reg.register(load_definition(DEFS / "costs_inline.yaml"))
     return ddb, store, sqs, url, transport, meter, reg
 
 
@@ -196,10 +203,10 @@ def _drive(n: int) -> dict[str, Any]:
         while sum(astuple(timed(tag, relay.run_once, max_items=100, **kw))) >= 100:
             pass
 
-    def start(eid: str, ctx: dict[str, Any] | None = None) -> None:
+    def start(eid: str, ctx: dict[str, Any] | None = None, definition_id: str = "costs") -> None:
         meter.tag = "setup"
         untraced.handle(eid, Event(id=f"{eid}:start", name="durastate.start",
-                                   data={"definition_id": "costs", "context": ctx or {}}))
+                                   data={"definition_id": definition_id, "context": ctx or {}}))
         wire.shards = set()
 
     def bumps(eid: str, count: int, tag: str, worker: Worker = untraced) -> None:
@@ -252,6 +259,15 @@ def _drive(n: int) -> dict[str, Any]:
                 relay_all("fork:relay")
         exe = store.load(eid)
         assert exe is not None and exe.active_path == "idle", exe
+        if "costs-inline" in reg:
+            # fork/join with `regions: inline`: three events, each one worker commit, nothing to relay
+            start(f"i{i}", definition_id="costs-inline")
+            for name in ("split", "l", "r"):
+                external(f"i{i}", name, "ifork")
+                lambda_poll("ifork")
+                relay_all("ifork:relay")
+            exe = store.load(f"i{i}")
+            assert exe is not None and exe.active_path == "idle", exe
     # idle: nothing armed, nothing pending — an empty sweep and an empty backstop pass
     for _ in range(n):
         timed("idle:sweep", sweeper.run_once)
@@ -297,6 +313,7 @@ PATHS: list[tuple[str, tuple[str, ...], int | None, int | None]] = [
     ("with timers (arm + fire)", ("timer-arm", "timer-fire", "timer"), 2, 2),
     ("with timers, hopped (arm + fire)", ("hop-arm", "hop-fire"), 2, 2),
     ("fork/join (whole cycle)", ("fork",), None, None),
+    ("fork/join, regions: inline (split, l, r; per event)", ("ifork",), 3, 3),
 ]
 
 

@@ -35,6 +35,7 @@ def _registry() -> Any:
     reg = DefinitionRegistry()
     reg.register(load_definition(DEFS / "toggle.yaml"))
     reg.register(load_definition(DEFS / "history.yaml"))
+    reg.register(load_definition(DEFS / "history_inline.yaml"))
     return reg
 
 
@@ -148,6 +149,7 @@ DURASTATE_NOCOPY = "durastate, copy_on_load=False"
 DURASTATE_RT = "durastate (LocalRuntime + DictStore, full commit)"
 DURASTATE_RT_NOCOPY = "durastate runtime, copy_on_load=False"
 DURASTATE_RT_QUEUED = "durastate runtime, each cycle queued then run (a server's view)"
+DURASTATE_INLINE = "durastate, regions: inline (Worker + DictStore, full commit)"
 
 
 def run(cycles: int = 300, repeats: int = 7, warmup: bool = True) -> dict[str, Any]:
@@ -159,7 +161,8 @@ def run(cycles: int = 300, repeats: int = 7, warmup: bool = True) -> dict[str, A
         ("chart2", CHART2_CYCLE, PEERS_CHART2, {DURASTATE_RT: durastate_runtime("history"),
                                                 DURASTATE_RT_NOCOPY: durastate_runtime("history", False),
                                                 DURASTATE_RT_QUEUED: durastate_runtime_queued("history",
-                                                                                      len(CHART2_CYCLE))}),
+                                                                                      len(CHART2_CYCLE)),
+                                                DURASTATE_INLINE: durastate_worker("history-inline")}),
     ]
     for chart, cycle, peers, durastates in charts:
         seq = cycle * cycles
@@ -177,7 +180,39 @@ def run(cycles: int = 300, repeats: int = 7, warmup: bool = True) -> dict[str, A
         out[chart] = {"events": len(seq), "repeats": repeats, "series": series, "durastate": head,
                       "ratios": ratios, "fastest_peer": fastest, "peers": list(peers),
                       "durastate_rows": list(durastates)}
+        if DURASTATE_INLINE in durastates:
+            out[chart]["inline_ratios"] = {name: paired_ratio(series[DURASTATE_INLINE], series[name])
+                                           for name in peers}
     return out
+
+
+def run_inline(cycles: int = 300, repeats: int = 7, warmup: bool = True) -> dict[str, Any]:
+    """Chart 2 with ``regions: inline`` against the chart-2 peers only (the row alone, quicker than
+    :func:`run`): events per second and durastate's ratio to each peer."""
+    seq = CHART2_CYCLE * cycles
+    contenders: dict[str, Peer] = {DURASTATE_INLINE: durastate_worker("history-inline")}
+    contenders.update({name: f() for name, f in PEERS_CHART2.items()})
+    for p in contenders.values():
+        _check_history(p)
+    series = interleave({name: _runner(p, seq, "idle") for name, p in contenders.items()}, repeats,
+                        warmup=warmup)
+    fastest = max(PEERS_CHART2, key=lambda n: series[n].median)
+    return {"events": len(seq), "repeats": repeats, "series": series, "fastest_peer": fastest,
+            "ratios": {name: paired_ratio(series[DURASTATE_INLINE], series[name]) for name in PEERS_CHART2}}
+
+
+if __name__ == "__main__":  # python -m bench.engine inline [cycles] [repeats]: the inline chart-2 row alone
+    import sys
+
+    if sys.argv[1:2] != ["inline"]:
+        sys.exit("usage: python -m bench.engine inline [cycles] [repeats] (the whole section: python -m bench "
+                 "--only engine)")
+    got = run_inline(*(int(a) for a in sys.argv[2:4]))
+    for name, ser in got["series"].items():
+        ratio = got["ratios"].get(name)
+        shown = f"  durastate / this: {ratio[0]:.1f}x ({ratio[1]:.1f}-{ratio[2]:.1f})" if ratio else ""
+        print(f"{name:70} {ser.median:>12,.0f} events/s{shown}")
+    print(f"fastest peer: {got['fastest_peer']}; inline / fastest: {got['ratios'][got['fastest_peer']][0]:.1f}x")
 
 
 def series_of(result: dict[str, Any], chart: str) -> dict[str, Series]:

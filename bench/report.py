@@ -78,6 +78,10 @@ def engine_md(res: dict[str, Any] | None, targets: list[list[str]]) -> str:
         ratio = c["ratios"][fastest]
         targets.append([f"Engine {chart}: durastate ≥ 5× the fastest peer ({fastest})", _ok(ratio[0] >= 5),
                         _ratio(ratio)])
+        if "inline_ratios" in c:
+            inline = c["inline_ratios"][fastest]
+            targets.append([f"Engine {chart}, `regions: inline`: durastate ≥ 5× the fastest peer ({fastest})",
+                            _ok(inline[0] >= 5), _ratio(inline)])
     return "\n\n".join(out)
 
 

@@ -53,12 +53,14 @@ def active_event_names(defn: Definition, exe: Execution, load: Load) -> set[str]
     """The event descriptors that some transition of the active configuration listens to (regions too)."""
     t = defn.tables
     names: set[str] = set()
+    for path in exe.leaves or [exe.active_path or ""]:  # every leaf of an inline parallel state
+        leaf = t.index.get(path, -1)
+        if leaf > 0:
+            names.update(k for k in t.handlers[leaf] if not k.startswith(RESERVED_PREFIX))
     leaf = t.index.get(exe.active_path or "", -1)
-    if leaf > 0:
-        names.update(k for k in t.handlers[leaf] if not k.startswith(RESERVED_PREFIX))
-        if t.kind[leaf] == "parallel":
-            for child in _regions(exe, load):
-                names |= active_event_names(defn, child, load)
+    if leaf > 0 and t.kind[leaf] == "parallel":
+        for child in _regions(exe, load):
+            names |= active_event_names(defn, child, load)
     return names
 
 
@@ -91,7 +93,7 @@ def print_explanation(found: list[tuple[Execution, Explanation]]) -> None:
 
     for exe, e in found:
         output.say(Text.assemble(("explain ", "bold"), (e.event, "bold"), f" in {exe.id} (active: ",
-                                 (e.active or "none", "magenta"), f", {e.status})"))
+                                 output.active_text(exe) if e.active else ("none", "magenta"), f", {e.status})"))
         if e.candidates:
             table = Table(show_edge=False, pad_edge=False, box=None, header_style="bold")
             for col in ("#", "state", "on", "target", "guard", "value", ""):

@@ -42,6 +42,8 @@ def active_paths(exe: Execution, load: Callable[[str], Execution | None], depth:
     Regions run as child executions of the same definition, so their leaves belong in the same
     diagram; invoked children run other definitions and are left out.
     """
+    if exe.leaves:  # inside an inline parallel state: every active leaf is this execution's own
+        return list(exe.leaves)
     leaves: list[str] = []
     regions = [cid for cid, ref in exe.children.items() if ref.kind == "region"]
     found_region_leaf = False

@@ -173,9 +173,14 @@ def map_progress(path: str, progress: MapProgress, *, ended: bool = False) -> st
 
 
 def active_text(exe: Execution, children: Sequence[Execution] = ()) -> Text:
-    """The active configuration: the leaf, or for a parallel state each running region's leaf."""
+    """The active configuration: the leaf, or for a parallel state each running region's leaf (the leaves
+    of an inline parallel state are the execution's own)."""
     idle = "(purged: no state kept)" if exe.status == "purged" else "(not started)"
     text = Text(exe.active_path or idle, style="bold magenta")
+    if exe.leaves:
+        text.append("  { ")
+        text.append(" | ".join(relative(leaf, exe.active_path) for leaf in exe.leaves), style="magenta")
+        text.append(" }")
     running = [c for c in children if c.parent_id == exe.id and c.child_id in exe.children
                and exe.children[c.child_id].kind == "region"]
     if running:

@@ -89,6 +89,11 @@ def _entered(t: Tables, ct: CompiledTransition) -> set[int]:
     """The states taking ``ct`` enters: those between its domain and its target, and below the target."""
     into: set[int] = set()
     _enter(t, ct.target if ct.history < 0 else ct.history, into)
+    for s in ct.enter:
+        if t.inline[s]:  # a target inside one inline region enters the other regions by their defaults
+            for r in t.children[s]:
+                if r not in ct.enter:
+                    _enter(t, r, into)
     return into | set(ct.enter)
 
 

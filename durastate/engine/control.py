@@ -50,7 +50,7 @@ MAX_HELD = 1_000
 """How many events a suspended (or retry-waiting) execution keeps before it refuses more: the held
 events live in the execution, which must stay within the backend's item size (DynamoDB: 400 KB)."""
 
-RESTORED_FIELDS = ("active_path", "history", "context", "timers", "children", "invoke_seq", "maps")
+RESTORED_FIELDS = ("active_path", "leaves", "history", "context", "timers", "children", "invoke_seq", "maps")
 """What a redrive puts back: the execution as it stood before the step that failed."""
 
 

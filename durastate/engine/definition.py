@@ -209,6 +209,9 @@ class State(BaseModel):
     """History states only: the default when nothing was recorded yet (else the parent's ``initial``)."""
     outcome: str | None = None
     """Final states only: the execution's outcome when it finishes here (default: the state's name)."""
+    regions: Literal["children", "inline"] | None = None
+    """Parallel states only: how the regions run. ``children`` (the default): each region is a child
+    execution; ``inline``: the regions run inside this execution (SCXML semantics, one commit per event)."""
 
     @field_validator("entry", "exit", "always", "on_done", "on_error", "after", mode="before")
     @classmethod

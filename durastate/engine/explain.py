@@ -18,8 +18,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from durastate.engine.definition import After, Definition, State, Transition
+from durastate.engine.expressions import ACTIVE
 from durastate.engine.interpreter import StepResult, step
 from durastate.engine.model import CANCEL, RESERVED_PREFIX, Event, Execution
+from durastate.engine.tables import Tables
 
 __all__ = ["Candidate", "Explanation", "Preview", "explain", "preview", "transition_specs"]
 
@@ -113,9 +115,21 @@ def explain(defn: Definition, exe: Execution, event: Event) -> Explanation:
     context = copy.deepcopy(exe.context)
     decided = False
     failure: str | None = None
-    for ct in t.candidates(leaf, event.name):
+    # Inside an inline parallel state every active leaf selects its own transition, in document order.
+    leaves = [t.index.get(p, -1) for p in exe.leaves] or [leaf]
+    if t.in_state:
+        cfg = {s for x in leaves for s in _ancestors(t, x)}
+        ACTIVE.set(lambda path: t.index.get(path, -1) in cfg)
+    listed: set[str] = set()
+    for ct, first in ((ct, k == 0) for x in leaves for k, ct in enumerate(t.candidates(x, event.name))):
+        if first:
+            decided = False
         if ct.source_depth < floor:
-            break  # a state above this region's root: not part of this execution (as dispatch stops)
+            decided = True  # a state above this region's root: not part of this execution (as dispatch stops)
+            continue
+        if ct.site in listed:
+            continue  # the same transition, selected from another leaf: taken once
+        listed.add(ct.site)
         key, spec = specs.get(ct.site, (event.name, None))
         value: bool | None = None
         error: str | None = None
@@ -134,20 +148,24 @@ def explain(defn: Definition, exe: Execution, event: Event) -> Explanation:
             guard=spec.guard if spec is not None else None, value=value, error=error, taken=taken,
             reached=reached, site=ct.site))
     chosen = out.taken
+    more = [c for c in out.candidates if c.taken and c is not chosen]
     held = " (held while the execution is suspended; this is what happens once it resumes)" \
         if exe.status == "suspended" else ""
     if failure is not None and chosen is None:
         out.outcome = failure + held
     elif chosen is not None:
         where = f"→ {chosen.target}" if chosen.target is not None else "(targetless: actions only)"
-        out.outcome = f"taken: {chosen.source} on {chosen.event} {where}{held}"
+        also = "".join(f"; and {c.source} on {c.event} → {c.target or '(targetless)'}" for c in more)
+        out.outcome = f"taken: {chosen.source} on {chosen.event} {where}{also}{held}"
     elif t.kind[leaf] == "parallel" and any(r.kind == "region" and r.status == "running"
                                             for r in exe.children.values()):
         out.forwarded = True
         out.outcome = f"not handled by {exe.active_path} or above: forwarded to the running regions{held}"
     else:
         why = "no guard holds" if out.candidates else "no transition handles it"
-        out.outcome = f"ignored: {why} in {exe.active_path} or the states above it{held}"
+        where = f"{', '.join(exe.leaves)} or the states above them" if exe.leaves else \
+            f"{exe.active_path} or the states above it"
+        out.outcome = f"ignored: {why} in {where}{held}"
     return out
 
 
@@ -176,3 +194,11 @@ def preview(defn: Definition, exe: Execution, event: Event, now: float) -> Previ
         copy_.status = "running"
     res = step(defn, copy_, event, now, detail=True)
     return Preview(before=exe, after=copy_, result=res)
+
+
+def _ancestors(t: Tables, s: int) -> list[int]:
+    out = []
+    while s >= 0:
+        out.append(s)
+        s = t.parent[s]
+    return out

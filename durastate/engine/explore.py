@@ -20,9 +20,9 @@ each with the sequence of events that reaches it. What the explorer feeds in:
 
 Guards see the context the run computed and the data of the event, so a chart whose guards read values
 the user can give (``--domain context.amount=0,150``) is explored over them. Configurations are told
-apart by active state, history, context, armed timer keys and children's states; the bound is on how
-many are explored, so a chart whose context grows without bound (a counter) is explored to the bound and
-says so. Pure: no I/O, no clock (time is the timers' own).
+apart by active states (every leaf of an inline parallel state), history, context, armed timer keys and
+children's states; the bound is on how many are explored, so a chart whose context grows without bound
+(a counter) is explored to the bound and says so. Pure: no I/O, no clock (time is the timers' own).
 """
 
 from __future__ import annotations
@@ -124,7 +124,7 @@ def explore(defn: Definition, limit: int = 1000, domains: Mapping[str, Sequence[
             seen.add(key)
             queue.append((nxt, at, res_path))
         if not moved and exe.status == "running":
-            out.findings.append(Finding("deadlock", exe.active_path, path,
+            out.findings.append(Finding("deadlock", where(exe), path,
                                         "no event, timer or child moves it any more (every event is ignored, "
                                         "no timer is armed, no child runs)"))
     return out
@@ -138,7 +138,7 @@ def _advance(defn: Definition, exe: Execution, event: Event, now: float, path: t
         return True
     error = exe.error or ""
     kind: Literal["loop", "failure"] = "loop" if f"after {MAX_MICROSTEPS}" in error else "failure"
-    out.findings.append(Finding(kind, exe.active_path, path, error))
+    out.findings.append(Finding(kind, where(exe), path, error))
     return False
 
 
@@ -207,8 +207,13 @@ def _combinations(domains: Mapping[str, Sequence[Any]]) -> Iterator[dict[str, An
         yield out
 
 
+def where(exe: Execution) -> str | None:
+    """Where a finding is: the active leaf, or the leaves of an inline parallel state (``a.x + a.y``)."""
+    return " + ".join(exe.leaves) if exe.leaves else exe.active_path
+
+
 def _key(exe: Execution) -> str:
-    return json.dumps([exe.active_path, exe.status, exe.history, exe.context, sorted(exe.timers),
+    return json.dumps([exe.active_path, exe.leaves, exe.status, exe.history, exe.context, sorted(exe.timers),
                        sorted((cid, ref.status) for cid, ref in exe.children.items()),
                        {path: m.model_dump() for path, m in exe.maps.items()}],
                       sort_keys=True, default=str)

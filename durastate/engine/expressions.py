@@ -20,6 +20,7 @@ import math
 import operator
 import re
 from collections.abc import Callable
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
 from durastate.engine.model import Event
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ACTION_KINDS",
+    "ACTIVE",
     "GUARD_OPS",
     "VALUE_OPS",
     "Action",
@@ -42,6 +44,7 @@ __all__ = [
     "compile_value",
     "did_you_mean",
     "resolve_callable",
+    "state_refs",
 ]
 
 Value = Callable[[dict[str, Any], Event], Any]
@@ -283,7 +286,26 @@ _CMP: dict[str, Callable[[Any, Any], bool]] = {
     "lt": _safe_cmp(operator.lt),
     "le": _safe_cmp(operator.le),
 }
-GUARD_OPS = (*_CMP, "in", "exists", "not", "and", "or")
+GUARD_OPS = (*_CMP, "in", "exists", "not", "and", "or", "in_state")
+
+ACTIVE: ContextVar[Callable[[str], bool]] = ContextVar("durastate_active", default=lambda path: False)
+"""What an ``in_state`` guard asks: is this state path in the active configuration? The interpreter sets it
+to its step's configuration when the definition has such a guard (guards see only context and event, and
+keep that signature); anything that evaluates guards outside a step (explain) sets it the same way."""
+
+
+def state_refs(spec: Any) -> list[str]:
+    """The state paths the ``in_state`` guards in ``spec`` name (checked against the definition's states)."""
+    if isinstance(spec, dict):
+        out: list[str] = []
+        for op, args in spec.items():
+            if op == "in_state" and isinstance(args, str):
+                out.append(args)
+            elif op in ("not", "and", "or"):
+                for sub in args if isinstance(args, list) else [args]:
+                    out.extend(state_refs(sub))
+        return out
+    return []
 
 
 def _always(value: bool) -> Guard:
@@ -292,6 +314,7 @@ def _always(value: bool) -> Guard:
 
 def compile_guard(spec: Any, where: str, issues: Issues) -> Guard:
     """Compile a GUARD: ``{eq|ne|gt|ge|lt|le: [v, v]}``, ``{in: [v, [..]]}``, ``{exists: ref}``,
+    ``{in_state: path}`` (SCXML ``In()``),
     ``{not: G}``, ``{and: [G..]}``, ``{or: [G..]}``, a boolean, or ``"package.module:function"``."""
     if isinstance(spec, bool):
         return _always(spec)
@@ -347,6 +370,12 @@ def compile_guard(spec: Any, where: str, issues: Issues) -> Guard:
     if op == "not":
         inner = compile_guard(args, sub, issues)
         return lambda ctx, ev: not inner(ctx, ev)
+    if op == "in_state":
+        if not isinstance(args, str) or not args:
+            issues.append(f"{sub}: takes a state path, like 'work.upload.done' (true while it is active)")
+            return _always(False)
+        path = args
+        return lambda ctx, ev: ACTIVE.get()(path)
     if op in ("and", "or"):
         if not isinstance(args, list) or not args:
             issues.append(f"{sub}: takes a non-empty list of guards")

@@ -18,7 +18,9 @@ Semantics (SCXML where it applies; see the definitions reference):
   actions are processed (each followed by its own fixed point) before the step ends; past
   :data:`MAX_MICROSTEPS` the execution fails;
 - an event nobody handles while the execution sits in a parallel state is forwarded to every running
-  region child; otherwise it is ignored (``StepResult.ignored``);
+  region child; otherwise it is ignored (``StepResult.ignored``); a definition with ``regions: inline``
+  parallel states steps on :class:`durastate.engine.inline.InlineRun`, whose configuration may hold
+  several leaves (SCXML's multi-transition microsteps);
 - an execution that ends by reaching a final child of its root, or by ``durastate.cancel``, first exits
   its active states as SCXML does (exit actions, leaf first, up to its root: a region child's root is
   its region); a failure runs nothing more (:meth:`Run.end` is the seam: ``exits=False`` ends without).
@@ -27,10 +29,12 @@ Semantics (SCXML where it applies; see the definitions reference):
 from __future__ import annotations
 
 import copy
+import functools
 from typing import Any
 
 from durastate.engine import fanout, tasks
 from durastate.engine.definition import Definition
+from durastate.engine.expressions import ACTIVE
 from durastate.engine.ids import (
     CATCH,
     REINVOKE_PREFIX,
@@ -187,6 +191,14 @@ class Run(StepResult):
         self.site = site
         for a in actions:
             a(self)
+
+    def is_active(self, path: str) -> bool:
+        """``path`` is in the active configuration (what an ``in_state`` guard asks)."""
+        s = self.t.index.get(path, -1)
+        return s >= 0 and (s == self.leaf or self.t.is_proper_ancestor(s, self.leaf))
+
+    def save_leaves(self) -> None:
+        """Store the configuration beyond ``active_path``: nothing here (see :mod:`durastate.engine.inline`)."""
 
     # -- selection -----------------------------------------------------------------------------------
     def dispatch(self, ev: Event) -> bool:
@@ -673,7 +685,9 @@ def step(defn: Definition, exe: Execution, event: Event, now: float, *, detail: 
             "ignored": True,
         }
         return res
-    run = res = Run(t, exe, event, now)
+    run = res = (_inline_run() if t.has_inline else Run)(t, exe, event, now)
+    if t.in_state:
+        ACTIVE.set(run.is_active)
     if detail:
         run.fired = []
     handled = True
@@ -721,7 +735,7 @@ def step(defn: Definition, exe: Execution, event: Event, now: float, *, detail: 
                 if t.kind[leaf] == "parallel" and fields["children"]:
                     handled = run.forward(event)
         if handled:
-            if run.internal or t.always[run.leaf]:
+            if run.internal or t.always[run.leaf] or t.has_inline:
                 run.settle()
             if run.forks or run.invokes or run.fanouts:
                 run.start_children()
@@ -738,6 +752,8 @@ def step(defn: Definition, exe: Execution, event: Event, now: float, *, detail: 
     if handled:
         after = t.paths[run.leaf] or before
         fields["active_path"] = after
+        if t.has_inline:
+            run.save_leaves()
     if run.timer_ops:
         res.timers = list(run.timer_ops.values())
     fields["updated_at"] = now
@@ -756,7 +772,17 @@ def step(defn: Definition, exe: Execution, event: Event, now: float, *, detail: 
         trace["error"] = fields["error"]
     if res.logs:
         trace["log"] = list(res.logs)
+    if t.has_inline and fields["leaves"]:
+        trace["leaves"] = list(fields["leaves"])  # the configuration inside an inline parallel state
     if run.fired:
         trace["transitions"] = describe_transitions(t, run.fired)
     res.trace = trace
     return res
+
+
+@functools.cache
+def _inline_run() -> type[Run]:
+    """The run of a definition with inline parallel states (imported on first use: it subclasses Run)."""
+    from durastate.engine.inline import InlineRun
+
+    return InlineRun

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 from durastate.engine.definition import Definition
 from durastate.engine.ids import retarget_timer_key, timer_key_state
+from durastate.engine.inline_rules import HISTORY_SEPARATOR, configuration_problem
 from durastate.engine.model import ChildRef, Execution, TimerOp
 from durastate.engine.versions import definition_version
 
@@ -47,6 +48,8 @@ class MigrationPlan:
     """The paths the execution sits in that are not states of the new version once mapped."""
     maps: dict[str, str] = field(default_factory=dict)
     """The path of an active ``map`` state -> its new path (only those that change)."""
+    leaves: list[str] = field(default_factory=list)
+    """The active leaves inside an inline parallel state (``Execution.leaves``), mapped."""
 
 
 def parse_mapping(pairs: list[str]) -> dict[str, str]:
@@ -94,9 +97,12 @@ def state_paths(exe: Execution) -> list[str]:
     for path in (exe.active_path, exe.root_path):
         if path:
             seen[path] = None
+    for path in exe.leaves:
+        seen[path] = None
     for key, leaf in exe.history.items():
         seen[key] = None
-        seen[leaf] = None
+        for one in leaf.split(HISTORY_SEPARATOR):  # several leaves: the history of an inline parallel state
+            seen[one] = None
     for key in exe.timers:
         state = timer_key_state(key)
         if state:
@@ -134,8 +140,21 @@ def plan_migration(exe: Execution, old: Definition | None, new: Definition,
             unmapped[current] = None
             changes.append(f"active: {current} is {was or 'where it rests'} but {active} is {now} in the new "
                            "version")
+        elif now == "parallel" and (was is not None and old is not None and
+                                    old.tables.inline[old.tables.index[current]] != new.tables.inline[index[active]]):
+            unmapped[current] = None
+            changes.append(f"active: {current} runs its regions differently in the new version (children "
+                           "or inline); finish or cancel the execution instead of migrating it")
+    leaves = [image(leaf, "active leaf") for leaf in exe.leaves]
+    if leaves and all(leaf in index for leaf in leaves):
+        problem = configuration_problem(new.tables, [index[leaf] for leaf in leaves])
+        if problem is not None:
+            unmapped.update(dict.fromkeys(exe.leaves))
+            changes.append(f"active leaves: {', '.join(leaves)}: {problem} in the new version")
     root = image(exe.root_path, "region") if exe.root_path else exe.root_path
-    history = {image(k, "history"): image(v, f"history of {k}") for k, v in exe.history.items()}
+    history = {image(k, "history"): HISTORY_SEPARATOR.join(image(one, f"history of {k}")
+                                                           for one in v.split(HISTORY_SEPARATOR))
+               for k, v in exe.history.items()}
     timers: dict[str, float] = {}
     moves: list[tuple[str, str, float]] = []
     for key, fire_at in exe.timers.items():
@@ -151,7 +170,7 @@ def plan_migration(exe: Execution, old: Definition | None, new: Definition,
             children[child_id] = mapped
     maps = {path: mapped for path in exe.maps if (mapped := image(path, "map")) != path}
     return MigrationPlan(exe.id, definition_version(new), active, root, history, timers, children,
-                         timer_moves=moves, changes=changes, unmapped=list(unmapped), maps=maps)
+                         timer_moves=moves, changes=changes, unmapped=list(unmapped), maps=maps, leaves=leaves)
 
 
 def apply_migration(exe: Execution, plan: MigrationPlan) -> list[TimerOp]:
@@ -164,6 +183,7 @@ def apply_migration(exe: Execution, plan: MigrationPlan) -> list[TimerOp]:
     ops = [TimerOp("cancel", key) for key, _, _ in plan.timer_moves if key not in plan.timers]
     ops += [TimerOp("schedule", new_key, plan.timers[new_key]) for _, new_key, _ in plan.timer_moves]
     exe.active_path = plan.active_path
+    exe.leaves = list(plan.leaves)
     exe.root_path = plan.root_path
     exe.history = dict(plan.history)
     exe.timers = dict(plan.timers)

@@ -160,7 +160,7 @@ class Failure(BaseModel):
 
     event: Event
     before: dict[str, Any]
-    """The fields a redrive restores: active_path, history, context, timers, children, invoke_seq."""
+    """The fields a redrive restores: active_path, leaves, history, context, timers, children, invoke_seq."""
     redrives: int = 0
     """How many times this execution was redriven so far (names the re-applied event's id)."""
 
@@ -196,9 +196,14 @@ class Execution(BaseModel):
     active_path: str | None = None
     """Dotted path of the active leaf; ``None`` until the start event has been applied.
 
-    Parallel regions run as child executions, so one execution always has exactly one active leaf:
-    while it sits in a parallel state, the leaf is that parallel state itself.
+    Parallel regions run as child executions by default, so the execution has one active leaf: while it
+    sits in such a parallel state, the leaf is that parallel state itself. Inside a ``regions: inline``
+    parallel state several leaves are active: see :attr:`leaves`.
     """
+    leaves: list[str] = Field(default_factory=list, exclude_if=_empty)
+    """The active leaves while more than one is active (inside a ``regions: inline`` parallel state), in
+    document order; ``active_path`` is then their deepest common ancestor (that parallel state). Empty (and
+    left out of the stored JSON) while one leaf is active: ``active_path`` is that leaf."""
     root_path: str | None = None
     """For a region child: the region's path in the shared definition (it runs only that subtree)."""
     history: dict[str, str] = Field(default_factory=dict)

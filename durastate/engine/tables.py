@@ -34,9 +34,11 @@ from durastate.engine.expressions import (
     compile_guard,
     compile_value,
     did_you_mean,
+    state_refs,
 )
 from durastate.engine.fanout import CompiledMap, compile_map
 from durastate.engine.ids import AFTER_SEPARATOR, after_timer_key
+from durastate.engine.inline_rules import inline_rules
 from durastate.engine.model import RESERVED_PREFIX, Event
 from durastate.engine.retry import RetryPolicy, parse_retry
 from durastate.engine.tasks import CompiledTask, compile_task
@@ -233,6 +235,15 @@ class Tables:
     exit_work: list[bool] = field(default_factory=list)
     done_event: list[str] = field(default_factory=list)
     error_event: list[str] = field(default_factory=list)
+    inline: list[bool] = field(default_factory=list)
+    """The state is a ``regions: inline`` parallel state (its regions run in this execution)."""
+    has_inline: bool = False
+    """Some state is an inline parallel state: steps run on :class:`durastate.engine.inline.InlineRun`."""
+    in_state: bool = False
+    """Some guard is an ``in_state`` guard: steps publish their configuration to it."""
+    crossing: frozenset[str] = frozenset()
+    """The sites of the transitions that enter an inline parallel state on the way to their target (the
+    other regions start too: :mod:`durastate.engine.inline` takes them even from a single leaf)."""
 
     def fallback(self, leaf: int, name: str) -> tuple[CompiledTransition, ...]:
         """The candidates for an event that is not a key of ``handlers[leaf]``: those of its longest
@@ -328,6 +339,7 @@ class _Builder:
         t.own_always.append([])
         t.done_event.append(DONE_PREFIX + path)
         t.error_event.append(ERROR_PREFIX + path)
+        t.inline.append(node is not None and node.regions == "inline" and node.kind == "parallel")
         self.nodes.append(node)
         states = self.defn.states if node is None else node.states
         kids: list[int] = []
@@ -345,9 +357,10 @@ class _Builder:
         self._add(None, "", "", -1)
         if not self.defn.states:
             issues.append("states: a definition needs at least one state")
+        t.has_inline = any(t.inline)
         for i in range(len(t.paths)):
             p = t.parent[i]
-            if p >= 0 and t.kind[p] == "parallel":
+            if p >= 0 and t.kind[p] == "parallel" and not t.inline[p]:
                 t.region_of[i] = i
             elif p >= 0:
                 t.region_of[i] = t.region_of[p]
@@ -377,6 +390,10 @@ class _Builder:
         parent_kind = t.kind[t.parent[i]]
         # The rules of a kind go to a scratch list when the kind is a guess (see build_tables).
         checks: Issues = [] if site in self.unsure else issues
+        if node.regions is not None and kind != "parallel":
+            checks.append(f"{at('regions')}: only a parallel state has regions (children or inline)")
+        if t.has_inline:
+            inline_rules(t, i, node, at, checks)
 
         def forbid(*keys: str, why: str) -> None:
             for key in keys:
@@ -599,6 +616,11 @@ class _Builder:
         t, issues = self.t, self.issues
         n0 = len(issues)
         guard = compile_guard(spec.guard, f"{site}.guard", issues) if spec.guard is not None else None
+        for ref in state_refs(spec.guard):
+            t.in_state = True
+            if ref not in t.index:
+                issues.append(f"{site}.guard.in_state: no state {ref!r}{did_you_mean(ref, t.paths[1:])} "
+                              "(write the state's full dotted path)")
         actions = compile_actions(spec.actions, f"{site}.actions", issues)
         target = -1
         if spec.target is not None:
@@ -638,8 +660,8 @@ class _Builder:
             domain = source
         else:
             domain = t.parent[source]
-            while not (t.is_proper_ancestor(domain, target)):
-                domain = t.parent[domain]
+            while not (t.is_proper_ancestor(domain, target)) or t.inline[domain]:
+                domain = t.parent[domain]  # (SCXML: the domain is a compound state, never a parallel one)
         chain: list[int] = []
         s = dest
         while s != domain:
@@ -692,4 +714,10 @@ class _Builder:
             t.star.append(tuple(ct for s in chain for d, ct in t.own_on[s] if d == ANY))
             t.always.append(tuple(ct for s in chain for ct in t.own_always[s]))
         t.prefix_heads = frozenset(heads)
+        if t.has_inline:
+            everything = [ct for i in range(n) for ct in (*t.handlers[i].values(), t.always[i])]
+            t.crossing = frozenset(ct.site for cts in everything for ct in cts
+                                   if any(t.inline[s] for s in ct.enter[:-1]))
+            t.crossing |= {a.transition.site for a in t.after_keys.values()
+                           if any(t.inline[s] for s in a.transition.enter[:-1])}
         t.has_star = any(d == ANY for own in t.own_on for d, _ in own)

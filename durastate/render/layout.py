@@ -555,15 +555,17 @@ def layout(defn: Definition, exe: Execution | None = None, child_status: Mapping
            *, active: Iterable[str] | None = None) -> Layout:
     """The layout of ``defn``, with ``exe``'s active state(s) marked.
 
-    ``active`` overrides the active leaves (by default ``exe.active_path``; the CLI passes the leaves of
-    the running regions too). ``child_status`` maps a child execution id of ``exe`` to its status (as
-    loaded from the store): the state that runs the child shows it (default: the status ``exe`` recorded).
+    ``active`` overrides the active leaves (by default ``exe.active_path``, or ``exe.leaves`` inside an inline
+    parallel state; the CLI passes the leaves of the running regions too). ``child_status`` maps a child
+    execution id of ``exe`` to its status (as loaded from the store): the state that runs the child shows it
+    (default: the status ``exe`` recorded).
     """
     lay = _Layouter(defn)
     lay.measure(lay.root)
     margin = 16.0
     lay.place(lay.root, margin, margin)
-    leaves = list(active) if active is not None else ([exe.active_path] if exe and exe.active_path else [])
+    leaves = list(active) if active is not None else (
+        list(exe.leaves) or [exe.active_path] if exe and exe.active_path else [])
     leaves = [p for p in leaves if p in lay.nodes and p]
     by_state: dict[str, str] = {}
     if exe is not None:

@@ -126,7 +126,7 @@ def create_app(console: Console) -> Starlette:
             exe = load(exe_id)
             view = queries.execution_view(console.store, exe, console.clock(), console.queued(), console.box)
             active = (console.active_paths(exe, console.store.load) if console.active_paths is not None
-                      else [exe.active_path] if exe.active_path else [])
+                      else exe.leaves or ([exe.active_path] if exe.active_path else []))
         defn = console.definition(exe)
         child_status = {cid: summary.status for cid, _kind, _path, summary in view.children if summary}
         return page(request, "execution.html", exe=exe, view=view, steps=queries.trace_steps(view.trace),

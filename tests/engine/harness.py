@@ -31,11 +31,12 @@ def check_invariants(defn: Definition, exe: Execution) -> None:
     assert again.model_dump() == exe.model_dump()
     if exe.status == "running":
         assert exe.active_path is not None
-        active = exe.active_path
+        actives = exe.leaves or [exe.active_path]  # several leaves inside an inline parallel state
         for key in exe.timers:
             path = timer_key_state(key)  # the state a timer belongs to (a state may have several)
-            assert active == path or active.startswith(path + "."), (key, active)
+            assert any(a == path or a.startswith(path + ".") for a in actives), (key, actives)
     assert exe.active_path is None or exe.active_path in defn.tables.index
+    assert len(exe.leaves) != 1 and all(leaf in defn.tables.index for leaf in exe.leaves)
 
 
 class Harness:
