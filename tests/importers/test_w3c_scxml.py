@@ -22,8 +22,9 @@ PASSING = ("144", "158", "176", "189", "200", "205", "279", "287", "318", "323",
            "377", "396", "399", "403a", "407", "412", "416", "417", "419", "421", "495", "503", "505", "506", "550",
            "551")
 FAILING = {
-    "405": "parallel regions are separate executions: an event raised in a region's exit actions is not seen "
-           "by the parent (SCXML's regions share one internal queue)",
+    "405": "parallel regions are separate executions: the events a region's exit and transition content raise "
+           "go to the region's own queue, where the parallel state's transition on them lies outside the "
+           "region and is not tried (SCXML's regions share one queue and exit in one step)",
 }
 REPORTED = {
     "147": "<if> is not supported",
