@@ -59,6 +59,8 @@ class _El:
     foreign: bool = False
     children: list[_El] = field(default_factory=list)
     text: str = ""
+    seen: dict[str, int] = field(default_factory=dict)
+    """How many children of each tag were parsed so far (the index of the next one's path, in constant time)."""
 
 
 class _Refused(Exception):
@@ -97,7 +99,7 @@ def _parse(text: str, source: str | None) -> _El:
             path = tag
         else:
             ident = plain.get("id")
-            same = sum(1 for c in parent.children if c.tag == tag) + 1
+            same = parent.seen[tag] = parent.seen.get(tag, 0) + 1
             path = f"{parent.path}/{tag}[@id='{ident}']" if ident else f"{parent.path}/{tag}[{same}]"
         el = _El(tag, plain, parser.CurrentLineNumber, path, foreign=ns != SCXML_NS)
         if parent is not None:
@@ -149,6 +151,8 @@ class _Converter:
         self.variables: set[str] = set()
         self.entered_once: set[int] = set()
         self.initial_entry: dict[str, list[Any]] = {}  # state path -> its parent's <initial> content
+        self.entries: dict[str, int] | None = None  # see entry_counts
+        self.restored: set[str] = set()
         self.constants: dict[str, Any] = {}  # system variables the document fixes: _name
         self.generated = 0
 
@@ -334,23 +338,35 @@ class _Converter:
         """Whether the state at ``path`` (and every state inside it) is entered only by the ``<initial>``
         transition ``initial``: then that transition's content, which SCXML runs after the parent's onentry
         and before the target's, is exactly the first part of the target's entry."""
-        inside = (path, path + ".")
+        if self.entries is None:
+            self.entries, self.restored = self.entry_counts()
+        ancestors = [path.rsplit(".", k)[0] for k in range(1, path.count(".") + 1)]
+        # the <initial> itself targets ``path`` once; any other transition into it, or a history of one of
+        # its ancestors (a recorded configuration restores it without the <initial>), enters it otherwise
+        return self.entries.get(path, 0) == 1 and not any(a in self.restored for a in ancestors)
 
-        def targets_inside(el: _El) -> bool:
+    def entry_counts(self) -> tuple[dict[str, int], set[str]]:
+        """How many transitions target each state or a state inside it, and the states that hold a history
+        (one walk of the document, so a chart of many ``<initial>`` elements is not read once per each)."""
+        entries: dict[str, int] = {}
+        restored: set[str] = set()
+
+        def walk(el: _El) -> None:
             for c in el.children:
                 if c.foreign:
                     continue
-                if c.tag == "transition" and c is not initial and any(
-                        (t := self.paths.get(i)) is not None and (t == path or t.startswith(inside[1]))
-                        for i in c.attrs.get("target", "").split()):
-                    return True
-                if c.tag == "history" and path.startswith(self.el_paths[id(c)].rpartition(".")[0] + "."):
-                    return True  # a recorded configuration restores the state without the <initial>
-                if targets_inside(c):
-                    return True
-            return False
+                if c.tag == "transition":
+                    for ident in c.attrs.get("target", "").split():
+                        target = self.paths.get(ident)
+                        while target:
+                            entries[target] = entries.get(target, 0) + 1
+                            target = target.rpartition(".")[0]
+                elif c.tag == "history":
+                    restored.add(self.el_paths[id(c)].rpartition(".")[0])
+                walk(c)
 
-        return not targets_inside(self.root)
+        walk(self.root)
+        return entries, restored
 
     def state(self, el: _El) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -527,11 +543,11 @@ class _Converter:
                 ok = False
                 continue
             arm_alternatives, arm_assigns = arms
-            alternatives = [([*c1, *c2], [*a1, *a2]) for c1, a1 in alternatives for c2, a2 in arm_alternatives]
-            assigns = assigns or arm_assigns
-            if len(alternatives) > MAX_BRANCHES:
+            if len(alternatives) * len(arm_alternatives) > MAX_BRANCHES:
                 self.report(el, f"more than {MAX_BRANCHES} paths through the <if>s of one transition; split it")
                 return None
+            alternatives = [([*c1, *c2], [*a1, *a2]) for c1, a1 in alternatives for c2, a2 in arm_alternatives]
+            assigns = assigns or arm_assigns
         return (alternatives, assigns) if ok else None
 
     def _if_arms(self, el: _El) -> tuple[list[tuple[list[Any], list[Any]]], bool] | None:
@@ -545,6 +561,9 @@ class _Converter:
                 segments[-1][1].append(child)
         if segments[-1][0].tag != "else":
             segments.append((_El("else", {}, el.line, el.path), []))  # no <else>: a branch that does nothing
+        if len(segments) > MAX_BRANCHES:
+            self.report(el, f"more than {MAX_BRANCHES} branches in one <if>; split the transition")
+            return None
         out: list[tuple[list[Any], list[Any]]] = []
         earlier: list[Any] = []
         assigns = False
@@ -566,6 +585,9 @@ class _Converter:
             alternatives, arm_assigns = found
             assigns = assigns or arm_assigns
             out.extend(([*conds, *c], a) for c, a in alternatives)
+            if len(out) > MAX_BRANCHES:
+                self.report(el, f"more than {MAX_BRANCHES} paths through one <if>; split the transition")
+                return None
         return out, assigns
 
     def actions(self, block: _El, timers: list[Any] | None = None) -> list[Any]:
