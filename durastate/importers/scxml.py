@@ -752,6 +752,11 @@ class _Converter:
         if action is None or seconds is None:
             return None
         body = action["send"]
+        if _has_reference(body.get("data")):
+            self.report(el, "a delayed <send> with data read from the datamodel or the event is not supported: "
+                            "SCXML reads them when it sends, a timer's actions when it fires (give constants, "
+                            "or keep the values in the context and read them where the event is handled)")
+            return None
         body.pop("to", None)
         return {"seconds": int(seconds) if seconds.is_integer() else seconds, "actions": [{"raise": body}]}
 

@@ -218,3 +218,25 @@ def test_name_is_the_documents_name_and_cannot_be_assigned() -> None:
     unnamed = scxml.convert(f"<scxml {NS}><datamodel><data id='me' expr='_name'/></datamodel><state id='s'/></scxml>")
     assert [i.message for i in unnamed.issues] == [
         "expr='_name': the system variable _name has no durastate equivalent"]
+
+
+def test_a_delayed_send_whose_data_would_be_read_when_it_fires_is_reported() -> None:
+    """SCXML evaluates a <send>'s <param>s and namelist when it sends; a timer's actions read the context
+    when it fires. A delayed send with data from the datamodel would carry the later values: reported."""
+    result = scxml.convert(f"""<scxml {NS}>
+      <datamodel><data id="n" expr="1"/></datamodel>
+      <state id="s"><onentry>
+          <send event="later" delay="1s"><param name="p" expr="n"/></send>
+          <assign location="n" expr="2"/>
+        </onentry>
+        <transition event="later" cond="_event.data.p == 1" target="pass"/>
+        <transition event="later" target="fail"/>
+      </state>
+      <final id="pass"/><final id="fail"/></scxml>""")
+    assert [(i.location, i.message.split(":")[0]) for i in result.issues] == [
+        ("scxml/state[@id='s']/onentry[1]/send[1]",
+         "a delayed <send> with data read from the datamodel or the event is not supported")]
+    constant = _doc("""<state id="s"><onentry><send event="later" delay="1s"><param name="p" expr="1"/></send>
+        </onentry><transition event="later" cond="_event.data.p == 1" target="pass"/></state>
+      <final id="pass"/>""")
+    assert run_to_end(constant, max_seconds=2).outcome == "pass"
