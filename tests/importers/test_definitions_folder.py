@@ -42,6 +42,11 @@ def test_the_folder_loads_scxml_and_xstate_files_beside_yaml_and_json(folder: Pa
     assert registry.get("light").states["red"].on_done[0].target == "off"
 
 
+def test_a_machine_without_an_id_is_named_after_its_file(tmp_path: Path) -> None:
+    (tmp_path / "door.xstate.json").write_text('{"initial": "shut", "states": {"shut": {"type": "final"}}}')
+    assert load_folder(tmp_path).ids() == ["door"]
+
+
 def test_the_engine_alone_reads_only_yaml_and_json(folder: Path) -> None:
     """Without the runtime's loaders the engine takes ``light.xstate.json`` for a durastate JSON definition
     (and finds it invalid): the converters are the caller's to give, never imported by the engine."""
