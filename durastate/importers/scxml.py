@@ -566,29 +566,29 @@ class _Converter:
             return None
         out: list[tuple[list[Any], list[Any]]] = []
         earlier: list[Any] = []
-        assigns = False
-        for marker, content in segments:
+        assigns, ok = False, True
+        for marker, content in segments:  # every branch is read, so that each problem in it is reported
             conds = [{"not": g} for g in earlier]
             cond = marker.attrs.get("cond")
             if marker.tag != "else" and cond is None:
                 self.report(marker, f"<{marker.tag}> without a cond")
-                return None
+                ok = False
             if cond is not None:
                 guard = self.guard(marker, cond)
-                if guard is _NOTHING:
-                    return None
+                ok = ok and guard is not _NOTHING
                 conds.append(guard)
                 earlier.append(guard)
             found = self._sequence(content)
-            if found is None:
-                return None
+            if found is None or not ok:
+                ok = False
+                continue
             alternatives, arm_assigns = found
             assigns = assigns or arm_assigns
             out.extend(([*conds, *c], a) for c, a in alternatives)
             if len(out) > MAX_BRANCHES:
                 self.report(el, f"more than {MAX_BRANCHES} paths through one <if>; split the transition")
                 return None
-        return out, assigns
+        return (out, assigns) if ok else None
 
     def actions(self, block: _El, timers: list[Any] | None = None) -> list[Any]:
         """The executable content of ``block`` as durastate actions. ``timers``: the block is the onentry of

@@ -173,10 +173,16 @@ def test_an_if_after_an_assign_or_outside_a_transition_is_reported() -> None:
           <assign location="n" expr="1"/>
           <if cond="n == 1"><raise event="one"/></if>
         </transition>
+        <transition event="other">
+          <if cond="Math.random() &lt; 0.5"><script>n++</script><else/><foreach array="n" item="i"/></if>
+        </transition>
       </state></scxml>""")
     assert [(i.location, i.message.split(":")[0]) for i in result.issues] == [
         ("scxml/state[@id='s']/onentry[1]/if[1]", "<if> is not supported here"),
         ("scxml/state[@id='s']/transition[1]/if[1]", "<if> after an <assign> is not supported"),
+        ("scxml/state[@id='s']/transition[2]/if[1]", "cond='Math.random() < 0.5'"),  # every branch is read
+        ("scxml/state[@id='s']/transition[2]/if[1]/script[1]", "<script> is not supported"),
+        ("scxml/state[@id='s']/transition[2]/if[1]/foreach[1]", "<foreach> is not supported"),
     ]
 
 
