@@ -17,7 +17,7 @@ When the build runs on the layer's Python version, every module is compiled with
 mtime (reproducible), and the importer never re-checks it (no source read at import). The sources stay
 next to it, for tracebacks. A build on another Python version cannot make byte code the target would
 load, so it ships none (the cache key says which). And the ``durastate`` parts no handler imports — the
-CLI, the dev stack, the web console, the pictures, the importers, the SQL stores and queues
+CLI, the dev stack, the web console, the pictures, the SQL stores and queues
 (:data:`DURASTATE_EXCLUDED`) — are left out: less to unzip and nothing to scan.
 
 Why it is cached: downloaded wheels live in ``layers/build/wheels/`` and each finished layer in
@@ -64,10 +64,12 @@ LAYER_DISTRIBUTIONS: tuple[str, ...] = (
 
 #: Parts of the ``durastate`` package no Lambda handler imports (paths relative to the package): the CLI and
 #: the dev stack (they need typer/rich and moto, which the layer does not carry), the web console, the
-#: pictures, the importers, the demo, test helpers, and the SQLite/PostgreSQL stores, queues and plumbing.
+#: pictures, the demo, test helpers, and the SQLite/PostgreSQL stores, queues and plumbing. The importers
+#: ship: the handlers load a definitions folder's ``.scxml`` and ``.xstate.json`` files through them (imported
+#: only when the folder holds one, so they cost a folder of YAML no cold-start time).
 #: ``tests/infra/test_layer.py`` imports the three handlers and the AWS runtime's lazy imports from a layer.
 DURASTATE_EXCLUDED: tuple[str, ...] = (
-    "cli/", "devstack/", "ui/", "render/", "importers/", "testing/", "db/", "store/postgres/", "store/sqlite/",
+    "cli/", "devstack/", "ui/", "render/", "testing/", "db/", "store/postgres/", "store/sqlite/",
     "store/sql.py", "transport/postgres.py", "transport/sqlite.py", "demo.py", "viz.py",
 )
 

@@ -70,7 +70,8 @@ ALLOWED: dict[str, frozenset[str]] = {
     "viz": frozenset({"engine", "errors"}),
     # statechart pictures (SVG/PNG): the same transitions and colours as viz's Mermaid, laid out in Python
     "render": frozenset({"viz", "engine", "errors"}),
-    "runtime": frozenset({"engine", "store", "transport", "errors"}),
+    # importers lazily: the definitions folder's .scxml / .xstate.json files (durastate.runtime.definitions)
+    "runtime": frozenset({"engine", "store", "transport", "errors", "importers"}),
     "client": frozenset({"engine", "store", "transport", "errors"}),
     "facade": frozenset({"engine", "store", "runtime", "client", "errors"}),
     "functions": frozenset({"runtime", "engine", "store", "transport", "errors", "facade"}),

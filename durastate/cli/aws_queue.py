@@ -202,9 +202,9 @@ def _start_on_queue(url: str, args: dict[str, Any]) -> None:
     client = queue_client(url)
     folder = args.get("definitions") or os.environ.get("DURASTATE_DEFINITIONS")
     if folder:  # checked locally only when a folder is named: the deployed worker has its own copy
-        from durastate.engine import DefinitionRegistry
+        from durastate.runtime.definitions import load_folder
 
-        client.definitions = DefinitionRegistry.from_dir(folder)
+        client.definitions = load_folder(folder)
     with aws_errors("SQS", _where(url)):
         exe_id = client.start(definition, context, execution_id=args.get("execution_id"))
     if args.get("quiet"):

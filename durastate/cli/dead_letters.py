@@ -44,6 +44,7 @@ from durastate.cli.aws_queue import (
 from durastate.cli.common import DefinitionsOption, JsonOption, StoreOption, session
 from durastate.cli.session import DEFAULT_STORE, DEFINITIONS_ENV, STORE_ENV, Session, UsageError, redact
 from durastate.engine import DefinitionRegistry
+from durastate.runtime.definitions import load_folder
 from durastate.runtime.local import check_replay
 from durastate.transport.base import DeadLetter, DeadLetterBox, UnknownDeadLetter
 
@@ -317,7 +318,7 @@ def _check(ctx: typer.Context, place: _Place, letters: list[DeadLetter], definit
         if not Path(folder).is_dir():
             raise UsageError(f"definitions folder {folder!r} does not exist; pass --definitions DIR or set "
                              f"{DEFINITIONS_ENV}")
-        registry = DefinitionRegistry.from_dir(folder)
+        registry = load_folder(folder)
     check_replay(letters, registry, None)
 
 

@@ -16,15 +16,16 @@ from durastate.cli.introspect import active_paths
 from durastate.cli.schedules import check_schedule_files, print_schedule_files, schedule_file_json
 from durastate.cli.session import Session, UsageError
 from durastate.engine.checks import static_issues
-from durastate.engine.definition import Definition, State, load_definition
+from durastate.engine.definition import Definition, State
 from durastate.engine.explore import Exploration, explore
 from durastate.engine.model import Execution
-from durastate.engine.registry import DEFINITION_SUFFIXES, definition_files, duplicate_ids
+from durastate.engine.registry import DEFINITION_SUFFIXES, duplicate_ids
 from durastate.engine.schedules import is_schedule_file
 from durastate.engine.versions import canonical_form
 from durastate.errors import DefinitionError, UnknownExecution
+from durastate.runtime.definitions import IMPORTED_SUFFIXES, folder_files, load_file
 
-SUFFIXES = DEFINITION_SUFFIXES
+SUFFIXES = (*DEFINITION_SUFFIXES, *IMPORTED_SUFFIXES)
 
 
 def register(app: typer.Typer) -> None:
@@ -36,7 +37,7 @@ def _expand(paths: list[Path]) -> list[Path]:
     files: list[Path] = []
     for path in paths:
         if path.is_dir():
-            files.extend(definition_files(path))
+            files.extend(folder_files(path))
         else:
             files.append(path)
     return files
@@ -77,18 +78,18 @@ def validate(
         files = [folder]
     paths = list({p.resolve(): p for p in reversed(_expand(files))}.values())[::-1]  # each file once
     if not paths:
-        raise UsageError(f"no *.yaml, *.yml or *.json files in {', '.join(str(f) for f in files)}")
+        raise UsageError(f"no *.yaml, *.yml, *.json or *.scxml files in {', '.join(str(f) for f in files)}")
     results: list[tuple[Path, Definition | None, list[str]]] = []
     schedule_paths: list[Path] = []
     for path in paths:
         if not path.exists():
             results.append((path, None, ["(document): no such file"]))
             continue
-        if is_schedule_file(path):
+        if not path.name.endswith(IMPORTED_SUFFIXES) and is_schedule_file(path):
             schedule_paths.append(path)
             continue
         try:
-            loaded = load_definition(path)
+            loaded = load_file(path)
         except DefinitionError as exc:
             results.append((path, None, exc.issues))
         else:
@@ -339,9 +340,9 @@ def _viz_format(fmt: str | None, out: Path | None) -> str:
 
 def _definition(sess: Session, source: str) -> Definition:
     path = Path(source)
-    if path.suffix in SUFFIXES or path.exists():
+    if path.name.endswith(SUFFIXES) or path.exists():
         if not path.exists():
             raise UsageError(f"no such file: {source}")
-        return load_definition(path)
+        return load_file(path)
     defn: Definition = sess.registry.get(source)
     return defn

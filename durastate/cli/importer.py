@@ -16,10 +16,10 @@ from typing import Annotated
 import typer
 
 from durastate.cli import output
-from durastate.errors import DefinitionError
 from durastate.importers import ImportResult, to_yaml
 from durastate.importers import scxml as scxml_importer
 from durastate.importers import xstate as xstate_importer
+from durastate.importers.files import read_source
 
 import_app = typer.Typer(
     name="import", no_args_is_help=True, rich_markup_mode="rich",
@@ -52,14 +52,7 @@ def import_xstate(file: FileArgument, out: OutOption = None, allow_partial: Part
 
 def _run(convert: Callable[[str, str | None], ImportResult], file: Path, out: Path | None,
          allow_partial: bool) -> None:
-    try:
-        text = file.read_bytes().decode("utf-8-sig")
-    except OSError as exc:
-        raise DefinitionError([f"(document): cannot read {file}: {exc.strerror or exc}"], str(file)) from None
-    except UnicodeDecodeError as exc:
-        raise DefinitionError([f"(document): not UTF-8 text (byte offset {exc.start}); save it as UTF-8"],
-                              str(file)) from None
-    result = convert(text, str(file))
+    result = convert(read_source(file), str(file))
     for issue in result.issues:
         output.warn(f"{file}: {issue}")
     if result.issues and not allow_partial:

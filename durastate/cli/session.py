@@ -110,7 +110,7 @@ class Session:
     # -- resources --------------------------------------------------------------------------------
     @cached_property
     def registry(self) -> DefinitionRegistry:
-        from durastate.engine import DefinitionRegistry
+        from durastate.runtime.definitions import load_folder
 
         folder = self.definitions_dir
         if folder is None:
@@ -118,7 +118,7 @@ class Session:
                 "no definitions folder: pass --definitions DIR or set "
                 f"{DEFINITIONS_ENV} (or create ./{DEFAULT_DEFINITION_DIRS[0]})"
             )
-        return DefinitionRegistry.from_dir(folder)
+        return load_folder(folder)
 
     @cached_property
     def store(self) -> ExecutionStore:

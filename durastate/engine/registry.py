@@ -4,12 +4,16 @@ Workers look a definition up on every event, so the registry is a plain dict of 
 (and compiled) definitions. ``from_dir`` loads a folder of YAML/JSON files and reports the issues of
 every file at once (two files with the same id included), so a broken deployment fails with the whole
 list instead of one problem per try. ``durastate validate`` applies the same rules.
+
+Files written for another tool (an SCXML document, an XState machine config) are turned into definitions
+outside the engine, which never imports a converter: ``from_dir`` takes a table of *loaders*, one per file
+name ending, that the layer reading the folder supplies (:mod:`durastate.runtime.definitions`).
 """
 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -19,9 +23,14 @@ from durastate.engine.schedules import is_schedule_file
 from durastate.engine.versions import definition_version
 from durastate.errors import DefinitionError, UnknownDefinition, UnknownDefinitionVersion
 
-__all__ = ["DEFINITION_SUFFIXES", "DefinitionRegistry", "definition_files", "duplicate_ids"]
+__all__ = ["DEFINITION_SUFFIXES", "DefinitionLoader", "DefinitionRegistry", "definition_files", "duplicate_ids",
+           "load_definition_file"]
 
 DEFINITION_SUFFIXES = (".yaml", ".yml", ".json")
+
+DefinitionLoader = Callable[[Path], "Definition | Mapping[str, Any]"]
+"""Reads one file of a definitions folder into a definition (or a document ``load_definition`` accepts);
+raises :class:`~durastate.errors.DefinitionError` saying where the file is wrong."""
 
 
 class DefinitionRegistry:
@@ -39,8 +48,11 @@ class DefinitionRegistry:
             self.register(d)
 
     @classmethod
-    def from_dir(cls, folder: str | Path) -> DefinitionRegistry:
+    def from_dir(cls, folder: str | Path, loaders: Mapping[str, DefinitionLoader] | None = None) -> DefinitionRegistry:
         """Every ``*.yaml``/``*.yml``/``*.json`` file of ``folder`` (not recursive), validated together.
+
+        ``loaders`` maps more file name endings (``".scxml"``) to the function that reads such a file; an
+        ending it names wins over a shorter one (``".xstate.json"`` over ``".json"``).
 
         Raises :class:`~durastate.errors.DefinitionError` with the issues of every file at once, each
         prefixed by the file name; two files defining the same id are an issue of both.
@@ -51,11 +63,11 @@ class DefinitionRegistry:
         reg = cls()
         issues: list[str] = []
         loaded: list[tuple[str, Definition]] = []
-        for path in definition_files(root):
-            if is_schedule_file(path):
+        for path in definition_files(root, loaders):
+            if _loader_of(path, loaders) is None and is_schedule_file(path):
                 continue  # a `schedules:` file: loaded by durastate.engine.schedules.load_schedules
             try:
-                loaded.append((path.name, load_definition(path)))
+                loaded.append((path.name, load_definition_file(path, loaders)))
             except DefinitionError as exc:
                 issues.extend(f"{path.name}: {issue}" for issue in exc.issues)
         clashes = duplicate_ids([(name, defn.id) for name, defn in loaded])
@@ -142,9 +154,23 @@ class DefinitionRegistry:
         return sorted(self._by_id)
 
 
-def definition_files(folder: Path) -> list[Path]:
-    """The definition files of ``folder`` that :meth:`DefinitionRegistry.from_dir` loads, sorted by name."""
-    return sorted(p for p in folder.iterdir() if p.suffix in DEFINITION_SUFFIXES and p.is_file())
+def definition_files(folder: Path, loaders: Mapping[str, DefinitionLoader] | None = None) -> list[Path]:
+    """The definition files of ``folder`` that :meth:`DefinitionRegistry.from_dir` loads (with the same
+    ``loaders``), sorted by name."""
+    endings = (*DEFINITION_SUFFIXES, *(loaders or ()))
+    return sorted(p for p in folder.iterdir() if p.name.endswith(endings) and p.is_file())
+
+
+def load_definition_file(path: Path, loaders: Mapping[str, DefinitionLoader] | None = None) -> Definition:
+    """The definition in file ``path``: read by the loader of the longest ending of ``loaders`` its name has,
+    else as YAML/JSON by :func:`~durastate.engine.definition.load_definition`."""
+    loader = _loader_of(path, loaders)
+    return load_definition(path if loader is None else loader(path))
+
+
+def _loader_of(path: Path, loaders: Mapping[str, DefinitionLoader] | None) -> DefinitionLoader | None:
+    endings = sorted((e for e in loaders or () if path.name.endswith(e)), key=len, reverse=True)
+    return loaders[endings[0]] if loaders and endings else None
 
 
 def duplicate_ids(files: Iterable[tuple[str, str]]) -> dict[str, str]:

@@ -18,12 +18,12 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from durastate.engine.expressions import VALUE_OPS
 
-__all__ = ["Unsupported", "parse", "to_guard", "to_value"]
+__all__ = ["Unsupported", "bind", "parse", "to_guard", "to_value"]
 
 MAX_LENGTH = 4000
 """Longer expressions are refused rather than parsed (a chart's conditions are short)."""
@@ -241,6 +241,22 @@ def parse(text: str) -> Node:
     if kind != "end":
         raise Unsupported(f"unexpected {_show(kind, value)} after a complete expression")
     return node
+
+
+def bind(node: Node, constants: Mapping[str, Any]) -> Node:
+    """``node`` with each variable named in ``constants`` replaced by its value as a literal: the system
+    variables whose value the document fixes (SCXML's ``_name`` is the ``<scxml name>``)."""
+    if node[0] == "name" and isinstance(node[1], str) and node[1] in constants:
+        return ("lit", constants[node[1]])
+
+    def part(item: Any) -> Any:
+        if isinstance(item, tuple) and item and isinstance(item[0], str):
+            return bind(item, constants)
+        if isinstance(item, list):
+            return [part(i) for i in item]
+        return item
+
+    return tuple(part(item) for item in node)
 
 
 def _render(node: Node) -> str:

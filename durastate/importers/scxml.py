@@ -39,6 +39,8 @@ SCXML_NS = "http://www.w3.org/2005/07/scxml"
 MAX_BYTES = 10_000_000
 """A larger document is refused before it is parsed (a chart is kilobytes)."""
 MAX_ELEMENTS = 100_000
+MAX_BRANCHES = 64
+"""How many guarded transitions the ``<if>``s of one transition may become (each path through them is one)."""
 MAX_NESTING = 100
 """How deeply elements may nest (a definition nests at most about 100 states; deeper is refused, not a crash)."""
 _BAD_NAME = re.compile(r"[.\s$~]")
@@ -57,6 +59,8 @@ class _El:
     foreign: bool = False
     children: list[_El] = field(default_factory=list)
     text: str = ""
+    seen: dict[str, int] = field(default_factory=dict)
+    """How many children of each tag were parsed so far (the index of the next one's path, in constant time)."""
 
 
 class _Refused(Exception):
@@ -95,7 +99,7 @@ def _parse(text: str, source: str | None) -> _El:
             path = tag
         else:
             ident = plain.get("id")
-            same = sum(1 for c in parent.children if c.tag == tag) + 1
+            same = parent.seen[tag] = parent.seen.get(tag, 0) + 1
             path = f"{parent.path}/{tag}[@id='{ident}']" if ident else f"{parent.path}/{tag}[{same}]"
         el = _El(tag, plain, parser.CurrentLineNumber, path, foreign=ns != SCXML_NS)
         if parent is not None:
@@ -146,6 +150,10 @@ class _Converter:
         self.taken: set[str] = set()  # the paths given so far
         self.variables: set[str] = set()
         self.entered_once: set[int] = set()
+        self.initial_entry: dict[str, list[Any]] = {}  # state path -> its parent's <initial> content
+        self.entries: dict[str, int] | None = None  # see entry_counts
+        self.restored: set[str] = set()
+        self.constants: dict[str, Any] = {}  # system variables the document fixes: _name
         self.generated = 0
 
     def report(self, el: _El, message: str) -> None:
@@ -198,6 +206,8 @@ class _Converter:
         if model not in ("ecmascript", "null"):
             self.report(root, f"datamodel={model!r}: only the 'ecmascript' subset (and 'null') is supported")
         name = root.attrs.get("name") or (PurePath(self.source).stem if self.source else "imported")
+        if "name" in root.attrs:
+            self.constants["_name"] = root.attrs["name"]
         self.name_states(root, "")
         self.entered_once = self.once_states()
         context = self.datamodel(root)
@@ -260,6 +270,9 @@ class _Converter:
         states: dict[str, Any] = {}
         first: str | None = None
         initial: str | None = None
+        for child in el.children:  # first: its content becomes the entry of the state it names
+            if child.tag == "initial" and not child.foreign:
+                initial = self.initial_element(el, child)
         for child in el.children:
             if child.foreign:
                 self.report(child, f"an element of another namespace <{child.tag}> is not supported")
@@ -269,9 +282,7 @@ class _Converter:
                 states[name] = self.state(child)
                 if first is None and child.tag != "history":
                     first = name
-            elif child.tag == "initial":
-                initial = self.initial_element(el, child)
-            elif child.tag in ("datamodel",):
+            elif child.tag in ("initial", "datamodel"):
                 continue
             elif el.tag == "scxml" or child.tag not in ("onentry", "onexit", "transition", "invoke", "donedata"):
                 self.report(child, f"<{child.tag}> is not supported here")
@@ -307,8 +318,6 @@ class _Converter:
             self.report(el, "<initial> must hold exactly one <transition>")
             return None
         tr = transitions[0]
-        if tr.children:
-            self.report(tr, "executable content in an <initial> transition is not supported")
         path = self.target(tr, tr.attrs.get("target", ""))
         if path is None:
             return None
@@ -316,7 +325,48 @@ class _Converter:
         if self._parent_path(parent) + name != path:
             self.report(tr, "the <initial> target is not a child of this state; durastate's initial names a child")
             return None
+        if tr.children:
+            if self.entered_only_by_default(tr, path):
+                self.initial_entry[path] = self.actions(tr)
+            else:
+                self.report(tr, "executable content in an <initial> transition maps only when nothing else "
+                                "enters its target (no other transition targets it or a state inside it, no "
+                                "history restores it): it then runs first in the target's entry")
         return name
+
+    def entered_only_by_default(self, initial: _El, path: str) -> bool:
+        """Whether the state at ``path`` (and every state inside it) is entered only by the ``<initial>``
+        transition ``initial``: then that transition's content, which SCXML runs after the parent's onentry
+        and before the target's, is exactly the first part of the target's entry."""
+        if self.entries is None:
+            self.entries, self.restored = self.entry_counts()
+        ancestors = [path.rsplit(".", k)[0] for k in range(1, path.count(".") + 1)]
+        # the <initial> itself targets ``path`` once; any other transition into it, or a history of one of
+        # its ancestors (a recorded configuration restores it without the <initial>), enters it otherwise
+        return self.entries.get(path, 0) == 1 and not any(a in self.restored for a in ancestors)
+
+    def entry_counts(self) -> tuple[dict[str, int], set[str]]:
+        """How many transitions target each state or a state inside it, and the states that hold a history
+        (one walk of the document, so a chart of many ``<initial>`` elements is not read once per each)."""
+        entries: dict[str, int] = {}
+        restored: set[str] = set()
+
+        def walk(el: _El) -> None:
+            for c in el.children:
+                if c.foreign:
+                    continue
+                if c.tag == "transition":
+                    for ident in c.attrs.get("target", "").split():
+                        target = self.paths.get(ident)
+                        while target:
+                            entries[target] = entries.get(target, 0) + 1
+                            target = target.rpartition(".")[0]
+                elif c.tag == "history":
+                    restored.add(self.el_paths[id(c)].rpartition(".")[0])
+                walk(c)
+
+        walk(self.root)
+        return entries, restored
 
     def state(self, el: _El) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -326,7 +376,7 @@ class _Converter:
             out["type"] = "final"
         elif el.tag == "history":
             return self.history(el)
-        entry: list[Any] = []
+        entry: list[Any] = self.initial_entry.pop(self.el_paths[id(el)], [])  # the parent's <initial> content
         exit_: list[Any] = []
         timers: list[Any] | None = [] if id(el) in self.entered_once else None
         on_done: list[Any] = []
@@ -404,22 +454,22 @@ class _Converter:
             ok = ok and guard is not _NOTHING
             if guard is not _NOTHING:
                 tr["guard"] = guard
-        actions = self.actions(el)
-        if actions:
-            tr["actions"] = actions
+        alternatives = self.branches(el.children)
+        ok = ok and alternatives is not None
         kind = el.attrs.get("type", "external")
         if kind == "internal":
             tr["internal"] = True
         elif kind != "external":
             self.report(el, f"type={kind!r}: a transition is 'internal' or 'external'")
-        if not ok:
+        if not ok or alternatives is None:
             return  # reported: a transition without its guard or target would do something else
+        trs = [_guarded(tr, conds, actions) for conds, actions in alternatives]
         if state.tag == "final":
             self.report(el, "a transition out of a <final> state is never taken")
             return
         event = el.attrs.get("event")
         if event is None:
-            always.append(tr)
+            always.extend(trs)
             return
         descriptors = event.split()
         if not descriptors:
@@ -432,14 +482,15 @@ class _Converter:
                 continue
             d = descriptor.removesuffix(".*")
             if d == own_done and state.tag in ("state", "parallel") and len(descriptors) == 1:
-                on_done.append(tr)  # the state's own completion: durastate's on_done
+                on_done.extend(trs)  # the state's own completion: durastate's on_done
                 continue
             platform = next((p for p in _PLATFORM_EVENTS if d == p or d.startswith(p + ".")), None)
             if platform is not None:
                 self.report(el, f"event descriptor {descriptor!r}: durastate never raises {platform}.* events (a "
                                 "state's own completion is its on_done, a failing action fails the execution)")
                 continue
-            self.add_on(el, on, descriptor, tr)
+            for one in trs:
+                self.add_on(el, on, descriptor, one)
 
     def add_on(self, el: _El, on: list[tuple[str, str, list[Any]]], descriptor: str, tr: dict[str, Any]) -> None:
         """Add ``tr`` under ``descriptor`` so that durastate tries the state's transitions in SCXML's document
@@ -460,6 +511,85 @@ class _Converter:
                         "orders them by event descriptor first); reorder them in the source")
 
     # -- executable content ---------------------------------------------------------------------------------
+    def branches(self, content: list[_El]) -> list[tuple[list[Any], list[Any]]] | None:
+        """A transition's executable content as alternatives ``(conditions, actions)``, one per path through
+        its ``<if>``s, in document order (``None``: something was reported). durastate actions have no
+        branches, so the transition becomes one guarded transition per alternative, its ``cond`` and the
+        branch conditions together: the same choice SCXML makes, as long as no ``<assign>`` runs before an
+        ``<if>`` (its conditions are then tested on the datamodel the transition starts from)."""
+        found = self._sequence(content)
+        if found is None:
+            return None
+        alternatives, _ = found
+        return alternatives
+
+    def _sequence(self, content: list[_El]) -> tuple[list[tuple[list[Any], list[Any]]], bool] | None:
+        """The alternatives of ``content`` and whether it assigns (a later ``<if>`` would see the change)."""
+        alternatives: list[tuple[list[Any], list[Any]]] = [([], [])]
+        assigns, ok = False, True
+        for el in content:
+            if el.tag != "if" or el.foreign:
+                actions = self.actions(_El("block", {}, el.line, el.path, children=[el]))
+                alternatives = [(conds, [*done, *actions]) for conds, done in alternatives]
+                assigns = assigns or (el.tag == "assign" and not el.foreign)
+                continue
+            if assigns:
+                self.report(el, "<if> after an <assign> is not supported: the <if> becomes guarded transitions, "
+                                "whose conditions are tested before any of the transition's content runs")
+                ok = False
+                continue
+            arms = self._if_arms(el)
+            if arms is None:
+                ok = False
+                continue
+            arm_alternatives, arm_assigns = arms
+            if len(alternatives) * len(arm_alternatives) > MAX_BRANCHES:
+                self.report(el, f"more than {MAX_BRANCHES} paths through the <if>s of one transition; split it")
+                return None
+            alternatives = [([*c1, *c2], [*a1, *a2]) for c1, a1 in alternatives for c2, a2 in arm_alternatives]
+            assigns = assigns or arm_assigns
+        return (alternatives, assigns) if ok else None
+
+    def _if_arms(self, el: _El) -> tuple[list[tuple[list[Any], list[Any]]], bool] | None:
+        """The alternatives of one ``<if>``: each branch guarded by its condition and the negation of every
+        earlier one (an ``<else>``, or nothing when there is none, by the negations only)."""
+        segments: list[tuple[_El, list[_El]]] = [(el, [])]  # (<if>/<elseif>/<else>, its content)
+        for child in el.children:
+            if child.tag in ("elseif", "else") and not child.foreign:
+                segments.append((child, []))
+            else:
+                segments[-1][1].append(child)
+        if segments[-1][0].tag != "else":
+            segments.append((_El("else", {}, el.line, el.path), []))  # no <else>: a branch that does nothing
+        if len(segments) > MAX_BRANCHES:
+            self.report(el, f"more than {MAX_BRANCHES} branches in one <if>; split the transition")
+            return None
+        out: list[tuple[list[Any], list[Any]]] = []
+        earlier: list[Any] = []
+        assigns, ok = False, True
+        for marker, content in segments:  # every branch is read, so that each problem in it is reported
+            conds = [{"not": g} for g in earlier]
+            cond = marker.attrs.get("cond")
+            if marker.tag != "else" and cond is None:
+                self.report(marker, f"<{marker.tag}> without a cond")
+                ok = False
+            if cond is not None:
+                guard = self.guard(marker, cond)
+                ok = ok and guard is not _NOTHING
+                conds.append(guard)
+                earlier.append(guard)
+            found = self._sequence(content)
+            if found is None or not ok:
+                ok = False
+                continue
+            alternatives, arm_assigns = found
+            assigns = assigns or arm_assigns
+            out.extend(([*conds, *c], a) for c, a in alternatives)
+            if len(out) > MAX_BRANCHES:
+                self.report(el, f"more than {MAX_BRANCHES} paths through one <if>; split the transition")
+                return None
+        return (out, assigns) if ok else None
+
     def actions(self, block: _El, timers: list[Any] | None = None) -> list[Any]:
         """The executable content of ``block`` as durastate actions. ``timers``: the block is the onentry of
         a state entered once and left only when the execution ends (:meth:`once_states`), so a delayed send
@@ -500,8 +630,8 @@ class _Converter:
                             "logic as assign/raise/send/log actions or a 'package.module:function' call)")
             return None
         if tag in ("if", "elseif", "else"):
-            self.report(el, "<if> is not supported: durastate actions have no branches; split the transition "
-                            "into guarded transitions (the first whose guard holds is taken)")
+            self.report(el, "<if> is not supported here: durastate's entry and exit actions have no branches (an "
+                            "<if> in a transition's content is split into guarded transitions, one per branch)")
             return None
         if tag == "foreach":
             self.report(el, "<foreach> is not supported: durastate actions have no loops")
@@ -622,6 +752,11 @@ class _Converter:
         if action is None or seconds is None:
             return None
         body = action["send"]
+        if _has_reference(body.get("data")):
+            self.report(el, "a delayed <send> with data read from the datamodel or the event is not supported: "
+                            "SCXML reads them when it sends, a timer's actions when it fires (give constants, "
+                            "or keep the values in the context and read them where the event is handled)")
+            return None
         body.pop("to", None)
         return {"seconds": int(seconds) if seconds.is_integer() else seconds, "actions": [{"raise": body}]}
 
@@ -657,14 +792,14 @@ class _Converter:
     # -- expressions ----------------------------------------------------------------------------------------
     def value(self, el: _El, expr: str, attr: str) -> Any:
         try:
-            return ecma.to_value(ecma.parse(expr), self.variables)
+            return ecma.to_value(ecma.bind(ecma.parse(expr), self.constants), self.variables)
         except ecma.Unsupported as exc:
             self.report(el, f"{attr}={expr!r}: {exc}")
             return _NOTHING
 
     def guard(self, el: _El, expr: str) -> Any:
         try:
-            return ecma.to_guard(ecma.parse(expr), self.variables)
+            return ecma.to_guard(ecma.bind(ecma.parse(expr), self.constants), self.variables)
         except ecma.Unsupported as exc:
             self.report(el, f"cond={expr!r}: {exc}")
             return _NOTHING
@@ -688,6 +823,19 @@ def _literal_delay(el: _El) -> _El:
         return el
     attrs = {("delay" if k == "delayexpr" else k): (node[1] if k == "delayexpr" else v) for k, v in el.attrs.items()}
     return _El(el.tag, attrs, el.line, el.path, el.foreign, el.children, el.text)
+
+
+def _guarded(tr: dict[str, Any], conds: list[Any], actions: list[Any]) -> dict[str, Any]:
+    """Transition ``tr`` (target, guard, flags) for one alternative of its content: its guard and the
+    alternative's conditions together, and the alternative's actions."""
+    out: dict[str, Any] = {k: v for k, v in tr.items() if k == "target"}
+    guards = [*([tr["guard"]] if "guard" in tr else []), *conds]
+    if guards:
+        out["guard"] = guards[0] if len(guards) == 1 else {"and": guards}
+    if actions:
+        out["actions"] = actions
+    out.update((k, v) for k, v in tr.items() if k not in ("target", "guard"))
+    return out
 
 
 _NOTHING: Any = object()

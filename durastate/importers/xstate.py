@@ -54,7 +54,9 @@ class _Converter:
         self.config = config
         self.source = source
         self.issues: list[ImportIssue] = []
-        self.machine_id = str(config.get("id") or (PurePath(source).stem if source else "imported"))
+        # without an id, the file's name: `light.json`, or `light.xstate.json` in a definitions folder
+        self.machine_id = str(config.get("id") or (PurePath(source).stem.removesuffix(".xstate") if source
+                                                   else "imported"))
         self.by_id: dict[str, str] = {}  # XState state id -> dotted path
         self.paths: set[str] = set()
         self.root = ""

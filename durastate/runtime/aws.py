@@ -55,6 +55,7 @@ from durastate.engine.ids import is_system_id
 from durastate.engine.model import Event, Execution
 from durastate.errors import DefinitionError, DurastateError, MalformedEvent
 from durastate.runtime.clock import Clock
+from durastate.runtime.definitions import load_folder
 from durastate.runtime.local import PERMANENT_ERRORS
 from durastate.runtime.relay import Relay, RelayStats
 from durastate.runtime.retention import Retention, RetentionRun
@@ -436,7 +437,7 @@ def _load_registry(folder: Path) -> DefinitionRegistry:
     if not folder.is_dir():
         raise DefinitionError([f"definitions folder {str(folder)!r} does not exist: package your definition "
                                "files with the function or set DURASTATE_DEFINITIONS_DIR"])
-    return DefinitionRegistry.from_dir(folder)
+    return load_folder(folder)
 
 
 _cache: AwsRuntime | None = None

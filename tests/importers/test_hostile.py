@@ -99,3 +99,16 @@ def test_deep_nesting_is_refused_not_a_crash() -> None:
         node = {"initial": "s", "states": {"s": node}}
     result = xstate.convert(json.dumps({"id": "m", **node}))
     assert any("states nest more than 100 deep" in issue.message for issue in result.issues)
+
+
+def test_an_if_with_too_many_branches_is_reported_not_expanded() -> None:
+    """Each path through a transition's <if>s becomes a guarded transition: thousands of <elseif>s, or
+    nested <if>s that multiply, are refused with a message instead of growing quadratically."""
+    ns = "xmlns='http://www.w3.org/2005/07/scxml' version='1.0' datamodel='ecmascript'"
+    wide = "".join(f"<elseif cond='{i} == 1'/><raise event='e{i}'/>" for i in range(20_000))
+    nested = "<if cond='true'><raise event='a'/></if>" * 7  # 2**7 paths
+    for content, expected in ((f"<if cond='false'>{wide}</if>", "more than 64 branches in one <if>"),
+                              (nested, "more than 64 paths through the <if>s of one transition")):
+        result = scxml.convert(f"<scxml {ns}><state id='s'><transition event='go'>{content}</transition></state>"
+                               "</scxml>")
+        assert [i.message.split(";")[0] for i in result.issues] == [expected]

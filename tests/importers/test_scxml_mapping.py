@@ -5,7 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from durastate.engine import DefinitionRegistry, load_definition
+from durastate.engine.model import Event
 from durastate.importers import scxml
+from durastate.runtime import LocalRuntime
+from durastate.store.memory import DictStore
 
 from .conftest import run_to_end
 
@@ -128,3 +132,117 @@ def test_what_does_not_map_is_reported_once_each_with_its_place() -> None:
     ]
     # and what durastate's own validation says about the rest (regions must be compound states)
     assert any("a region of a parallel state must be a compound state" in i.message for i in result.issues)
+
+
+def test_an_if_in_a_transition_becomes_one_guarded_transition_per_branch() -> None:
+    doc = _doc("""
+      <datamodel><data id="n" expr="0"/></datamodel>
+      <state id="s">
+        <transition event="pay" cond="_event.data.amount &gt; 0" target="s">
+          <log label="paying" expr="_event.data.amount"/>
+          <if cond="_event.data.amount &gt;= 100"><assign location="n" expr="n + 10"/>
+          <elseif cond="_event.data.amount &gt;= 10"/><assign location="n" expr="n + 1"/>
+          </if>
+        </transition>
+        <transition event="stop" target="done"/>
+      </state>
+      <final id="done"/>""")
+    big, mid = {"ge": ["$event.amount", 100]}, {"ge": ["$event.amount", 10]}
+    positive, logged = {"gt": ["$event.amount", 0]}, {"log": {"paying": "$event.amount"}}
+    assert doc["states"]["s"]["on"]["pay"] == [
+        {"target": "s", "guard": {"and": [positive, big]},
+         "actions": [logged, {"assign": {"n": {"add": ["$context.n", 10]}}}]},
+        {"target": "s", "guard": {"and": [positive, {"not": big}, mid]},
+         "actions": [logged, {"assign": {"n": {"add": ["$context.n", 1]}}}]},
+        {"target": "s", "guard": {"and": [positive, {"not": big}, {"not": mid}]}, "actions": [logged]},
+    ]
+    rt = LocalRuntime(DictStore(), DefinitionRegistry([load_definition(doc)]))
+    eid = rt.start(doc["id"], execution_id="x")
+    for amount in (150, 50, 5, 0, 100):
+        rt.send(eid, Event(name="pay", data={"amount": amount}))
+    rt.run_until_idle()
+    assert rt.get(eid).context == {"n": 21}  # type: ignore[union-attr]
+
+
+def test_an_if_after_an_assign_or_outside_a_transition_is_reported() -> None:
+    result = scxml.convert(f"""<scxml {NS}>
+      <datamodel><data id="n" expr="0"/></datamodel>
+      <state id="s">
+        <onentry><if cond="n == 0"><raise event="zero"/></if></onentry>
+        <transition event="go" target="s">
+          <assign location="n" expr="1"/>
+          <if cond="n == 1"><raise event="one"/></if>
+        </transition>
+        <transition event="other">
+          <if cond="Math.random() &lt; 0.5"><script>n++</script><else/><foreach array="n" item="i"/></if>
+        </transition>
+      </state></scxml>""")
+    assert [(i.location, i.message.split(":")[0]) for i in result.issues] == [
+        ("scxml/state[@id='s']/onentry[1]/if[1]", "<if> is not supported here"),
+        ("scxml/state[@id='s']/transition[1]/if[1]", "<if> after an <assign> is not supported"),
+        ("scxml/state[@id='s']/transition[2]/if[1]", "cond='Math.random() < 0.5'"),  # every branch is read
+        ("scxml/state[@id='s']/transition[2]/if[1]/script[1]", "<script> is not supported"),
+        ("scxml/state[@id='s']/transition[2]/if[1]/foreach[1]", "<foreach> is not supported"),
+    ]
+
+
+def test_initial_content_runs_first_in_the_target_entry_when_nothing_else_enters_it() -> None:
+    doc = _doc("""
+      <datamodel><data id="log" expr="0"/></datamodel>
+      <state id="s"><onentry><assign location="log" expr="log * 10 + 1"/></onentry>
+        <initial><transition target="a"><assign location="log" expr="log * 10 + 2"/></transition></initial>
+        <state id="a"><onentry><assign location="log" expr="log * 10 + 3"/></onentry>
+          <transition event="go" target="b"/></state>
+        <state id="b"/>
+      </state>""")
+    assert doc["states"]["s"]["states"]["a"]["entry"][0] == {"assign": {"log": {"add": [
+        {"mul": ["$context.log", 10]}, 2]}}}
+    assert run_to_end(doc, max_seconds=0).context == {"log": 123}  # onentry of s, <initial>, onentry of a
+    for elsewhere in ('<state id="b"><transition event="back" target="a"/></state>',
+                      '<history id="h"><transition target="b"/></history><state id="b"/>'):
+        result = scxml.convert(f"""<scxml {NS}>
+          <state id="s">
+            <initial><transition target="a"><raise event="init"/></transition></initial>
+            <state id="a"/>{elsewhere}
+          </state></scxml>""")
+        assert [i.message.split(":")[0] for i in result.issues] == [
+            "executable content in an <initial> transition maps only when nothing else enters its target "
+            "(no other transition targets it or a state inside it, no history restores it)"], elsewhere
+
+
+def test_name_is_the_documents_name_and_cannot_be_assigned() -> None:
+    doc = _doc("""
+      <datamodel><data id="me" expr="_name"/></datamodel>
+      <state id="s"><transition cond="_name === 'chart' &amp;&amp; me == 'chart'" target="done"/></state>
+      <final id="done"/>""", name="chart")
+    assert doc["context"] == {"me": "chart"}
+    assert run_to_end(doc, max_seconds=0).outcome == "done"
+    result = scxml.convert(f"""<scxml {NS} name="chart"><datamodel><data id="x"/></datamodel>
+      <state id="s"><onentry><assign location="_name" expr="'other'"/></onentry></state></scxml>""")
+    assert [i.message for i in result.issues] == [
+        "location='_name': the system variable _name has no durastate equivalent"]
+    unnamed = scxml.convert(f"<scxml {NS}><datamodel><data id='me' expr='_name'/></datamodel><state id='s'/></scxml>")
+    assert [i.message for i in unnamed.issues] == [
+        "expr='_name': the system variable _name has no durastate equivalent"]
+
+
+def test_a_delayed_send_whose_data_would_be_read_when_it_fires_is_reported() -> None:
+    """SCXML evaluates a <send>'s <param>s and namelist when it sends; a timer's actions read the context
+    when it fires. A delayed send with data from the datamodel would carry the later values: reported."""
+    result = scxml.convert(f"""<scxml {NS}>
+      <datamodel><data id="n" expr="1"/></datamodel>
+      <state id="s"><onentry>
+          <send event="later" delay="1s"><param name="p" expr="n"/></send>
+          <assign location="n" expr="2"/>
+        </onentry>
+        <transition event="later" cond="_event.data.p == 1" target="pass"/>
+        <transition event="later" target="fail"/>
+      </state>
+      <final id="pass"/><final id="fail"/></scxml>""")
+    assert [(i.location, i.message.split(":")[0]) for i in result.issues] == [
+        ("scxml/state[@id='s']/onentry[1]/send[1]",
+         "a delayed <send> with data read from the datamodel or the event is not supported")]
+    constant = _doc("""<state id="s"><onentry><send event="later" delay="1s"><param name="p" expr="1"/></send>
+        </onentry><transition event="later" cond="_event.data.p == 1" target="pass"/></state>
+      <final id="pass"/>""")
+    assert run_to_end(constant, max_seconds=2).outcome == "pass"

@@ -81,7 +81,8 @@ def test_the_layer_leaves_out_what_no_handler_imports(layer: Path) -> None:
     package = layer / "python" / "durastate"
     for part in DURASTATE_EXCLUDED:
         assert not (package / part.rstrip("/")).exists(), part
-    for needed in ("runtime/aws.py", "store/dynamodb/sync.py", "transport/sqs.py", "transport/eventbridge.py"):
+    for needed in ("runtime/aws.py", "store/dynamodb/sync.py", "transport/sqs.py", "transport/eventbridge.py",
+                   "importers/files.py"):
         assert (package / needed).is_file(), needed
 
 
@@ -100,6 +101,7 @@ def test_a_layer_for_its_own_python_ships_bytecode_and_the_handlers_import_from_
         f"sys.path.append({str(boto3_home)!r})\n"
         "import worker, relay, sweeper, durastate\n"
         "import durastate.store.dynamodb.sync, durastate.transport.sqs, durastate.transport.eventbridge\n"
+        "import durastate.importers.files\n"
         "print(durastate.__file__)"
     )
     proc = subprocess.run([sys.executable, "-S", "-B", "-c", code], capture_output=True, text=True, check=False,

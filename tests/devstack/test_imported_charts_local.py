@@ -1,0 +1,85 @@
+"""Imported charts on the local stack: an SCXML document and an XState machine config in the deployed
+definitions folder are converted when the handlers load it, and run durably — started and driven with plain
+boto3 ``send_message``, state in DynamoDB, the XState ``after`` delay a durable timer."""
+
+from __future__ import annotations
+
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from durastate.devstack import LocalStack
+
+from ..importers.charts import LIGHT_XSTATE, TURNSTILE_SCXML
+from .helpers import FakeClock, executions, send, start
+
+pytestmark = pytest.mark.slow
+
+QUIET = {"POWERTOOLS_LOG_LEVEL": "WARNING", "POWERTOOLS_METRICS_DISABLED": "true"}
+
+
+@pytest.fixture()
+def deployed(tmp_path: Path) -> Path:
+    folder = tmp_path / "deployed"
+    folder.mkdir()
+    (folder / "turnstile.scxml").write_text(TURNSTILE_SCXML)
+    (folder / "light.xstate.json").write_text(LIGHT_XSTATE)
+    return folder
+
+
+@pytest.fixture()
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture()
+def stack(cloud_assembly: Path, deployed: Path, clock: FakeClock) -> Iterator[LocalStack]:
+    with LocalStack(cloud_assembly / "DurastateStack.template.json", port=0, clock=clock, retry_delay=0,
+                    environment=QUIET, definitions_dir=deployed) as st:
+        yield st
+        # moto keeps one state per process, whatever server serves it: leave no execution to later tests.
+        urllib.request.urlopen(urllib.request.Request(f"{st.endpoint_url}/moto-api/reset", method="POST"),
+                               timeout=30).close()
+
+
+def settle(stack: LocalStack) -> None:
+    stack.run_until_idle(max_steps=500)
+    assert stack.settled()
+
+
+def test_an_scxml_chart_runs_to_its_final_state(stack: LocalStack) -> None:
+    sqs, ddb, q = stack.client("sqs"), stack.client("dynamodb"), stack.queue_url
+    start(sqs, q, "gate-1", "turnstile")
+    send(sqs, q, "gate-1", "coin", {"amount": 60})
+    settle(stack)
+    gate = executions(ddb)["gate-1"]
+    assert (gate["active_path"], gate["context"]) == ("locked", {"paid": 60, "passes": 0})
+
+    send(sqs, q, "gate-1", "coin", {"amount": 40})  # 60 + 40 >= 100: unlocked, paid reset
+    send(sqs, q, "gate-1", "push")
+    send(sqs, q, "gate-1", "coin", {"amount": 100})
+    send(sqs, q, "gate-1", "service")
+    settle(stack)
+    gate = executions(ddb)["gate-1"]
+    assert (gate["status"], gate["outcome"], gate["active_path"]) == ("finished", "out_of_order", "out_of_order")
+    assert gate["context"] == {"paid": 0, "passes": 1}
+
+
+def test_an_xstate_machine_runs_through_its_timer_and_on_done(stack: LocalStack, clock: FakeClock) -> None:
+    sqs, ddb, q = stack.client("sqs"), stack.client("dynamodb"), stack.queue_url
+    start(sqs, q, "crossing", "light")
+    send(sqs, q, "crossing", "TIMER")
+    settle(stack)
+    assert executions(ddb)["crossing"]["active_path"] == "yellow"
+
+    clock.advance(1.5)  # the "after 1500 ms" timer: a durable timer, fired by the timers function
+    settle(stack)
+    assert executions(ddb)["crossing"]["active_path"] == "red.walk"
+
+    send(sqs, q, "crossing", "PED_COUNTDOWN")
+    send(sqs, q, "crossing", "PED_COUNTDOWN")  # red's final child: its onDone leaves for `off`
+    settle(stack)
+    light = executions(ddb)["crossing"]
+    assert (light["status"], light["outcome"], light["context"]) == ("finished", "off", {"cycles": 1})

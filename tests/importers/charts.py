@@ -1,0 +1,62 @@
+"""Small charts the folder-loading and local-stack tests share: an SCXML turnstile, an XState light, and
+an SCXML chart with a construct that does not map."""
+
+from __future__ import annotations
+
+TURNSTILE_SCXML = """\
+<?xml version="1.0" encoding="UTF-8"?>
+<scxml xmlns="http://www.w3.org/2005/07/scxml" version="1.0" name="turnstile" datamodel="ecmascript"
+       initial="locked">
+  <datamodel>
+    <data id="paid" expr="0"/>
+    <data id="passes" expr="0"/>
+  </datamodel>
+  <state id="locked">
+    <transition event="coin" cond="paid + _event.data.amount &gt;= 100" target="unlocked">
+      <assign location="paid" expr="0"/>
+    </transition>
+    <transition event="coin">
+      <assign location="paid" expr="paid + _event.data.amount"/>
+    </transition>
+  </state>
+  <state id="unlocked">
+    <transition event="push" target="locked">
+      <assign location="passes" expr="passes + 1"/>
+    </transition>
+    <transition event="service" target="out_of_order"/>
+  </state>
+  <final id="out_of_order"/>
+</scxml>
+"""
+
+LIGHT_XSTATE = """\
+{
+  "id": "light",
+  "initial": "green",
+  "context": {"cycles": 0},
+  "states": {
+    "green": {"on": {"TIMER": "yellow"}},
+    "yellow": {"after": {"1500": "red"}},
+    "red": {
+      "initial": "walk",
+      "states": {
+        "walk": {"on": {"PED_COUNTDOWN": "wait"}},
+        "wait": {"on": {"PED_COUNTDOWN": "stop"}},
+        "stop": {"type": "final"}
+      },
+      "onDone": {"target": "off", "actions": [{"type": "xstate.assign", "assignment": {"cycles": 1}}]}
+    },
+    "off": {"type": "final"}
+  }
+}
+"""
+
+SCRIPTED_SCXML = """\
+<scxml xmlns="http://www.w3.org/2005/07/scxml" version="1.0" name="scripted" datamodel="ecmascript">
+  <state id="s">
+    <onentry><script>counter++</script></onentry>
+    <transition event="go" target="done"/>
+  </state>
+  <final id="done"/>
+</scxml>
+"""
