@@ -37,7 +37,7 @@ def running_counter(cli: Cli) -> str:
     (["trace", "nope"], ["no execution 'nope'"]),
     (["send", "nope", "inc"], ["no execution 'nope'", "durastate start"]),
     (["viz", "--execution", "nope"], ["no execution 'nope'"]),
-    (["start", "nosuch"], ["unknown definition 'nosuch'", "known: counter, order, payment"]),
+    (["start", "nosuch"], ["unknown definition 'nosuch'", "(known: ", "counter, order, payment"]),
     (["start", "counter", "--context", "{bad json"], ["--context is not valid JSON"]),
     (["start", "counter", "--context", "[1, 2]"], ["--context must be a JSON object"]),
     (["start", "counter", "--id", "has space"], ["execution id 'has space'"]),
