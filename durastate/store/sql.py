@@ -29,12 +29,15 @@ Why broken-out columns: the hot path (CAS) compares ``version`` and listing filt
 ``status`` and ``parent_id`` without ever parsing the JSON ``data`` blob, which stays the single source of
 truth for ``load``.
 
-The trace ring's shape: ``trace_insert`` computes the next index inside the INSERT
+The trace ring's shape: the SQLite store keeps the newest steps in the execution row (``tsteps``, ``tnext``:
+:func:`tail_start`) and moves them to the ``trace`` table in batches; the PostgreSQL store (whose row
+update is logged as the bytes that changed, where a tail would cost more than the row it saves) writes a
+``trace`` row per step. In the table, ``trace_insert`` computes the next index inside the INSERT
 (``COALESCE(MAX(idx), -1) + 1`` over the execution's rows, on the transaction's own connection, so there is
-no read-modify-write race and a rolled-back commit leaves no gap) and RETURNs it; the store then runs
-``trace_trim`` only when that index has reached ``trace_max``, deleting every step at or below
-``idx - trace_max``. An explicit ``"index"`` in an entry is kept inside the entry and wins on read
-(``read_trace`` does ``entry.setdefault("index", idx)``), while the stored ``idx`` keeps climbing.
+no read-modify-write race and a rolled-back commit leaves no gap) and RETURNs it; ``trace_trim`` deletes every
+step at or below ``idx - trace_max`` in batches. An explicit ``"index"`` in an entry is kept inside the entry
+and wins on read (``read_trace`` does ``entry.setdefault("index", idx)``), while the stored ``idx`` keeps
+climbing.
 """
 
 from __future__ import annotations

@@ -24,7 +24,19 @@ How it stays correct:
 
 Why it is fast: statements are prepared once and reused from the connection's statement cache through a
 single cursor; the execution is serialised exactly once per commit (``model_dump_json``) and parsed once per
-load; ``load_for_event`` is one statement; the trace ring's index is computed inside the INSERT.
+load; ``load_for_event`` is one statement. A commit is one ``UPDATE`` of one row, which writes one page:
+
+- the dedupe mark goes into the row's ``rids`` and the trace step into its tail (``tsteps``), both moved to
+  their tables in batches of 16 (:func:`~durastate.store.sql.next_recent`,
+  :func:`~durastate.store.sql.tail_start`);
+- the commit does not read the row under the write lock when this store read or committed it last at the
+  version being replaced (:class:`_RowState`): the ``UPDATE … WHERE id = ? AND version = ? AND tnext IS ?``
+  proves the row is still that one (a trace step appended by another writer moves ``tnext`` but not the
+  version), and when it matches nothing the row is read and the commit built again. What a rolled-back
+  transaction wrote is forgotten (``SqliteDatabase.generation``);
+- ``executions`` is a rowid table in files made since schema version 4: a ``WITHOUT ROWID`` table keeps only
+  ~1 KB of a row in its page, and a row with its tail would go to overflow pages on every commit (files made
+  before keep that table, and a ``trace`` row per step).
 
 Threads: a store object owns ONE connection and is meant for one thread at a time. It is still safe to
 share (every method takes an internal lock, and the connection is opened with
