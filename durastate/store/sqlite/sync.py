@@ -181,7 +181,11 @@ class SqliteStore:
         self._tail = False
         """Rows as this store last read or committed them (:class:`_RowState`), the most recent last."""
         self.path = self.db.path
+        self._tail_column = True
+        """The file has ``executions.tsteps`` (one a newer durastate opened for writing never lacks it)."""
         if read_only:
+            # A file no newer durastate has opened has no tail column: its steps are all in ``trace``.
+            self._tail_column = ("executions", "tsteps") not in self._missing_columns()
             return
         try:
             self.db.ensure_schema(_sql.create_statements(_sql.SQLITE, _sql.TABLES, self._missing_columns()))
@@ -516,6 +520,9 @@ class SqliteStore:
 
     def read_trace(self, execution_id: str) -> list[dict[str, Any]]:
         with self.db.lock:
+            if not self._tail_column:
+                return _sql.trace_ring(self.db.cur.execute(_SQL.read_trace, (execution_id,)).fetchall(),
+                                       self.trace_max)
             rows = self.db.cur.execute(_READ_TRACE, (execution_id, execution_id)).fetchall()
         if rows and rows[0][0] is None:  # the row's tail (sorted first), then the table's steps
             rows = [*rows[1:], *_sql.tail_rows(rows[0][1])]

@@ -118,3 +118,15 @@ def test_a_new_file_keeps_executions_as_a_rowid_table(tmp_path: Path) -> None:
         assert "WITHOUT ROWID" not in ddl.upper()
         (trace_ddl,) = store.db.cur.execute("SELECT sql FROM sqlite_schema WHERE name = 'trace'").fetchone()
         assert "WITHOUT ROWID" in trace_ddl.upper()
+
+
+def test_a_file_from_before_the_tail_reads_its_trace_when_opened_read_only(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    with SqliteStore(path) as store:
+        store.append_trace("e", {"n": 0})  # no row: a trace row
+    conn = sqlite3.connect(path)
+    conn.execute("ALTER TABLE executions DROP COLUMN tsteps")  # as a file from before the tail has it
+    conn.commit()
+    conn.close()
+    with SqliteStore(path, read_only=True) as old:
+        assert old.read_trace("e") == [{"n": 0, "index": 0}]
