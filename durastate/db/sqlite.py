@@ -67,6 +67,9 @@ class SqliteDatabase:
         self.lock = threading.RLock()
         self.depth = 0
         """Open write transactions on this connection: 0 none, 1 a transaction, more: savepoints in it."""
+        self.generation = 0
+        """Bumped whenever a write transaction ends without its ``COMMIT`` (rolled back, or failed): what a
+        store remembers of rows it wrote before then may not be what the file holds."""
         self.cur = self.conn.cursor()
         self._closed = False
         try:
@@ -126,6 +129,7 @@ class SqliteDatabase:
                 yield cur
                 cur.execute("COMMIT")
             except BaseException as exc:
+                self.generation += 1
                 if self.conn.in_transaction:
                     self.conn.rollback()
                 if isinstance(exc, sqlite3.OperationalError):

@@ -29,12 +29,15 @@ Why broken-out columns: the hot path (CAS) compares ``version`` and listing filt
 ``status`` and ``parent_id`` without ever parsing the JSON ``data`` blob, which stays the single source of
 truth for ``load``.
 
-The trace ring's shape: ``trace_insert`` computes the next index inside the INSERT
+The trace ring's shape: the SQLite store keeps the newest steps in the execution row (``tsteps``, ``tnext``:
+:func:`tail_start`) and moves them to the ``trace`` table in batches; the PostgreSQL store (whose row
+update is logged as the bytes that changed, where a tail would cost more than the row it saves) writes a
+``trace`` row per step. In the table, ``trace_insert`` computes the next index inside the INSERT
 (``COALESCE(MAX(idx), -1) + 1`` over the execution's rows, on the transaction's own connection, so there is
-no read-modify-write race and a rolled-back commit leaves no gap) and RETURNs it; the store then runs
-``trace_trim`` only when that index has reached ``trace_max``, deleting every step at or below
-``idx - trace_max``. An explicit ``"index"`` in an entry is kept inside the entry and wins on read
-(``read_trace`` does ``entry.setdefault("index", idx)``), while the stored ``idx`` keeps climbing.
+no read-modify-write race and a rolled-back commit leaves no gap) and RETURNs it; ``trace_trim`` deletes every
+step at or below ``idx - trace_max`` in batches. An explicit ``"index"`` in an entry is kept inside the entry
+and wins on read (``read_trace`` does ``entry.setdefault("index", idx)``), while the stored ``idx`` keeps
+climbing.
 """
 
 from __future__ import annotations
@@ -71,16 +74,20 @@ __all__ = [
     "next_cursor",
     "next_recent",
     "recent_ids",
+    "row_state",
     "statements",
     "summary_columns",
     "summary_from_row",
+    "tail_rows",
+    "tail_start",
     "trace_entry",
 ]
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """Bumped when the tables change shape; stores record it (SQLite: ``PRAGMA user_version``).
 2: ``executions.ended_at`` / ``expires_at`` and their partial indexes (retention), added on open.
-3: ``executions.rids``, the recent dedupe ids (:func:`next_recent`), added on open."""
+3: ``executions.rids``, the recent dedupe ids (:func:`next_recent`), added on open.
+4: ``executions.tnext`` / ``tsteps``, the newest trace steps in the row (:func:`tail_start`), added on open."""
 
 ColumnType = Literal["text", "int", "bigint", "float", "serial"]
 
@@ -167,6 +174,10 @@ class Table:
     primary_key: tuple[str, ...] = ()
     """Composite key; empty when a ``serial`` column is the key."""
     indexes: tuple[Index, ...] = ()
+    rowid: bool = False
+    """SQLite: a rowid table even with a ``primary_key`` (its key then gets a unique index). A ``WITHOUT ROWID``
+    table is stored as an index b-tree, which keeps at most ~1 KB of a row in its page and the rest in
+    overflow pages that every update rewrites; a rowid table keeps up to ~4 KB in the page."""
 
 
 TABLES: tuple[Table, ...] = (
@@ -184,6 +195,8 @@ TABLES: tuple[Table, ...] = (
             Column("ended_at", "float", nullable=True),
             Column("expires_at", "float", nullable=True),
             Column("rids", "text", nullable=True),
+            Column("tnext", "bigint", nullable=True),
+            Column("tsteps", "text", nullable=True),
         ),
         primary_key=("id",),
         indexes=(
@@ -197,6 +210,8 @@ TABLES: tuple[Table, ...] = (
             Index("executions_ended", ("ended_at",), where="ended_at IS NOT NULL"),
             Index("executions_expires", ("expires_at",), where="expires_at IS NOT NULL"),
         ),
+        # Rows hold the execution's JSON, its recent dedupe ids and its trace tail: often more than 1 KB.
+        rowid=True,
     ),
     Table(
         "outbox",
@@ -233,11 +248,13 @@ TABLES: tuple[Table, ...] = (
 
 ADDED_COLUMNS: tuple[tuple[str, str], ...] = (
     ("executions", "ended_at"), ("executions", "expires_at"), ("executions", "rids"),
+    ("executions", "tnext"), ("executions", "tsteps"),
 )
 """Columns added after schema version 1, as (table, column): a database made before them gets them on open
 (their rows then have no end time, so executions that ended before the upgrade are purged only once
 touched again; see docs/retention.md; and no recent ids: a NULL ``rids`` is an empty list, every mark
-made before is in ``processed_events``, where it stays valid)."""
+made before is in ``processed_events``, where it stays valid; and no trace steps in the row: a NULL ``tnext``
+means the next step's index is found in the ``trace`` table, as before)."""
 
 
 def _column(table: Table, name: str) -> Column:
@@ -280,7 +297,7 @@ def create_statements(dialect: Dialect, tables: Sequence[Table] = TABLES,
                 cols.append(f"{c.name} {dialect.types[c.type]}{'' if c.nullable else ' NOT NULL'}")
         if t.primary_key:
             cols.append(f"PRIMARY KEY ({', '.join(t.primary_key)})")
-        tail = " WITHOUT ROWID" if dialect.without_rowid and t.primary_key else ""
+        tail = " WITHOUT ROWID" if dialect.without_rowid and t.primary_key and not t.rowid else ""
         out.append(f"CREATE TABLE IF NOT EXISTS {t.name} ({', '.join(cols)}){tail}")
         indexes.extend(
             f"CREATE INDEX IF NOT EXISTS {ix.name} ON {t.name} ({', '.join(ix.columns)})"
@@ -297,8 +314,10 @@ class Statements:
     load: str  # (id) -> data
     load_for_event: str  # (id, id, execution_id, event_id) -> (data | NULL, rids | NULL, marked 0/1): one row
     version_for_event: str  # (id, id, execution_id, event_id) -> (version | NULL, rids | NULL, marked 0/1)
-    commit_read: str  # (id) -> version, status, ended_at, expires_at, rids: what a SQLite commit builds on
-    insert_execution: str  # execution_row(exe, data, rids); ON CONFLICT DO NOTHING: rowcount 0 = conflict
+    commit_read: str  # (id) -> version, status, ended_at, expires_at, rids, tnext, the tail's first index and
+    # length, tsteps: what a SQLite commit builds on (ROW_STATE, then the tail itself)
+    insert_execution: str  # execution_row(exe, data, rids, tnext, tsteps); ON CONFLICT DO NOTHING: rowcount 0 =
+    # conflict
     update_execution: str  # (data, version, status, active_path, outcome, ended_at, expires_at, rids, id,
     # old_version)
     update_keep_status: str  # (data, version, active_path, outcome, rids, id, old_version): the indexed columns
@@ -327,6 +346,18 @@ class Statements:
 
 _SUMMARY_COLUMNS = "id, definition_id, version, status, outcome, active_path, parent_id"
 
+def row_state(alias: str = "") -> str:
+    """The columns of :data:`ROW_STATE`, of the table aliased ``alias`` (``"e"``: ``e.version``, …)."""
+    a = f"{alias}." if alias else ""
+    return (f"{a}version, {a}status, {a}ended_at, {a}expires_at, {a}rids, {a}tnext, CAST({a}tsteps AS INTEGER), "
+            f"length({a}tsteps)")
+
+
+ROW_STATE = row_state()
+"""What a SQLite commit needs to know of the row it replaces, without ``data``: the version (its CAS), the
+indexed columns (named in the ``UPDATE`` only when they change), the recent dedupe ids, and the trace tail's
+next index, first index (SQLite's ``CAST`` reads the number that starts ``tsteps``) and length."""
+
 
 def summary_columns(dialect: Dialect) -> str:
     """The listing's columns, in :func:`summary_from_row`'s order: the broken-out ones, then the times."""
@@ -345,10 +376,11 @@ def statements(dialect: Dialect) -> Statements:
             "SELECT (SELECT version FROM executions WHERE id = ?), (SELECT rids FROM executions WHERE id = ?), "
             "EXISTS (SELECT 1 FROM processed_events WHERE execution_id = ? AND event_id = ?)"
         ),
-        commit_read=r("SELECT version, status, ended_at, expires_at, rids FROM executions WHERE id = ?"),
+        commit_read=r(f"SELECT {ROW_STATE}, tsteps FROM executions WHERE id = ?"),
         insert_execution=r(
             "INSERT INTO executions (id, definition_id, version, status, parent_id, active_path, outcome, data, "
-            "ended_at, expires_at, rids) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING"
+            "ended_at, expires_at, rids, tnext, tsteps) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+            "ON CONFLICT (id) DO NOTHING"
         ),
         update_execution=r(
             "UPDATE executions SET data = ?, version = ?, status = ?, active_path = ?, outcome = ?, "
@@ -385,7 +417,7 @@ def statements(dialect: Dialect) -> Statements:
         delete_timer=r("DELETE FROM timers WHERE execution_id = ? AND path = ? AND fire_at = ?"),
         tombstone=r(
             "UPDATE executions SET data = ?, version = ?, status = 'purged', active_path = NULL, "
-            "ended_at = NULL, expires_at = ? WHERE id = ? AND version = ?"
+            "ended_at = NULL, expires_at = ?, tsteps = NULL WHERE id = ? AND version = ?"
         ),
         delete_trace=r("DELETE FROM trace WHERE execution_id = ?"),
         expired=r("SELECT id FROM executions WHERE expires_at <= ? ORDER BY expires_at LIMIT ?"),
@@ -394,9 +426,10 @@ def statements(dialect: Dialect) -> Statements:
     )
 
 
-def execution_row(exe: Execution, data: str, rids: str | None = None) -> tuple[Any, ...]:
+def execution_row(exe: Execution, data: str, rids: str | None = None, tnext: int | None = None,
+                  tsteps: str | None = None) -> tuple[Any, ...]:
     """Parameters of ``insert_execution`` for ``exe`` already serialised to ``data`` (``rids``: its recent
-    dedupe ids, :func:`next_recent`)."""
+    dedupe ids, :func:`next_recent`; ``tnext``/``tsteps``: its trace tail, :func:`tail_start`)."""
     return (
         exe.id,
         exe.definition_id,
@@ -409,6 +442,8 @@ def execution_row(exe: Execution, data: str, rids: str | None = None) -> tuple[A
         ended_index_value(exe),
         exe.expires_at,
         rids,
+        tnext,
+        tsteps,
     )
 
 
@@ -508,6 +543,36 @@ TRIM_EVERY = 16
 every step: a ring may hold up to ``trace_max + 15`` rows, and reads return the newest ``trace_max``.
 One delete per 16 steps instead of one per step saves a statement and, mostly, a WAL page per event
 (the oldest rows sit on another page than the newest)."""
+
+
+TAIL_STEPS = 16
+"""The most trace steps an execution row holds (``tsteps``) before they move to the ``trace`` table."""
+TAIL_CHARS = 3000
+"""... and the most characters: the tail stops growing before the row outgrows a 4 KB page (SQLite then
+writes overflow pages with every commit); a step that would pass it moves the tail out first."""
+
+
+def tail_start(idx: int, entry_json: str) -> str:
+    """A trace tail (``executions.tsteps``) holding one step, ``idx``.
+
+    Layout: the first step's index, then each step's JSON, oldest first, one per line (compact JSON never
+    holds a raw newline, :func:`json_text`); the steps' indexes follow from the first. A commit appends a step
+    with ``tsteps || char(10) || ?`` and sets ``tnext`` (the next step's index) — the row the commit writes
+    anyway, so a traced step costs no row, index entry or page of its own. When the tail is full
+    (:data:`TAIL_STEPS`, :data:`TAIL_CHARS`) the commit moves its steps to the ``trace`` table in one
+    multi-row insert, trims the ring there, and starts the tail again with the new step. A read takes the
+    table's rows and the tail (:func:`tail_rows`) in one statement.
+    """
+    return f"{idx}\n{entry_json}"
+
+
+def tail_rows(tsteps: str | None) -> list[tuple[int, str]]:
+    """The ``(idx, entry_json)`` steps of a trace tail (``NULL``: none), oldest first."""
+    if not tsteps:
+        return []
+    first, *entries = tsteps.split("\n")
+    start = int(first)
+    return [(start + i, entry) for i, entry in enumerate(entries)]
 
 
 def trace_ring(rows: Sequence[Sequence[Any]], trace_max: int | None) -> list[dict[str, Any]]:

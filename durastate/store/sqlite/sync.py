@@ -24,7 +24,19 @@ How it stays correct:
 
 Why it is fast: statements are prepared once and reused from the connection's statement cache through a
 single cursor; the execution is serialised exactly once per commit (``model_dump_json``) and parsed once per
-load; ``load_for_event`` is one statement; the trace ring's index is computed inside the INSERT.
+load; ``load_for_event`` is one statement. A commit is one ``UPDATE`` of one row, which writes one page:
+
+- the dedupe mark goes into the row's ``rids`` and the trace step into its tail (``tsteps``), both moved to
+  their tables in batches of 16 (:func:`~durastate.store.sql.next_recent`,
+  :func:`~durastate.store.sql.tail_start`);
+- the commit does not read the row under the write lock when this store read or committed it last at the
+  version being replaced (:class:`_RowState`): the ``UPDATE … WHERE id = ? AND version = ? AND tnext IS ?``
+  proves the row is still that one (a trace step appended by another writer moves ``tnext`` but not the
+  version), and when it matches nothing the row is read and the commit built again. What a rolled-back
+  transaction wrote is forgotten (``SqliteDatabase.generation``);
+- ``executions`` is a rowid table in files made since schema version 4: a ``WITHOUT ROWID`` table keeps only
+  ~1 KB of a row in its page, and a row with its tail would go to overflow pages on every commit (files made
+  before keep that table, and a ``trace`` row per step).
 
 Threads: a store object owns ONE connection and is meant for one thread at a time. It is still safe to
 share (every method takes an internal lock, and the connection is opened with
@@ -39,6 +51,7 @@ import os
 import sqlite3
 import time
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +84,67 @@ from durastate.store.retention import (
 __all__ = ["SqliteStore"]
 
 _SQL = _sql.statements(_sql.SQLITE)
+_E_STATE = _sql.row_state("e")
+_MARK = "EXISTS (SELECT 1 FROM processed_events WHERE execution_id = ? AND event_id = ?)"
+# One row whether or not the execution exists (params: id, event, id): its state and the event's mark.
+_VERSION_FOR_EVENT = f"SELECT {_E_STATE}, {_MARK} FROM (SELECT 1) LEFT JOIN executions e ON e.id = ?"
+_LOAD_FOR_EVENT = f"SELECT e.data, {_E_STATE}, {_MARK} FROM (SELECT 1) LEFT JOIN executions e ON e.id = ?"
+_MARKED = "SELECT 1 FROM processed_events WHERE execution_id = ? AND event_id = ?"
+_NEXT_TRACE_IDX = "SELECT COALESCE(MAX(idx), -1) + 1 FROM trace WHERE execution_id = ?"
+_INSERT_TRACE = "INSERT INTO trace (execution_id, idx, entry) VALUES (?, ?, ?)"
+_APPEND_TAIL = "UPDATE executions SET tsteps = tsteps || char(10) || ?, tnext = ? WHERE id = ?"
+_SET_TAIL = "UPDATE executions SET tsteps = ?, tnext = ? WHERE id = ?"
+# The table's steps and the row's tail (idx NULL, so first) in one statement: one snapshot.
+_READ_TRACE = ("SELECT idx, entry FROM trace WHERE execution_id = ? "
+               "UNION ALL SELECT NULL, tsteps FROM executions WHERE id = ? AND tsteps IS NOT NULL ORDER BY 1")
+_KNOWN_MAX = 4096
+"""Rows whose state a store remembers (:class:`_RowState`), the most recently used."""
+
+
+def _update_sql(full: bool, how: str) -> str:
+    """A commit's ``UPDATE``: every listing column (``full``) or all but the indexed ones; the trace tail
+    kept, appended to or set; guarded by the version and ``tnext`` it builds on (``IS``: either may be NULL)."""
+    sets = ["data = ?", "version = ?"] + (["status = ?"] if full else []) + ["active_path = ?", "outcome = ?"]
+    sets += (["ended_at = ?", "expires_at = ?"] if full else []) + ["rids = ?"]
+    if how == "append":
+        sets += ["tsteps = tsteps || char(10) || ?", "tnext = ?"]
+    elif how == "set":
+        sets += ["tsteps = ?", "tnext = ?"]
+    return f"UPDATE executions SET {', '.join(sets)} WHERE id = ? AND version = ? AND tnext IS ?"
+
+
+_UPDATES = {(full, how): _update_sql(full, how) for full in (False, True) for how in ("keep", "append", "set")}
+
+
+@dataclass(slots=True)
+class _RowState:
+    """What a commit needs to know of an execution row besides ``data`` (:data:`~durastate.store.sql.ROW_STATE`),
+    as of ``version``: remembered from the last read or commit of the row on this connection, so that the next
+    commit of it needs no read (its ``UPDATE`` checks the version and ``tnext``)."""
+
+    version: int
+    status: str
+    ended: float | None
+    expires: float | None
+    rids: str | None
+    tnext: int | None
+    tfirst: int | None
+    tchars: int
+    checked: str | None
+    """An event id known not applied at ``version`` (read with it): its commit skips the mark probe."""
+    gen: int
+    """``SqliteDatabase.generation`` when it was learned: a rollback since makes it unusable."""
+
+    @classmethod
+    def of(cls, row: Sequence[Any], gen: int, checked: str | None) -> _RowState:
+        return cls(row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7] or 0, checked, gen)
+
+    def full_for(self, entry: str) -> bool:
+        """The tail must move to the table before ``entry`` joins it."""
+        return self.tfirst is not None and (
+            self.tnext - self.tfirst >= _sql.TAIL_STEPS  # type: ignore[operator]
+            or self.tchars + 1 + len(entry) > _sql.TAIL_CHARS)
+
 
 
 class SqliteStore:
@@ -103,8 +177,15 @@ class SqliteStore:
             raise StoreUnavailable(f"no SQLite database at {str(path)!r}; check the path (reading does not "
                                    "create one)")
         self.db = SqliteDatabase(path, busy_timeout, synchronous, read_only=read_only)
+        self._known: dict[str, _RowState] = {}
+        self._tail = False
+        """Rows as this store last read or committed them (:class:`_RowState`), the most recent last."""
         self.path = self.db.path
+        self._tail_column = True
+        """The file has ``executions.tsteps`` (one a newer durastate opened for writing never lacks it)."""
         if read_only:
+            # A file no newer durastate has opened has no tail column: its steps are all in ``trace``.
+            self._tail_column = ("executions", "tsteps") not in self._missing_columns()
             return
         try:
             self.db.ensure_schema(_sql.create_statements(_sql.SQLITE, _sql.TABLES, self._missing_columns()))
@@ -117,6 +198,12 @@ class SqliteStore:
                         f"SQLite database {str(path)!r} has schema version {version}, newer than this durastate "
                         f"({_sql.SCHEMA_VERSION}); upgrade durastate"
                     )
+            (ddl,) = self.db.cur.execute(
+                "SELECT sql FROM sqlite_schema WHERE type = 'table' AND name = 'executions'").fetchone()
+            self._tail = "WITHOUT ROWID" not in ddl.upper()
+            """Trace steps go into the row's tail (:func:`~durastate.store.sql.tail_start`). Not in a file whose
+            ``executions`` table was made ``WITHOUT ROWID`` (before schema version 4): a row there keeps only
+            ~1 KB in its page, and a tail would push it into overflow pages, so each step gets a ``trace`` row."""
         except BaseException:
             self.db.close()
             raise
@@ -146,20 +233,34 @@ class SqliteStore:
 
     def load_for_event(self, execution_id: str, event_id: str) -> tuple[Execution | None, bool]:
         with self.db.lock:
-            data, rids, marked = self.db.cur.execute(
-                _SQL.load_for_event, (execution_id, execution_id, execution_id, event_id)
-            ).fetchone()
-        exe = Execution.model_validate_json(data) if data is not None else None
-        return exe, _sql.applied(event_id, rids, marked)
+            row = self.db.cur.execute(_LOAD_FOR_EVENT, (execution_id, event_id, execution_id)).fetchone()
+            seen = self._note(execution_id, event_id, row, 1)
+        exe = Execution.model_validate_json(row[0]) if row[0] is not None else None
+        return exe, seen
 
     def version_for_event(self, execution_id: str, event_id: str) -> tuple[int | None, bool]:
         """The stored version (``None``: no such execution) and whether ``event_id`` was applied: what a
         worker compares its kept copy with before stepping it (one indexed read; the row is not parsed)."""
         with self.db.lock:
-            version, rids, marked = self.db.cur.execute(
-                _SQL.version_for_event, (execution_id, execution_id, execution_id, event_id)
-            ).fetchone()
-        return version, _sql.applied(event_id, rids, marked)
+            row = self.db.cur.execute(_VERSION_FOR_EVENT, (execution_id, event_id, execution_id)).fetchone()
+            seen = self._note(execution_id, event_id, row, 0)
+        return row[0], seen
+
+    def _note(self, execution_id: str, event_id: str, row: Sequence[Any], at: int) -> bool:
+        """Whether ``event_id`` was applied, from a read's row (the row state at ``row[at:]``, then the
+        mark); the state is remembered, with the event known *not* applied at that version."""
+        seen = _sql.applied(event_id, row[at + 4], row[at + 8])
+        if row[at] is not None:
+            self._remember(execution_id, _RowState.of(row[at:at + 8], self.db.generation,
+                                                       None if seen else event_id))
+        return seen
+
+    def _remember(self, execution_id: str, state: _RowState) -> None:
+        known = self._known
+        known.pop(execution_id, None)
+        known[execution_id] = state
+        if len(known) > _KNOWN_MAX:
+            del known[next(iter(known))]
 
     def save(self, exe: Execution) -> None:
         self.commit(exe, ())
@@ -183,10 +284,12 @@ class SqliteStore:
             data = exe.model_dump_json()
             # A transaction of its own, or a savepoint of the group it runs in (see SqliteDatabase.write).
             with self.db.write() as cur:
-                self._commit_statements(cur, exe, old, new, data, emits, processed_event_id, timers, spawns,
-                                        trace, check_event)
+                state = self._commit_statements(cur, exe, old, new, data, emits, processed_event_id, timers,
+                                                spawns, trace, check_event)
+                self._remember(exe.id, state)
         except BaseException:
             exe.version = old
+            self._known.pop(exe.id, None)
             raise
 
     def _commit_statements(
@@ -202,36 +305,38 @@ class SqliteStore:
         spawns: Iterable[Spawn],
         trace: dict[str, Any] | None,
         check_event: bool,
-    ) -> None:
-        """Every statement of one commit, inside a transaction (or savepoint) the caller opened.
+    ) -> _RowState:
+        """Every statement of one commit, inside a transaction (or savepoint) the caller opened; returns
+        the row's state as written.
 
-        The dedupe mark goes into the row's ``rids`` (:func:`~durastate.store.sql.next_recent`), read with the
-        version under the write lock; ``processed_events`` is written only when ``rids`` spills."""
+        The dedupe mark goes into the row's ``rids`` (:func:`~durastate.store.sql.next_recent`) and the trace
+        step into its tail (:func:`~durastate.store.sql.tail_start`); ``processed_events`` and ``trace`` are
+        written only when those spill."""
         event_id = processed_event_id
+        step = None if trace is None else _sql.json_text(trace)
+        entry = step if self._tail else None  # the step for the row's tail
+        moved: list[tuple[int, str]] = []
         if old == 0:
             if check_event and event_id is not None and self._marked(cur, exe.id, event_id):
                 raise EventAlreadyProcessed(exe.id, event_id, None)
             rids, spilled = _sql.next_recent(None, event_id, self.recent_events)
-            cur.execute(_SQL.insert_execution, _sql.execution_row(exe, data, rids))
+            tnext = tfirst = tsteps = None
+            if entry is not None:
+                tfirst = cur.execute(_NEXT_TRACE_IDX, (exe.id,)).fetchone()[0]
+                tsteps, tnext = _sql.tail_start(tfirst, entry), tfirst + 1
+            cur.execute(_SQL.insert_execution, _sql.execution_row(exe, data, rids, tnext, tsteps))
             if cur.rowcount != 1:
                 raise self._conflict(cur, exe.id, old)
+            state = _RowState(new, exe.status, ended_index_value(exe), exe.expires_at, rids, tnext, tfirst,
+                              len(tsteps) if tsteps else 0, None, self.db.generation)
         else:
-            row = cur.execute(_SQL.commit_read, (exe.id,)).fetchone()
-            if row is None or row[0] != old:
-                raise StoreConflict(exe.id, expected=old, found=row[0] if row else None)
-            if check_event and event_id is not None and (
-                    _sql.applied(event_id, row[4], False) or self._marked(cur, exe.id, event_id)):
-                raise EventAlreadyProcessed(exe.id, event_id, old)  # a redelivery, met by a blind commit
-            rids, spilled = _sql.next_recent(row[4], event_id, self.recent_events)
-            ended = ended_index_value(exe)
-            # The status column is indexed: name it (and its retention columns) only when they changed.
-            if row[1] == exe.status and row[2] == ended and row[3] == exe.expires_at:
-                cur.execute(_SQL.update_keep_status, (data, new, exe.active_path, exe.outcome, rids, exe.id, old))
-            else:
-                cur.execute(_SQL.update_execution, (data, new, exe.status, exe.active_path, exe.outcome, ended,
-                                                    exe.expires_at, rids, exe.id, old))
+            state, spilled, moved = self._update(cur, exe, old, new, data, event_id, entry, check_event)
         if spilled:
             cur.executemany(_SQL.insert_processed, [(exe.id, e) for e in spilled])
+        if moved:
+            self._move_tail(cur, exe.id, moved, state.tnext)
+        elif step is not None and entry is None:
+            self._insert_step(cur, exe.id, step)
         if emits:
             cur.executemany(
                 _SQL.insert_outbox, [(target, event.model_dump_json()) for target, event in emits]
@@ -243,13 +348,81 @@ class SqliteStore:
                 cur.execute(_SQL.cancel_timer, (exe.id, op.path))
         for child_id, root_path, context in spawns:
             cur.execute(_SQL.insert_spawn, (exe.id, child_id, root_path, _sql.json_text(context)))
-        if trace is not None:
-            self._write_trace(cur, exe.id, trace)
+        return state
+
+    def _update(self, cur: sqlite3.Cursor, exe: Execution, old: int, new: int, data: str, event_id: str | None,
+                entry: str | None, check_event: bool) -> tuple[_RowState, list[str], list[tuple[int, str]]]:
+        """The commit's ``UPDATE`` of an existing row: (its state as written, the dedupe ids to spill, the
+        trace steps to move to the table).
+
+        What the row holds (version, indexed columns, ``rids``, trace tail) comes from the last read or
+        commit of it on this connection when that was at version ``old`` (no statement), else from one read
+        under the write lock. The ``UPDATE`` names the version and ``tnext`` it builds on, so a remembered
+        state that is no longer the row's (another process appended a trace step, which moves ``tnext`` and
+        not the version) matches nothing: the row is then read, and the commit built again."""
+        state = self._known.get(exe.id)
+        if state is not None and (state.version != old or state.gen != self.db.generation):
+            state = None
+        while True:
+            tail: str | None = None
+            if state is None or (entry is not None and state.full_for(entry)):
+                row = cur.execute(_SQL.commit_read, (exe.id,)).fetchone()
+                if row is None or row[0] != old:
+                    raise StoreConflict(exe.id, expected=old, found=row[0] if row else None)
+                state, tail, read = _RowState.of(row, self.db.generation, None), row[8], True
+            else:
+                read = False
+            if check_event and event_id is not None and state.checked != event_id and (
+                    _sql.applied(event_id, state.rids, False) or self._marked(cur, exe.id, event_id)):
+                raise EventAlreadyProcessed(exe.id, event_id, old)  # a redelivery, met by a blind commit
+            rids, spilled = _sql.next_recent(state.rids, event_id, self.recent_events)
+            ended = ended_index_value(exe)
+            # The status column is indexed: name it (and its retention columns) only when they changed.
+            full = not (state.status == exe.status and state.ended == ended and state.expires == exe.expires_at)
+            params: list[Any] = [data, new]
+            if full:
+                params.append(exe.status)
+            params += [exe.active_path, exe.outcome]
+            if full:
+                params += [ended, exe.expires_at]
+            params.append(rids)
+            tnext, tfirst, tchars = state.tnext, state.tfirst, state.tchars
+            moved: list[tuple[int, str]] = []
+            if entry is None:
+                how = "keep"
+            else:
+                idx = tnext if tnext is not None else cur.execute(_NEXT_TRACE_IDX, (exe.id,)).fetchone()[0]
+                if tfirst is not None and not state.full_for(entry):
+                    how, tchars = "append", tchars + 1 + len(entry)
+                    params.append(entry)
+                else:  # no tail yet, or a full one (read above): it moves to the table, the step starts anew
+                    how, moved = "set", _sql.tail_rows(tail)
+                    value = _sql.tail_start(idx, entry)
+                    tfirst, tchars = idx, len(value)
+                    params.append(value)
+                tnext = idx + 1
+                params.append(tnext)
+            params += [exe.id, old, state.tnext]
+            cur.execute(_UPDATES[full, how], params)
+            if cur.rowcount == 1:
+                return (_RowState(new, exe.status, ended, exe.expires_at, rids, tnext, tfirst, tchars, None,
+                                  self.db.generation), spilled, moved)
+            if read:
+                raise self._conflict(cur, exe.id, old)
+            state = None  # what was remembered is not the row any more: read it
+
+    def _move_tail(self, cur: sqlite3.Cursor, execution_id: str, steps: list[tuple[int, str]],
+                   tnext: int | None) -> None:
+        """Move a full trace tail to the ``trace`` table (one multi-row insert) and trim the ring there."""
+        if steps:
+            cur.executemany(_INSERT_TRACE, [(execution_id, idx, entry) for idx, entry in steps])
+        trace_max = self.trace_max
+        if trace_max and tnext is not None:
+            cur.execute(_SQL.trace_trim, (execution_id, tnext - 1 - trace_max))
 
     @staticmethod
     def _marked(cur: sqlite3.Cursor, execution_id: str, event_id: str) -> bool:
-        return bool(cur.execute(_SQL.version_for_event, (execution_id, execution_id, execution_id, event_id))
-                    .fetchone()[2])
+        return bool(cur.execute(_MARKED, (execution_id, event_id)).fetchone())
 
     @staticmethod
     def _conflict(cur: sqlite3.Cursor, execution_id: str, old: int) -> StoreConflict:
@@ -318,20 +491,41 @@ class SqliteStore:
         return ExecutionPage(items, _sql.next_cursor(items, len(rows), limit))
 
     # -- trace ring -----------------------------------------------------------------------------------
-    def _write_trace(self, cur: sqlite3.Cursor, execution_id: str, entry: dict[str, Any]) -> None:
+    def append_trace(self, execution_id: str, entry: dict[str, Any]) -> None:
+        """A step outside a commit: into the execution row's tail (its version unchanged), or, for an id
+        with no row, straight into the ``trace`` table."""
         entry_json = _sql.json_text(entry)
+        with self.db.write() as cur:
+            self._known.pop(execution_id, None)
+            row = cur.execute(_SQL.commit_read, (execution_id,)).fetchone() if self._tail else None
+            if row is None:
+                self._insert_step(cur, execution_id, entry_json)
+                return
+            state = _RowState.of(row, self.db.generation, None)
+            idx = state.tnext if state.tnext is not None else cur.execute(_NEXT_TRACE_IDX,
+                                                                          (execution_id,)).fetchone()[0]
+            if state.tfirst is not None and not state.full_for(entry_json):
+                cur.execute(_APPEND_TAIL, (entry_json, idx + 1, execution_id))
+                return
+            cur.execute(_SET_TAIL, (_sql.tail_start(idx, entry_json), idx + 1, execution_id))
+            self._move_tail(cur, execution_id, _sql.tail_rows(row[8]), idx + 1)
+
+    def _insert_step(self, cur: sqlite3.Cursor, execution_id: str, entry_json: str) -> None:
+        """One step as a ``trace`` row of its own (an execution with no row, or a file without tails);
+        the ring trimmed every :data:`~durastate.store.sql.TRIM_EVERY` steps."""
         (idx,) = cur.execute(_SQL.trace_insert, (execution_id, entry_json, execution_id)).fetchone()
         trace_max = self.trace_max
         if trace_max and idx >= trace_max and idx % _sql.TRIM_EVERY == 0:
             cur.execute(_SQL.trace_trim, (execution_id, idx - trace_max))
 
-    def append_trace(self, execution_id: str, entry: dict[str, Any]) -> None:
-        with self.db.write() as cur:
-            self._write_trace(cur, execution_id, entry)
-
     def read_trace(self, execution_id: str) -> list[dict[str, Any]]:
         with self.db.lock:
-            rows = self.db.cur.execute(_SQL.read_trace, (execution_id,)).fetchall()
+            if not self._tail_column:
+                return _sql.trace_ring(self.db.cur.execute(_SQL.read_trace, (execution_id,)).fetchall(),
+                                       self.trace_max)
+            rows = self.db.cur.execute(_READ_TRACE, (execution_id, execution_id)).fetchall()
+        if rows and rows[0][0] is None:  # the row's tail (sorted first), then the table's steps
+            rows = [*rows[1:], *_sql.tail_rows(rows[0][1])]
         return _sql.trace_ring(rows, self.trace_max)
 
     # -- retention ------------------------------------------------------------------------------------
