@@ -18,7 +18,7 @@ from rich.table import Table
 from rich.text import Text
 
 from durastate.engine.durations import format_duration
-from durastate.engine.ids import RESUME, SUSPEND, TERMINATE
+from durastate.engine.ids import RESUME, SUSPEND, TERMINATE, describe_timer_key
 from durastate.engine.model import CANCEL, ENDED, FINISHED, START, TIMEOUT, Event, Execution, MapProgress
 from durastate.store import ExecutionSummary
 
@@ -139,7 +139,7 @@ def show_execution(exe: Execution, children: Sequence[Execution] = (), now: floa
         table.add_column("armed timer")
         table.add_column("fires")
         for path, fire_at in sorted(exe.timers.items(), key=lambda kv: kv[1]):
-            table.add_row(*_cells(path, when(fire_at, now)))
+            table.add_row(*_cells(describe_timer_key(path), when(fire_at, now)))
         console.print(table)
     else:
         console.print(Text.assemble(("timers", "bold"), "   none armed"))

@@ -19,6 +19,7 @@ from rich.text import Text
 from durastate.cli.output import compact, console
 from durastate.cli.session import Session
 from durastate.cli.timeline import local_when
+from durastate.engine.ids import describe_timer_key
 from durastate.engine.model import Event, Execution
 from durastate.errors import DurastateError
 from durastate.store.base import OutboxEntry
@@ -124,7 +125,8 @@ def show_waiting(w: Waiting, now: float | None = None) -> None:
         for col in ("timer (with children)", "execution", "kind", "fires"):
             table.add_column(col)
         for t in w.timers:
-            table.add_row(Text(t.path), Text(t.execution_id), Text(t.kind), Text(local_when(t.fire_at, now)))
+            table.add_row(Text(describe_timer_key(t.path)), Text(t.execution_id), Text(t.kind),
+                          Text(local_when(t.fire_at, now)))
         console.print(table)
     if w.queued:
         console.print(Text(f"queued   {len(w.queued)} event(s) in the inbox, next first:", style="bold"))

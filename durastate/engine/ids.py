@@ -41,6 +41,7 @@ __all__ = [
     "control_event_id",
     "definition_record_id",
     "derived_id",
+    "describe_timer_key",
     "emit_event_id",
     "finished_event_id",
     "forwarded_event_id",
@@ -153,6 +154,19 @@ def retarget_timer_key(key: str, new_path: str) -> str:
         return key
     _, sep, index = key.partition(AFTER_SEPARATOR)
     return f"{new_path}{sep}{index}"
+
+
+def describe_timer_key(key: str) -> str:
+    """A timer key as a person reads it: ``waiting``, ``waiting after[1]`` (its second ``after`` timer),
+    ``charging (retry of the invoke)``, ``charging (task timeout)``, ``(retry of the failed step)``."""
+    if key.startswith(REINVOKE_PREFIX):
+        return f"{key[len(REINVOKE_PREFIX):]} (retry of the invoke)"
+    if key.startswith(TASK_TIMEOUT_PREFIX):
+        return f"{key[len(TASK_TIMEOUT_PREFIX):]} (task timeout)"
+    if key == RETRY_PATH:
+        return "(retry of the failed step)"
+    path, sep, index = key.partition(AFTER_SEPARATOR)
+    return f"{path} after[{index}]" if sep else key
 
 
 def _capped(text: str) -> str:

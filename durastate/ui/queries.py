@@ -23,6 +23,7 @@ from typing import Any
 
 from durastate.engine.definition import Definition
 from durastate.engine.durations import format_duration, parse_duration
+from durastate.engine.ids import describe_timer_key
 from durastate.engine.model import ENDED, STATUSES, Event, Execution
 from durastate.store.base import ExecutionPage, ExecutionStore, ExecutionSummary
 from durastate.transport.base import DeadLetter, DeadLetterBox
@@ -153,8 +154,8 @@ def execution_view(store: ExecutionStore, exe: Execution, now: float,
         loaded = store.load(exe.parent_id)
         parent = ExecutionSummary.of(loaded) if loaded is not None else None
     children = child_rows(store, exe)
-    timers = [Timer(key, due, stamp(due), relative(due, now)) for key, due in sorted(exe.timers.items(),
-                                                                                       key=lambda kv: kv[1])]
+    timers = [Timer(describe_timer_key(key), due, stamp(due), relative(due, now))
+              for key, due in sorted(exe.timers.items(), key=lambda kv: kv[1])]
     waiting = None if queued is None else [ev for target, ev in queued(exe.id) if target == exe.id]
     letters = None if box is None else letters_for(box, exe.id)
     trace = store.read_trace(exe.id)

@@ -334,3 +334,13 @@ def test_a_computed_delay_of_zero_fires_at_the_next_sweep() -> None:
     defn, exe = started(one_state({"seconds": "$event.delay", "target": "late"}))
     step(defn, exe, Event(name="go", data={"delay": 0}), now=42.0)
     assert exe.timers == {"wait": 42.0}
+
+
+def test_timer_keys_are_described_for_people() -> None:
+    from durastate.engine.ids import REINVOKE_PREFIX, RETRY_PATH, TASK_TIMEOUT_PREFIX, describe_timer_key
+
+    assert describe_timer_key("open") == "open"
+    assert describe_timer_key(after_timer_key("ticket.open", 2)) == "ticket.open after[2]"
+    assert describe_timer_key(REINVOKE_PREFIX + "charging") == "charging (retry of the invoke)"
+    assert describe_timer_key(TASK_TIMEOUT_PREFIX + "charging") == "charging (task timeout)"
+    assert describe_timer_key(RETRY_PATH) == "(retry of the failed step)"
