@@ -64,6 +64,7 @@ from durastate.errors import (
     UnknownExecution,
 )
 from durastate.runtime.clock import Clock
+from durastate.runtime.sweeper import SWEPT
 from durastate.runtime.versions import Versions
 from durastate.store.base import Emit, EventCheckingStore, ExecutionStore, Spawn, TimerOp
 from durastate.store.memory.sync import DictCore
@@ -541,8 +542,10 @@ def _split_fired(event: Event, timers: list[TimerOp]) -> tuple[list[TimerOp], tu
     if event.name != TIMEOUT or not isinstance(path, str) or not isinstance(fire_at, int | float):
         return timers, None
     kept = [op for op in timers if not (op.action == "cancel" and op.path == path)]
-    if len(kept) == len(timers):
-        return timers, None
+    if len(kept) == len(timers) or event.data.get(SWEPT) is True:
+        # a swept timeout: the sweeper deletes the timer after sending it (and, should it crash first,
+        # sends it again — a duplicate here — and deletes it then)
+        return kept, None
     return kept, (path, float(fire_at))
 
 

@@ -53,8 +53,10 @@ def test_arm_then_sweep_then_timeout_writes_single_items(rec: Recorder) -> None:
     [(target, timeout)] = transport.messages
     rec.reset()
     worker.handle(target, timeout)
-    # the commit is one PutItem; the fired timer's delete (guarded by its fire_at) follows it
-    assert rec.ops() == ["get_item", "put_item", "delete_item"]
+    # the commit is one PutItem, and nothing else: the sweeper deleted the timer (the timeout says so),
+    # so no conditional delete of a missing item (still a write unit) follows it
+    assert timeout.data.get("swept") is True
+    assert rec.ops() == ["get_item", "put_item"]
     loaded = store.load("x")
     assert loaded is not None and loaded.active_path == "idle" and loaded.timers == {}
     assert store.due_timers(clock.now + 3600) == []
@@ -72,3 +74,37 @@ def test_a_timeout_that_arrives_before_its_sweep_deletes_the_timer_itself(rec: R
     assert store.due_timers(clock.now + 3600) == []
     loaded = store.load("x")
     assert loaded is not None and loaded.active_path == "idle"
+
+
+def test_a_swept_timeout_whose_sweeper_crashed_before_deleting_is_deleted_by_the_next_sweep(rec: Recorder) -> None:
+    """The worker trusts ``swept``: if the sweeper died between its send and its delete, the timer is still
+    armed, the next sweep sends the same timeout again (a duplicate: ignored) and deletes it then."""
+    store, worker, clock = setup(rec)
+    worker.handle("x", Event(id="arm-1", name="arm"))
+    [(eid, path, fire_at)] = store.due_timers(clock.now + 3600)
+    clock.now = fire_at + 1
+    timeout = Event(id=timeout_event_id(eid, path, fire_at), name=TIMEOUT,
+                    data={"path": path, "fire_at": fire_at, "swept": True})
+    worker.handle("x", timeout)
+    assert store.due_timers(clock.now) == [(eid, path, fire_at)]  # left to its sweeper
+    transport = Sent()
+    assert Sweeper(store, transport, clock=clock).run_once() == 1
+    [(_, again)] = transport.messages
+    assert again.id == timeout.id
+    worker.handle("x", again)  # a duplicate
+    assert store.due_timers(clock.now + 3600) == []
+    loaded = store.load("x")
+    assert loaded is not None and loaded.active_path == "idle" and loaded.version == 3
+
+
+def test_due_timers_since_reads_only_the_window(rec: Recorder) -> None:
+    """``since`` is a BETWEEN on the ``due`` index: the Queries name both bounds, and the answer is the window."""
+    store, worker, clock = setup(rec)
+    worker.handle("x", Event(id="arm-1", name="arm"))
+    [(eid, path, fire_at)] = store.due_timers(clock.now + 3600)
+    rec.reset()
+    assert store.due_timers(fire_at + 10, since=fire_at + 1) == []
+    assert store.due_timers(fire_at + 10, since=fire_at) == [(eid, path, fire_at)]
+    assert store.due_timers(fire_at - 1, since=fire_at + 1) == []  # an empty window reads nothing
+    queries = [c for c in rec.calls if c[0] == "query"]
+    assert queries and all("BETWEEN" in c[1]["KeyConditionExpression"] for c in queries)
