@@ -44,6 +44,7 @@ from durastate.store.base import (
     normalize_status,
     summary_matches,
 )
+from durastate.store.dynamodb import recent_ids
 from durastate.store.dynamodb.bloom import BLOOM_BITS, bloom_add, bloom_may_contain
 from durastate.store.dynamodb.client import endpoint_address
 from durastate.store.dynamodb.errors import DENIED_CODES, cancellation_reasons, classify, error_code
@@ -303,7 +304,7 @@ class DynamoCore:
     def _rids(item: Item | None) -> tuple[str, ...]:
         if not item or "rids" not in item:
             return ()
-        return tuple(v["S"] for v in item["rids"]["L"])
+        return tuple(recent_ids.unpack(v) for v in item["rids"]["L"])
 
     @staticmethod
     def _spill(item: Item | None) -> bytes | None:
@@ -669,7 +670,7 @@ class DynamoCore:
             item["spill"] = {"B": spill or bytes(BLOOM_BITS // 8)}  # its size once anything spilled
 
         def with_rids(ids: tuple[str, ...]) -> Item:
-            return {**item, "rids": {"L": [S(i) for i in ids]}} if ids else item
+            return {**item, "rids": {"L": [recent_ids.pack(i) for i in ids]}} if ids else item
 
         def costs_a_unit(ids: tuple[str, ...]) -> bool:
             return -(-item_size(with_rids(ids)) // _KB) > -(-item_size(with_rids(ids[-1:])) // _KB)
