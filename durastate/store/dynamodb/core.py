@@ -91,7 +91,8 @@ DEFAULT_RECENT_EVENTS = 24
 """At most this many applied event ids are kept in the execution item (``rids``) before they spill, as one
 chunk, to ``processed``. Beyond :data:`RECENT_FLOOR` an id is kept only while it costs no write unit (the
 item stays within the kilobyte it needs anyway), so a small execution spills once per 24 events, a large
-one once per 8. 24 uuid-sized ids make a chunk item of about 950 bytes: one write unit."""
+one once per 8 (a uuid id takes 17 bytes of the item: :mod:`~durastate.store.dynamodb.recent_ids`). 24
+uuid-sized ids make a chunk item of about 950 bytes: one write unit."""
 RECENT_FLOOR = 8
 """Event ids kept in the execution item even when they make it cross a kilobyte (the layout before chunks)."""
 MAX_RECENT_EVENTS = 64
