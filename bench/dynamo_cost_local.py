@@ -53,6 +53,7 @@ from typing import Any
 
 from bench._meter import Meter, Tally
 from bench.dynamo_cost import DEFS, LAMBDA_MEMORY_GB, PRICES, STEADY, WARMUP
+from durastate.store.dynamodb import limits
 
 EXECUTIONS = 10
 """Executions driven side by side: one round of events fills one worker batch of 10."""
@@ -91,6 +92,7 @@ class _Invocations:
         self.phase = "setup"
         self.calls: dict[str, list[tuple[float, int]]] = defaultdict(list)
         self.in_requests: dict[str, float] = defaultdict(float)
+        self.spill_wru: dict[str, float] = defaultdict(float)
         self._t0: list[float] = []
 
     def wrap(self, role: str, handler: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
@@ -110,6 +112,17 @@ class _Invocations:
     def hook(self, client: Any, service: str) -> None:
         client.meta.events.register(f"before-call.{service}.*", self._before)
         client.meta.events.register(f"after-call.{service}.*", self._after)
+        if service == "dynamodb":
+            for op in ("PutItem", "TransactWriteItems"):
+                client.meta.events.register(f"provide-client-params.dynamodb.{op}", self._spills)
+
+    def _spills(self, params: dict[str, Any], **_: Any) -> None:
+        """Write units of chunks of spilled event ids (``processed`` puts): the dedupe's share, apart."""
+        puts = [(params, 1)] if "Item" in params else [(e["Put"], 2) for e in params.get("TransactItems", [])
+                                                        if "Put" in e]
+        for put, factor in puts:
+            if str(put.get("TableName", "")).endswith("_processed"):
+                self.spill_wru[self.meter.tag] += factor * max(1, math.ceil(limits.item_size(put["Item"]) / 1024))
 
     def _before(self, **_: Any) -> None:
         self._t0.append(time.perf_counter())
@@ -228,10 +241,11 @@ def _drive(template: Path, scale: float, warmup: int) -> dict[str, Any]:
         tallies = dict(meter.tallies)
         calls = dict(inv.calls)
         in_requests = dict(inv.in_requests)
+        spill_wru = dict(inv.spill_wru)
         with contextlib.suppress(OSError):
             urllib.request.urlopen(urllib.request.Request(f"{stack.endpoint_url}/moto-api/reset", method="POST"),
                                    timeout=30).close()
-    return {"tallies": tallies, "calls": calls, "in_requests": in_requests}
+    return {"tallies": tallies, "calls": calls, "in_requests": in_requests, "spill_wru": spill_wru}
 
 
 def _lambda_dollars(calls: list[tuple[float, int]]) -> tuple[float, float]:
@@ -270,6 +284,7 @@ def summarize(raw: dict[str, Any]) -> dict[str, Any]:
             "transitions": transitions,
             "records_per_worker_call": sum(records for _, records in worker) / max(1, len(worker)),
             "all": {**total.scaled(per), "sqs": sqs_requests * per},
+            "spill_wru": sum(raw.get("spill_wru", {}).get(tag, 0.0) for tag in mine) * per,
             "lambda": {"invocations": len(invocations) * per, "billed_ms": billed_ms * per,
                        "in_requests_ms": inside * 1000.0 * per, "compute_ms": (wall - inside) * 1000.0 * per},
             "dollars_per_million": {"dynamodb": ddb * per * 1e6, "sqs": sqs * per * 1e6,

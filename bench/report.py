@@ -334,7 +334,8 @@ def dynamo_local_md(res: dict[str, Any] | None, targets: list[list[str]]) -> str
         for label, p in result["paths"].items():
             a, lam, d = p["all"], p["lambda"], p["dollars_per_million"]
             ops = ", ".join(f"{k} {v:.3g}" for k, v in a["ops"].items())
-            rows.append([label, f"{p['records_per_worker_call']:.1f}", f"{a['requests']:.3g}", f"{a['wru']:.3g}",
+            rows.append([label, f"{p['records_per_worker_call']:.1f}", f"{a['requests']:.3g}",
+                         f"{a['wru']:.3g} ({p.get('spill_wru', 0.0):.2g})",
                          f"{a['rru']:.3g}", f"{a['sqs']:.2f}", f"{lam['billed_ms']:.1f}",
                          f"{lam['in_requests_ms']:.1f}", f"{lam['compute_ms']:.1f}", f"${d['dynamodb']:.2f}",
                          f"${d['sqs']:.2f}", f"${d['lambda']:.2f}", f"**${d['total']:.2f}**", ops])
@@ -347,7 +348,8 @@ def dynamo_local_md(res: dict[str, Any] | None, targets: list[list[str]]) -> str
                          f"{idle['backstop_requests']:.3g} every 5 minutes"])
         return rows
 
-    headers = ["path", "records per worker call", "DynamoDB requests", "WRU", "RRU", "SQS requests",
+    headers = ["path", "records per worker call", "DynamoDB requests", "WRU (of which spilled ids)", "RRU",
+               "SQS requests",
                "Lambda ms billed", "of which in requests", "compute", "DynamoDB $/M", "SQS $/M", "Lambda $/M",
                "total $/M", "all operations"]
     first, steady = paths.get("state-only, first 8 events"), paths.get("state-only, steady state")
@@ -365,9 +367,11 @@ def dynamo_local_md(res: dict[str, Any] | None, targets: list[list[str]]) -> str
                         f"${d['lambda']:.2f} for {steady['lambda']['billed_ms']:.1f} ms billed a transition)"])
     for label in LOCAL_TIMER_PATHS:
         t = paths.get(label)
-        if t is not None:
+        if t is not None:  # the timer's own cost: the spills of recent ids that fell in its events are apart
+            own = t["all"]["wru"] - t.get("spill_wru", 0.0)
             targets.append([f"Timer arm + fire ≤ 3 WRU per transition ({label.split(', ')[1]}; local stack)",
-                            _ok(t["all"]["wru"] <= 3), f"{t['all']['wru']:.3g} WRU"])
+                            _ok(own <= 3 + 1e-9), f"{own:.3g} WRU (+ {t.get('spill_wru', 0.0):.3g} of spilled event "
+                            "ids that fell in these events)"])
     text = (
         "Measured on the local stack (`python -m bench.dynamo_cost_local`): the synthesized CDK stack on moto's "
         "HTTP server, its packaged handlers called as Lambda calls them, driven only by a client's "
