@@ -108,3 +108,32 @@ def test_due_timers_since_reads_only_the_window(rec: Recorder) -> None:
     assert store.due_timers(fire_at - 1, since=fire_at + 1) == []  # an empty window reads nothing
     queries = [c for c in rec.calls if c[0] == "query"]
     assert queries and all("BETWEEN" in c[1]["KeyConditionExpression"] for c in queries)
+
+
+class Hops:
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, Event]] = []
+
+    def send(self, timeouts: Any, now: float) -> int:
+        self.sent += list(timeouts)
+        return len(timeouts)
+
+
+def test_a_hopping_sweep_scans_once_and_reads_a_window(rec: Recorder) -> None:
+    """Idle, a hopping sweep is one request (its second read reuses the first's empty Scan); with a timer
+    armed, the second read Queries the window after what the last run hopped, without a Scan of its own."""
+    store, worker, clock = setup(rec)
+    hops = Hops()
+    sweeper = Sweeper(store, Sent(), clock=clock, hops=hops)
+    rec.reset()
+    sweeper.run_once()
+    assert rec.ops() == ["scan"]
+    worker.handle("x", Event(id="arm-1", name="arm"))
+    rec.reset()
+    clock.now += 1
+    sweeper.run_once()
+    ops = rec.ops()
+    assert ops.count("scan") == 1 and ops.count("query") == 8, ops
+    windowed = [c[1] for c in rec.calls if c[0] == "query" and "BETWEEN" in c[1]["KeyConditionExpression"]]
+    assert len(windowed) == 4
+    assert hops.sent == []  # armed within the last run's horizon: its worker hops it, not the sweeper
