@@ -532,8 +532,9 @@ def _control_record(exe: Execution, event: Event, effects: control.Effects, now:
 def _split_fired(event: Event, timers: list[TimerOp]) -> tuple[list[TimerOp], tuple[str, float] | None]:
     """A timeout's cancel of the very timer that fired leaves the commit, as a guarded delete after it.
 
-    Whoever fired the timer deletes it too (the sweeper, after sending, guarded by ``fire_at``), or it is
-    deleted right after this commit (a timer hopped ahead of time is still armed): either way a delete
+    Whoever fired the timer deletes it too (the sweeper, after sending, guarded by ``fire_at``; its
+    timeouts say ``swept``, and then nothing follows this commit), or it is deleted right after this
+    commit (a timer hopped ahead of time is still armed): either way a delete
     guarded by the fired ``fire_at`` is exact — a timer re-armed to another time survives it, and one
     left behind by a crash fires a stale timeout the engine ignores. Out of the commit, a timeout whose
     step writes nothing else is one single-item write instead of a transaction (on DynamoDB 1 write
