@@ -24,13 +24,14 @@ from typing import Any
 
 from bench import report
 
-SECTIONS = ("engine", "stores", "dynamo", "growth", "queue")
+SECTIONS = ("engine", "stores", "dynamo", "dynamo_local", "growth", "queue")
 
 FULL = {
     "engine": {"cycles": 800, "repeats": 9},
     "sqlite": {"n_normal": 5000, "n_full": 800, "repeats": 9},
     "postgres": {"n1": 800, "n8": 300, "repeats": 7},
     "dynamo": {"n": 10},
+    "dynamo_local": {"scale": 1.0},
     "growth_pg": (10_000, 100_000),
     "growth_dynamo": (1_000, 10_000, 100_000),
     "queue": {"sizes": {"memory": 2000, "sqlite NORMAL": 2000, "sqlite FULL": 400, "postgres": 400,
@@ -42,6 +43,7 @@ QUICK = {
     "sqlite": {"n_normal": 800, "n_full": 40, "repeats": 5},
     "postgres": {"n1": 60, "n8": 30, "repeats": 3},
     "dynamo": {"n": 3},
+    "dynamo_local": {"scale": 0.25},
     "growth_pg": (1_000, 10_000),
     "growth_dynamo": (500, 5_000),
     "queue": {"sizes": {"memory": 400, "sqlite NORMAL": 400, "sqlite FULL": 80, "postgres": 80,
@@ -53,6 +55,7 @@ TINY = {  # the smoke test: every code path, no meaningful numbers
     "sqlite": {"n_normal": 20, "n_full": 3, "repeats": 1, "warmup": False, "wal_events": 5},
     "postgres": {"n1": 5, "n8": 3, "repeats": 1, "many": 2, "warmup": False},
     "dynamo": {"n": 1},
+    "dynamo_local": {"scale": 0.05, "warmup": 10},
     "growth_pg": (50, 100),
     "growth_dynamo": (30, 60),
     "queue": {"sizes": dict.fromkeys(("memory", "sqlite NORMAL", "sqlite FULL", "postgres", "queue sqlite NORMAL",
@@ -63,7 +66,7 @@ TINY = {  # the smoke test: every code path, no meaningful numbers
 
 def run(sizes: dict[str, Any], only: tuple[str, ...] = SECTIONS, log: Any = print) -> dict[str, Any]:
     """Run the selected sections; each result (or its error) lands under its name."""
-    from bench import dynamo_cost, engine, growth, queue_path, stores
+    from bench import dynamo_cost, dynamo_cost_local, engine, growth, queue_path, stores
 
     results: dict[str, Any] = {}
 
@@ -89,6 +92,8 @@ def run(sizes: dict[str, Any], only: tuple[str, ...] = SECTIONS, log: Any = prin
             results["postgres"] = {"skipped": f"PostgreSQL not reachable at {stores.PG_DSN}: {why}"}
     if "dynamo" in only:
         section("dynamo", lambda: dynamo_cost.run(**sizes["dynamo"]))
+    if "dynamo_local" in only:
+        section("dynamo_local", lambda: dynamo_cost_local.run_local(**sizes["dynamo_local"]))
     if "growth" in only:
         section("growth_dynamo", lambda: growth.run_dynamo(sizes["growth_dynamo"]))
         if stores.pg_available() is None:

@@ -30,6 +30,7 @@ import time
 from typing import Any
 
 from bench._meter import Meter
+from durastate.store.sql import due_timers_floor
 
 NOW = 1_700_000_000.0
 DUE = 10
@@ -297,7 +298,7 @@ def run_postgres(sizes: tuple[int, ...]) -> dict[int, dict[str, Any]]:
                 _pg_copy(conn, PG_SCHEMA, filled, size)
                 filled = size
                 row: dict[str, Any] = {"fill_seconds": time.perf_counter() - t0}
-                row["sweep"] = _explain(conn, sql.stmt.due_timers, (NOW,))
+                row["sweep"] = _explain(conn, sql.stmt.due_timers, (due_timers_floor(None), NOW))
                 row["relay pass"] = _explain(conn, sql.stmt.pending_outbox, (RELAY_BUDGET,))
                 q = sql.list_executions(None, frozenset({"running"}), False, None, PAGE)
                 assert q is not None

@@ -321,6 +321,92 @@ def dynamo_md(res: dict[str, Any] | None, targets: list[list[str]]) -> str:
         "days (timers, human steps) has to be Standard.")
 
 
+LOCAL_TIMER_PATHS = ("timer arm + fire, via the hop", "timer arm + fire, via the sweeper")
+
+
+def dynamo_local_md(res: dict[str, Any] | None, targets: list[list[str]]) -> str:
+    """The cost measured on the local stack (:mod:`bench.dynamo_cost_local`): the DynamoDB targets' rows."""
+    bad = _failed("DynamoDB cost on the local stack", res)
+    if bad:
+        targets.append(["DynamoDB cost on the local stack", "n/a", bad])
+        return bad
+    assert res is not None
+    paths = res["paths"]
+
+    def rows_of(result: dict[str, Any]) -> list[list[str]]:
+        rows = []
+        for label, p in result["paths"].items():
+            a, lam, d = p["all"], p["lambda"], p["dollars_per_million"]
+            ops = ", ".join(f"{k} {v:.3g}" for k, v in a["ops"].items())
+            rows.append([label, f"{p['records_per_worker_call']:.1f}", f"{a['requests']:.3g}",
+                         f"{a['wru']:.3g} ({p.get('spill_wru', 0.0):.2g})",
+                         f"{a['rru']:.3g}", f"{a['sqs']:.2f}", f"{lam['billed_ms']:.1f}",
+                         f"{lam['in_requests_ms']:.1f}", f"{lam['compute_ms']:.1f}", f"${d['dynamodb']:.2f}",
+                         f"${d['sqs']:.2f}", f"${d['lambda']:.2f}", f"**${d['total']:.2f}**", ops])
+        idle = result.get("idle")
+        if idle:
+            rows.append(["idle floor, per minute", "", f"{idle['requests_per_minute']:.3g}", "", "", "",
+                         f"{idle['sweep_ms'] + idle['backstop_ms'] / 5:.1f}", "", "", "", "", "",
+                         f"${idle['dollars_per_month']:.3f} a month",
+                         f"sweep {idle['sweep_requests']:.3g} request a minute, relay backstop "
+                         f"{idle['backstop_requests']:.3g} every 5 minutes"])
+        return rows
+
+    headers = ["path", "records per worker call", "DynamoDB requests", "WRU (of which spilled ids)", "RRU",
+               "SQS requests",
+               "Lambda ms billed", "of which in requests", "compute", "DynamoDB $/M", "SQS $/M", "Lambda $/M",
+               "total $/M", "all operations"]
+    first, steady = paths.get("state-only, first 8 events"), paths.get("state-only, steady state")
+    for label, so in (("first 8 events", first), ("steady state", steady)):
+        if so is not None:
+            a = so["all"]
+            targets.append([f"DynamoDB state-only, {label}: ≤ 1 WRU + 1 RRU per transition (exactly-once kept; "
+                            "local stack)", _ok(a["wru"] <= 1 and a["rru"] <= 1),
+                            f"{a['requests']:.3g} requests, {a['wru']:.3g} WRU, {a['rru']:.3g} RRU"])
+    if steady is not None:
+        d = steady["dollars_per_million"]
+        targets.append(["All-in ≤ $1.5 per million, state-only steady state, 10 records per worker call (local "
+                        "stack, measured Lambda)", _ok(d["total"] <= 1.5),
+                        f"${d['total']:.2f}/M (DynamoDB ${d['dynamodb']:.2f}, SQS ${d['sqs']:.2f}, Lambda "
+                        f"${d['lambda']:.2f} for {steady['lambda']['billed_ms']:.1f} ms billed a transition)"])
+    for label in LOCAL_TIMER_PATHS:
+        t = paths.get(label)
+        if t is not None:  # the timer's own cost: the spills of recent ids that fell in its events are apart
+            own = t["all"]["wru"] - t.get("spill_wru", 0.0)
+            targets.append([f"Timer arm + fire ≤ 3 WRU per transition ({label.split(', ')[1]}; local stack)",
+                            _ok(own <= 3 + 1e-9), f"{own:.3g} WRU (+ {t.get('spill_wru', 0.0):.3g} of spilled event "
+                            "ids that fell in these events)"])
+    text = (
+        "Measured on the local stack (`python -m bench.dynamo_cost_local`): the synthesized CDK stack on moto's "
+        "HTTP server, its packaged handlers called as Lambda calls them, driven only by a client's "
+        f"`send_message`; {res['executions']} executions side by side, so the worker gets batches of 10 "
+        "records. Every request the handlers make is billed (DynamoDB capacity from the item sizes, twice "
+        "inside transactions; SQS per request, the event source's receive and delete per invocation "
+        "included). Lambda duration is the measured wall time of each invocation on this machine, billed per "
+        "invocation rounded up to the millisecond at 512 MB arm64 — requests to moto included, which answers "
+        "from this same shared machine (the *in requests* column), not from DynamoDB. Steady state: after "
+        f"{res.get('warmup', '?')} events, over {res.get('steady', '?')} more (the executions staggered so "
+        "their spills fall on different rounds). Numbers are per transition.\n\n" + table(headers, rows_of(res)))
+    before = res.get("before")
+    if before:
+        cmp_rows = []
+        for label, p in paths.items():
+            b = before["paths"].get(label)
+            if b is None:
+                continue
+            pa, ba = p["all"], b["all"]
+            cmp_rows.append([label, f"{ba['requests']:.3g} → **{pa['requests']:.3g}**",
+                             f"{ba['wru']:.3g} → **{pa['wru']:.3g}**", f"{ba['rru']:.3g} → **{pa['rru']:.3g}**",
+                             f"{ba['sqs']:.3g} → **{pa['sqs']:.3g}**",
+                             f"${b['dollars_per_million']['total']:.2f} → **${p['dollars_per_million']['total']:.2f}**",
+                             f"{b['lambda']['billed_ms']:.1f} → {p['lambda']['billed_ms']:.1f}"])
+        text += (f"\n\nBefore → after on the local stack, in the same run by the same driver (the older package: "
+                 f"`{res.get('baseline', '?')}`):\n\n"
+                 + table(["path (per transition)", "DynamoDB requests", "WRU", "RRU", "SQS requests", "$/M all-in",
+                          "Lambda ms billed"], cmp_rows))
+    return text
+
+
 GROWTH_OPS = ("sweep", "relay pass", "listing page", "purge batch")
 """The reads the growth section costs at each table size (a result without one just lacks its rows)."""
 MAX_AMPLIFICATION = 3
@@ -485,8 +571,13 @@ def plots(out: Path, results: dict[str, Any]) -> list[str]:
 
 
 # -- the page ---------------------------------------------------------------------------------------------
+SUPERSEDED_BY_LOCAL = ("DynamoDB state-only", "All-in ≤ $1.5", "Timer arm + fire")
+"""In-process DynamoDB targets that the local stack's measurement decides when it is in the results."""
+
+
 def write(out: Path, results: dict[str, Any], info: dict[str, str], command: str) -> str:
     targets: list[list[str]] = []
+    in_process: list[list[str]] = []
     body = [
         "## Engine: durastate vs peer statechart libraries",
         _ENGINE_INTRO,
@@ -494,12 +585,17 @@ def write(out: Path, results: dict[str, Any], info: dict[str, str], command: str
         "## Durable stores: durastate vs a raw write loop",
         "### SQLite", sqlite_md(results.get("sqlite"), targets),
         "### PostgreSQL", postgres_md(results.get("postgres"), targets),
-        "## DynamoDB + SQS + Lambda: cost per transition", dynamo_md(results.get("dynamo"), targets),
+        "## DynamoDB + SQS + Lambda: cost per transition",
+        "### On the local stack, driven by `send_message`", dynamo_local_md(results.get("dynamo_local"), targets),
+        "### In process (the runtime's pieces called directly)", dynamo_md(results.get("dynamo"), in_process),
         "## Growth: read cost vs table size", _GROWTH_INTRO,
         growth_md(results.get("growth_dynamo"), results.get("growth_pg"), targets),
         "## The queue path, and the other durable engine (harel)",
         queue_md(results.get("queue"), targets),
     ]
+    local = results.get("dynamo_local")
+    targets += [t for t in in_process
+                if not (local and "error" not in local and t[0].startswith(SUPERSEDED_BY_LOCAL))]
     made = plots(out, results)
     notes_path = Path(__file__).parent / "NOTES.md"
     notes = notes_path.read_text(encoding="utf-8") if notes_path.exists() else ""
@@ -586,8 +682,19 @@ def summary_md(results: dict[str, Any], results_link: str = "bench/results/READM
                     rows.append([f"PostgreSQL, {conns} connection{plural}: {who} vs raw UPDATE+commit",
                                  f"{fmt_rate(s[key].median)} vs {fmt_rate(s['raw UPDATE+commit'].median)} "
                                  "events/s", f"{pg[conns][ratio][0] * 100:.0f} %"])
+    local = results.get("dynamo_local")
     dyn = results.get("dynamo")
-    if dyn and "error" not in dyn:
+    if local and "error" not in local and dyn and "error" not in dyn:
+        sf = dyn["step_functions"]["standard"]
+        for label in ("state-only, first 8 events", "state-only, steady state"):
+            p = local["paths"].get(label)
+            if p:
+                a = p["all"]
+                rows.append([f"AWS (local stack), {label} transition: requests / WRU, all-in cost",
+                             f"{a['requests']:.3g} / {a['wru']:.3g}, "
+                             f"${p['dollars_per_million']['total']:.2f} per M",
+                             f"Step Functions Standard: ${sf:.0f} per M"])
+    elif dyn and "error" not in dyn:
         sf = dyn["step_functions"]["standard"]
         for label in ("state-only, first 8 events", "state-only, steady state"):
             p = dyn["paths"].get(label)

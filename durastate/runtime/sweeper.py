@@ -36,12 +36,14 @@ from durastate.runtime.schedules import fire_schedule_timer
 from durastate.store.base import ExecutionStore
 from durastate.transport.base import Transport
 
-__all__ = ["HOP_GRACE", "HOP_HORIZON", "Sweeper", "TimerHops"]
+__all__ = ["HOP_GRACE", "HOP_HORIZON", "SWEPT", "Sweeper", "TimerHops", "timeout_event"]
 
 log = logging.getLogger("durastate.runtime.sweeper")
 
 HOP_HORIZON = 900.0
 """How far ahead timers are hopped: SQS's longest message delay (15 minutes)."""
+SWEPT = "swept"
+"""Key of a timeout's data saying the sweeper deleted its timer (see :func:`timeout_event`)."""
 HOP_GRACE = 30.0
 """How long past due a hopped timer may still be in flight before the sweeper fires it itself."""
 
@@ -52,10 +54,16 @@ class TimerHops(Protocol):
     def send(self, timeouts: Sequence[tuple[str, Event]], now: float) -> int: ...
 
 
-def timeout_event(execution_id: str, path: str, fire_at: float) -> Event:
-    """The ``durastate.timeout`` of a timer: the same id whoever sends it, however often."""
-    return Event(id=timeout_event_id(execution_id, path, fire_at), name=TIMEOUT,
-                 data={"path": path, "fire_at": fire_at})
+def timeout_event(execution_id: str, path: str, fire_at: float, *, swept: bool = False) -> Event:
+    """The ``durastate.timeout`` of a timer: the same id whoever sends it, however often.
+
+    ``swept``: the sender deletes the timer itself (the sweeper, right after sending), so the worker does
+    not delete it again after the timeout's commit — on DynamoDB a conditional delete of a missing item
+    still costs a write unit. A timeout hopped ahead of time leaves its timer armed and carries no flag."""
+    data: dict[str, object] = {"path": path, "fire_at": fire_at}
+    if swept:
+        data[SWEPT] = True
+    return Event(id=timeout_event_id(execution_id, path, fire_at), name=TIMEOUT, data=data)
 
 
 class Sweeper:
@@ -90,9 +98,15 @@ class Sweeper:
         hops = self.hops
         assert hops is not None
         horizon = now + HOP_HORIZON
-        in_range = self.store.due_timers(horizon)
-        overdue = [t for t in in_range if t[2] <= now - self.grace or (is_system_id(t[0]) and t[2] <= now)]
         floor = now - self.grace if self._hopped_to is None else max(self._hopped_to, now - self.grace)
+        # Two reads: everything due by now (open below, so an overdue timer — its hop lost, a sweep missed —
+        # is never skipped), then only the window after what earlier runs hopped (not every timer still
+        # waiting for its hop: up to 15 minutes of them).
+        in_range = self.store.due_timers(now)
+        if horizon > now:
+            later = self.store.due_timers(horizon, since=max(floor, now))
+            in_range += [t for t in later if t[2] > now]
+        overdue = [t for t in in_range if t[2] <= now - self.grace or (is_system_id(t[0]) and t[2] <= now)]
         to_hop = [t for t in in_range if not is_system_id(t[0]) and t[2] > floor][: max(0, limit)]
         if to_hop:
             self.hopped = hops.send([(eid, timeout_event(eid, path, fire_at)) for eid, path, fire_at in to_hop], now)
@@ -115,7 +129,8 @@ class Sweeper:
         timeouts = [t for t in due if not is_system_id(t[0])]
         for i in range(0, len(timeouts), self.batch_size):
             chunk = timeouts[i : i + self.batch_size]
-            self.transport.send([(eid, timeout_event(eid, path, fire_at)) for eid, path, fire_at in chunk])
+            self.transport.send([(eid, timeout_event(eid, path, fire_at, swept=True))
+                                 for eid, path, fire_at in chunk])
             for eid, path, fire_at in chunk:
                 self.store.delete_timer(eid, path, fire_at)
         return len(due) - failed  # a failed schedule timer is not work done (an idle loop must not spin on it)

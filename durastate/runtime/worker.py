@@ -64,6 +64,7 @@ from durastate.errors import (
     UnknownExecution,
 )
 from durastate.runtime.clock import Clock
+from durastate.runtime.sweeper import SWEPT
 from durastate.runtime.versions import Versions
 from durastate.store.base import Emit, EventCheckingStore, ExecutionStore, Spawn, TimerOp
 from durastate.store.memory.sync import DictCore
@@ -537,8 +538,9 @@ def _control_record(exe: Execution, event: Event, effects: control.Effects, now:
 def _split_fired(event: Event, timers: list[TimerOp]) -> tuple[list[TimerOp], tuple[str, float] | None]:
     """A timeout's cancel of the very timer that fired leaves the commit, as a guarded delete after it.
 
-    Whoever fired the timer deletes it too (the sweeper, after sending, guarded by ``fire_at``), or it is
-    deleted right after this commit (a timer hopped ahead of time is still armed): either way a delete
+    Whoever fired the timer deletes it too (the sweeper, after sending, guarded by ``fire_at``; its
+    timeouts say ``swept``, and then nothing follows this commit), or it is deleted right after this
+    commit (a timer hopped ahead of time is still armed): either way a delete
     guarded by the fired ``fire_at`` is exact — a timer re-armed to another time survives it, and one
     left behind by a crash fires a stale timeout the engine ignores. Out of the commit, a timeout whose
     step writes nothing else is one single-item write instead of a transaction (on DynamoDB 1 write
@@ -547,8 +549,10 @@ def _split_fired(event: Event, timers: list[TimerOp]) -> tuple[list[TimerOp], tu
     if event.name != TIMEOUT or not isinstance(path, str) or not isinstance(fire_at, int | float):
         return timers, None
     kept = [op for op in timers if not (op.action == "cancel" and op.path == path)]
-    if len(kept) == len(timers):
-        return timers, None
+    if len(kept) == len(timers) or event.data.get(SWEPT) is True:
+        # a swept timeout: the sweeper deletes the timer after sending it (and, should it crash first,
+        # sends it again — a duplicate here — and deletes it then)
+        return kept, None
     return kept, (path, float(fire_at))
 
 

@@ -68,7 +68,7 @@ class Core(Protocol):
 
     def ack_spawn_ops(self, seq: int) -> Ops[None]: ...
 
-    def due_timers_ops(self, now: float) -> Ops[list[tuple[str, str, float]]]: ...
+    def due_timers_ops(self, now: float, since: float | None = None) -> Ops[list[tuple[str, str, float]]]: ...
 
     def delete_timer_ops(self, execution_id: str, path: str, fire_at: float) -> Ops[None]: ...
 
@@ -176,8 +176,8 @@ class SyncDriven:
     def ack_spawn(self: SyncCore, seq: int) -> None:
         self._run(self.ack_spawn_ops(seq))
 
-    def due_timers(self: SyncCore, now: float) -> list[tuple[str, str, float]]:
-        return self._run(self.due_timers_ops(now))
+    def due_timers(self: SyncCore, now: float, since: float | None = None) -> list[tuple[str, str, float]]:
+        return self._run(self.due_timers_ops(now, since))
 
     def delete_timer(self: SyncCore, execution_id: str, path: str, fire_at: float) -> None:
         """Delete only if ``fire_at`` still matches: a timer re-armed since the sweep read it survives."""
@@ -279,8 +279,8 @@ class AsyncDriven:
     async def ack_spawn(self: AsyncCore, seq: int) -> None:
         await self._run(self.ack_spawn_ops(seq))
 
-    async def due_timers(self: AsyncCore, now: float) -> list[tuple[str, str, float]]:
-        return await self._run(self.due_timers_ops(now))
+    async def due_timers(self: AsyncCore, now: float, since: float | None = None) -> list[tuple[str, str, float]]:
+        return await self._run(self.due_timers_ops(now, since))
 
     async def delete_timer(self: AsyncCore, execution_id: str, path: str, fire_at: float) -> None:
         """Delete only if ``fire_at`` still matches: a timer re-armed since the sweep read it survives."""

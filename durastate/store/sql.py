@@ -335,7 +335,7 @@ class Statements:
     ack_outbox: str  # (seq)
     pending_spawns: str  # (limit) -> (seq, parent_id, child_id, root_path, context)
     ack_spawn: str  # (seq)
-    due_timers: str  # (now) -> (execution_id, path, fire_at) oldest first
+    due_timers: str  # (since, now) -> (execution_id, path, fire_at) oldest first (see due_timers_floor)
     delete_timer: str  # (execution_id, path, fire_at) guarded by fire_at
     tombstone: str  # (data, version, expires_at, id, old_version): a purge's CAS conversion
     delete_trace: str  # (execution_id)
@@ -413,7 +413,7 @@ def statements(dialect: Dialect) -> Statements:
             "SELECT seq, parent_id, child_id, root_path, context FROM spawns ORDER BY seq LIMIT ?"
         ),
         ack_spawn=r("DELETE FROM spawns WHERE seq = ?"),
-        due_timers=r("SELECT execution_id, path, fire_at FROM timers WHERE fire_at <= ? ORDER BY fire_at"),
+        due_timers=r("SELECT execution_id, path, fire_at FROM timers WHERE fire_at BETWEEN ? AND ? ORDER BY fire_at"),
         delete_timer=r("DELETE FROM timers WHERE execution_id = ? AND path = ? AND fire_at = ?"),
         tombstone=r(
             "UPDATE executions SET data = ?, version = ?, status = 'purged', active_path = NULL, "
@@ -476,6 +476,11 @@ defaults to 0, see ``PG_RECENT_EVENTS``); 0 writes every mark to ``processed_eve
 RIDS_SEPARATOR = "\n"
 """Between the ids in ``rids``: a control character, which :func:`~durastate.engine.values.check_event_id`
 never lets into an id, so splitting on it gives back exactly the ids."""
+
+
+def due_timers_floor(since: float | None) -> float:
+    """The lower bound of ``due_timers``' range: ``since``, or none at all (every overdue timer)."""
+    return float("-inf") if since is None else float(since)
 
 
 def recent_ids(rids: str | None) -> list[str]:

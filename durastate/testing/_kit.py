@@ -92,8 +92,10 @@ class Ctx:
         got: list[SpawnEntry] = await self.store.pending_spawns(limit)
         return [s for s in got if self.owns(s.parent_id)] if self.caps.shared else got
 
-    async def due(self, now: float) -> list[tuple[str, str, float]]:
-        got: list[tuple[str, str, float]] = await self.store.due_timers(now)
+    async def due(self, now: float, since: float | None = None) -> list[tuple[str, str, float]]:
+        got: list[tuple[str, str, float]] = (
+            await self.store.due_timers(now) if since is None else await self.store.due_timers(now, since)
+        )
         return [t for t in got if self.owns(t[0])] if self.caps.shared else got
 
     def mine(self, items: list[ExecutionSummary]) -> list[ExecutionSummary]:

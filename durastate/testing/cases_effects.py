@@ -171,6 +171,20 @@ async def timers_oldest_first(ctx: Ctx) -> None:
 
 
 @case("timers")
+async def timers_in_a_window(ctx: Ctx) -> None:
+    """``due_timers(now, since)`` lists the timers with ``since <= fire_at <= now`` (both bounds included),
+    oldest first; without ``since`` the range is open below (an overdue timer is never left out)."""
+    exe = new_exe(ctx)
+    await ctx.store.commit(exe, [], timers=[TimerOp("schedule", p, at) for p, at in
+                                           [("a", 1.0), ("b", 20.0), ("c", 30.5), ("d", 90.0)]])
+    e = ctx.id("e1")
+    expect_eq(await ctx.due(30.5, 20.0), [(e, "b", 20.0), (e, "c", 30.5)], "due_timers(30.5, since=20)")
+    expect_eq(await ctx.due(89.0, 30.75), [], "due_timers(89, since=30.75)")
+    expect_eq(await ctx.due(10.0, 50.0), [], "due_timers with since after now")
+    expect_eq(await ctx.due(30.5), [(e, "a", 1.0), (e, "b", 20.0), (e, "c", 30.5)], "due_timers(30.5)")
+
+
+@case("timers")
 async def timer_fire_at_round_trips_exactly(ctx: Ctx) -> None:
     """A timer's ``fire_at`` comes back exactly (no rounding), and deleting it by that value works."""
     at = 1_700_000_000.123456789

@@ -136,10 +136,10 @@ class JsonFileStore:
             self._flush()
 
     # -- timers -----------------------------------------------------------------------------------
-    def due_timers(self, now: float) -> list[tuple[str, str, float]]:
+    def due_timers(self, now: float, since: float | None = None) -> list[tuple[str, str, float]]:
         with self._lock:
             due = [(eid, path, at) for eid, armed in self._data["timers"].items()
-                   for path, at in armed.items() if at <= now]
+                   for path, at in armed.items() if at <= now and (since is None or at >= since)]
             return sorted(due, key=lambda t: t[2])
 
     def delete_timer(self, execution_id: str, path: str, fire_at: float) -> None:

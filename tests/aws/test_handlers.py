@@ -229,8 +229,8 @@ def test_sweep_racing_a_rearm_keeps_the_rearmed_timer(queues: tuple[str, str], d
     holder: dict[str, Stack] = {}
 
     class RearmDuringSweep(Proxy):
-        def due_timers(self, now: float) -> list[tuple[str, str, float]]:
-            due: list[tuple[str, str, float]] = self.inner.due_timers(now)
+        def due_timers(self, now: float, since: float | None = None) -> list[tuple[str, str, float]]:
+            due: list[tuple[str, str, float]] = self.inner.due_timers(now, since)
             if due and "raced" not in holder:
                 holder["raced"] = holder["stack"]
                 holder["stack"].clock.advance(5)

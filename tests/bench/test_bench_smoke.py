@@ -29,6 +29,7 @@ def test_every_section_runs_and_reports(tmp_path: Path) -> None:
     for chart in ("chart1", "chart2"):
         assert results["engine"][chart]["series"]
     assert results["dynamo"]["paths"]["state-only, steady state"]["worker"]["requests"] >= 1
+    assert results["dynamo_local"]["paths"]["state-only, steady state"]["all"]["requests"] >= 1
     assert results["queue"]["paths"]["queue sqlite NORMAL"]["series"]  # harel's rows too, if its venv is there
     text = report.write(tmp_path, results, machine_info(), "python -m bench --tiny")
     assert "### Targets" in text

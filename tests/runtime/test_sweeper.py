@@ -36,7 +36,7 @@ def test_only_due_timers_fire_with_deterministic_ids(
     fire_at = 1_700_000_030.0
     assert target == "a" and event.name == TIMEOUT
     assert event.id == timeout_event_id("a", "waiting", fire_at)
-    assert event.data == {"path": "waiting", "fire_at": fire_at}
+    assert event.data == {"path": "waiting", "fire_at": fire_at, "swept": True}  # the sweeper deletes it
     assert store.due_timers(clock()) == []
     clock.advance(10)
     assert sweeper.run_once() == 1

@@ -113,3 +113,35 @@ def test_the_timers_function_waits_out_the_second_and_sends_back_what_is_early(
     assert a is not None and a.active_path != "waiting" and "waiting" not in a.timers
     [[entry]] = sqs.batches  # b went back to the timers queue with the delay it has left
     assert entry["DelaySeconds"] == 100 and '"b"' in entry["MessageBody"]
+
+
+class Reads(DictStore):
+    """Records the ranges the sweeper asks for."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reads: list[tuple[float, float | None]] = []
+
+    def due_timers(self, now: float, since: float | None = None) -> list[tuple[str, str, float]]:
+        self.reads.append((now, since))
+        return super().due_timers(now, since)
+
+
+def test_a_later_run_reads_the_window_after_what_it_hopped_and_every_overdue_timer(
+        registry: DefinitionRegistry, clock: ManualClock) -> None:
+    """The timers already hopped are not read again (the window starts where the last run's ended), while
+    the read of what is due stays open below: a timer overdue by any amount is still found."""
+    store, transport, hops = Reads(), InMemoryTransport(), Hops()
+    waiting(store, registry, clock, "a")
+    sweeper = Sweeper(store, transport, clock, hops=hops)
+    start = clock()
+    assert sweeper.run_once() == 1
+    store.reads.clear()
+    clock.advance(20)
+    assert sweeper.run_once() == 0
+    assert store.reads == [(start + 20, None), (start + 20 + 900, start + 900)]
+    hops.sent.clear()  # a's hop was lost: it is overdue long after, and still fired
+    clock.advance(3600)
+    assert sweeper.run_once() == 1
+    [(target, _)] = transport.messages()
+    assert target == "a"

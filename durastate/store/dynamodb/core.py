@@ -44,6 +44,7 @@ from durastate.store.base import (
     normalize_status,
     summary_matches,
 )
+from durastate.store.dynamodb import recent_ids
 from durastate.store.dynamodb.bloom import BLOOM_BITS, bloom_add, bloom_may_contain
 from durastate.store.dynamodb.client import endpoint_address
 from durastate.store.dynamodb.errors import DENIED_CODES, cancellation_reasons, classify, error_code
@@ -90,7 +91,8 @@ DEFAULT_RECENT_EVENTS = 24
 """At most this many applied event ids are kept in the execution item (``rids``) before they spill, as one
 chunk, to ``processed``. Beyond :data:`RECENT_FLOOR` an id is kept only while it costs no write unit (the
 item stays within the kilobyte it needs anyway), so a small execution spills once per 24 events, a large
-one once per 8. 24 uuid-sized ids make a chunk item of about 950 bytes: one write unit."""
+one once per 8 (a uuid id takes 17 bytes of the item: :mod:`~durastate.store.dynamodb.recent_ids`). 24
+uuid-sized ids make a chunk item of about 950 bytes: one write unit."""
 RECENT_FLOOR = 8
 """Event ids kept in the execution item even when they make it cross a kilobyte (the layout before chunks)."""
 MAX_RECENT_EVENTS = 64
@@ -98,6 +100,10 @@ SPILL_CHUNK_PREFIX = "~spill~"
 """Sort key prefix (in ``processed``) of a chunk of spilled event ids: ``~spill~{version:012d}``, the version
 whose commit spilled them. An event id of a user cannot start with ``~``; a derived one never has this prefix."""
 _KB = 1024
+TIMERS_SEEN_REUSE = 1.0
+"""Seconds for which a windowed ``due_timers`` (with ``since``) reuses the previous call's answer to "is any
+timer armed at all?" instead of Scanning again: a hopping sweep makes two reads in a row (the overdue timers,
+then the window after what it hopped), and an idle deployment's sweep must stay one request."""
 
 
 # -- requests a store operation yields ---------------------------------------------------------------
@@ -223,6 +229,7 @@ class DynamoCore:
         self._lock = threading.Lock()
         self._rng = random.Random()
         self._where = "?"
+        self._timers_seen: tuple[float, bool] | None = None  # (monotonic time, whether any timer was armed)
 
     def table(self, name: str) -> str:
         """The full name of one of the seven tables (``{prefix}_{name}``)."""
@@ -298,7 +305,7 @@ class DynamoCore:
     def _rids(item: Item | None) -> tuple[str, ...]:
         if not item or "rids" not in item:
             return ()
-        return tuple(v["S"] for v in item["rids"]["L"])
+        return tuple(recent_ids.unpack(v) for v in item["rids"]["L"])
 
     @staticmethod
     def _spill(item: Item | None) -> bytes | None:
@@ -664,7 +671,7 @@ class DynamoCore:
             item["spill"] = {"B": spill or bytes(BLOOM_BITS // 8)}  # its size once anything spilled
 
         def with_rids(ids: tuple[str, ...]) -> Item:
-            return {**item, "rids": {"L": [S(i) for i in ids]}} if ids else item
+            return {**item, "rids": {"L": [recent_ids.pack(i) for i in ids]}} if ids else item
 
         def costs_a_unit(ids: tuple[str, ...]) -> bool:
             return -(-item_size(with_rids(ids)) // _KB) > -(-item_size(with_rids(ids[-1:])) // _KB)
@@ -1125,26 +1132,46 @@ class DynamoCore:
         )
         return bool(resp.get("Count") or resp.get("LastEvaluatedKey"))
 
-    def due_timers_ops(self, now: float) -> Ops[list[tuple[str, str, float]]]:
+    def due_timers_ops(self, now: float, since: float | None = None) -> Ops[list[tuple[str, str, float]]]:
         """The due timers, from the ``due`` index (one Query per shard) — after one Scan of a single item
-        of the timers table: no timer armed at all (an idle deployment) makes a sweep one request."""
+        of the timers table: no timer armed at all (an idle deployment) makes a sweep one request.
+
+        ``since`` bounds the range below (``fire_at BETWEEN since AND now``): a sweep that hops timers
+        ahead of time asks for the window after what it already hopped, instead of re-reading every
+        timer still waiting for its hop. Without it the range is open below, so an overdue timer is
+        never skipped, however late."""
         out: list[tuple[str, str, float]] = []
-        if not (yield from self._any_item("timers")):
+        if since is not None and since > now:
             return out
+        if not (yield from self._timers_present(reuse=since is not None)):
+            return out
+        condition = "#sh = :sh AND #fa <= :now" if since is None else "#sh = :sh AND #fa BETWEEN :since AND :now"
+        bounds = {":now": N(now)} if since is None else {":now": N(now), ":since": N(since)}
         for shard in range(TIMER_SHARDS):
             rows = yield from self._pages(
                 "query",
                 {
                     "TableName": self.table("timers"),
                     "IndexName": "due",
-                    "KeyConditionExpression": "#sh = :sh AND #fa <= :now",
+                    "KeyConditionExpression": condition,
                     "ExpressionAttributeNames": {"#sh": "shard", "#fa": "fire_at"},
-                    "ExpressionAttributeValues": {":sh": S(str(shard)), ":now": N(now)},
+                    "ExpressionAttributeValues": {":sh": S(str(shard)), **bounds},
                 },
             )
             out += [(r["execution_id"]["S"], r["path"]["S"], float(r["fire_at"]["N"])) for r in rows]
         out.sort(key=lambda t: (t[2], t[0], t[1]))  # oldest due first, deterministic ties
         return out
+
+    def _timers_present(self, reuse: bool) -> Ops[bool]:
+        """Whether any timer is armed (one Scan of a single item), or — ``reuse`` — the answer of a check
+        made less than :data:`TIMERS_SEEN_REUSE` seconds ago. A timer armed in between is read by the next
+        sweep's overdue read (open below, never reused), so it is fired late at worst, never skipped."""
+        seen = self._timers_seen
+        if reuse and seen is not None and time.monotonic() - seen[0] < TIMERS_SEEN_REUSE:
+            return seen[1]
+        present = yield from self._any_item("timers")
+        self._timers_seen = (time.monotonic(), present)
+        return present
 
     def delete_timer_ops(self, execution_id: str, path: str, fire_at: float) -> Ops[None]:
         try:

@@ -40,7 +40,9 @@ Beyond the seed, and why (the seed's behaviour stays the contract):
   commit lives *inside* the execution item, in ``rids`` (the recently applied event ids), so it lands
   atomically with the state change. ``rids`` holds at least :data:`core.RECENT_FLOOR` (8) ids and
   grows to ``recent_events`` (default 24) while the item stays within the kilobyte it needs anyway
-  (an id never costs a write unit of its own). When it is full, all its ids but the newest *spill*:
+  (an id never costs a write unit of its own); a uuid id is kept as its 16 bytes, any other as text
+  (:mod:`recent_ids`: lossless, so twice as many uuids fit before a spill). When it is full, all its
+  ids but the newest *spill*:
   they are written first — as **one chunk item** of ``processed`` (``event_id`` =
   ``~spill~{version}``, the version whose write drops them; ``ids``: a string set), one PutItem and 1
   write unit for up to 24 uuid-sized ids; inside the commit's transaction instead when the commit is
@@ -49,7 +51,8 @@ Beyond the seed, and why (the seed's behaviour stays the contract):
   (that version's ``rids``) under the same key, so a racing writer overwrites a chunk with itself.
   Every applied event id is therefore always in ``rids`` or in a chunk. The price of a spill is one
   write unit per spill instead of one per id (the layout before chunks: 1 WRU per event in the steady
-  state, now 1/12 to 1/24); a strict 1 WRU per event at every point is impossible with exact dedupe
+  state, now about 1/23 for a small execution with uuid ids); a strict 1 WRU per event at every point
+  is impossible with exact dedupe
   in a bounded item: the ids must go somewhere, and any write costs at least a unit. Items without a
   filter (below) spill one mark per id, as before, because their check reads a mark by its key.
   ``recent_events=0`` restores the seed's layout exactly (the mark is a ``processed`` Put inside the
@@ -97,7 +100,10 @@ Beyond the seed, and why (the seed's behaviour stays the contract):
   :meth:`core.DynamoCore.ensure_tables_ops` refuses one with the seed's key (drain it with the
   previous version's relay, delete it, create it again; it holds only undelivered work).
 * **Due timers come from a sparse index**, ``due`` on the timers table (hash ``shard``, range
-  ``fire_at``, keys only), so a sweep reads the timers that are due, not every armed timer.
+  ``fire_at``, keys only), so a sweep reads the timers that are due, not every armed timer; a sweep
+  that hops timers ahead of time reads what is due (open below: an overdue timer is never skipped) and
+  then only the window after what it already hopped (``fire_at BETWEEN``), not every timer waiting
+  for its hop.
   ``shard`` (:func:`sharding.shard_of`) spreads the index over :data:`sharding.TIMER_SHARDS`
   partition keys so timer arms never concentrate on one hot index partition (a time-ordered range key
   defeats DynamoDB's split-for-heat); the sweep queries each shard — after one Scan of a single item
@@ -109,7 +115,8 @@ Beyond the seed, and why (the seed's behaviour stays the contract):
   stored execution does not hold: the engine ignores it as stale. Replacing an armed timer is left to
   the transaction (the condition refuses it), so a stored execution's timer is never replaced by one
   it does not hold. (A timeout's cancel of the timer that fired is left out of its commit by the
-  worker, which deletes it afterwards guarded by ``fire_at``: usually the sweeper already has.)
+  worker, which deletes it afterwards guarded by ``fire_at`` — unless the timeout says ``swept``: its
+  sweeper deletes it, and a second delete of a missing item would still cost a write unit.)
 * **Listing reads the ``by_status`` index** (hash ``status``, range ``id``, with ``definition_id``
   and ``parent_id`` projected), so a page of executions by status costs the page, not the table;
   summaries come from a BatchGetItem of the page's ids. Pages come back in id order, full (``limit``

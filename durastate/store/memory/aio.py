@@ -54,8 +54,8 @@ class AsyncDictStore(DictCore):
     async def ack_spawn(self, seq: int) -> None:
         self._ack_spawn(seq)
 
-    async def due_timers(self, now: float) -> list[tuple[str, str, float]]:
-        return self._due_timers(now)
+    async def due_timers(self, now: float, since: float | None = None) -> list[tuple[str, str, float]]:
+        return self._due_timers(now, since)
 
     async def delete_timer(self, execution_id: str, path: str, fire_at: float) -> None:
         self._delete_timer(execution_id, path, fire_at)

@@ -179,9 +179,10 @@ class DictCore:
         with self._lock:
             self._spawns.pop(seq, None)
 
-    def _due_timers(self, now: float) -> list[tuple[str, str, float]]:
+    def _due_timers(self, now: float, since: float | None = None) -> list[tuple[str, str, float]]:
         with self._lock:
-            due = [(eid, path, fa) for (eid, path), fa in self._timers.items() if fa <= now]
+            due = [(eid, path, fa) for (eid, path), fa in self._timers.items()
+                   if fa <= now and (since is None or fa >= since)]
             due.sort(key=lambda t: t[2])
             return due
 
@@ -280,8 +281,8 @@ class DictStore(DictCore):
     def ack_spawn(self, seq: int) -> None:
         self._ack_spawn(seq)
 
-    def due_timers(self, now: float) -> list[tuple[str, str, float]]:
-        return self._due_timers(now)
+    def due_timers(self, now: float, since: float | None = None) -> list[tuple[str, str, float]]:
+        return self._due_timers(now, since)
 
     def delete_timer(self, execution_id: str, path: str, fire_at: float) -> None:
         self._delete_timer(execution_id, path, fire_at)

@@ -94,6 +94,7 @@ from durastate.store.sql import (
     POSTGRES,
     applied,
     cursor_after,
+    due_timers_floor,
     json_text,
     missing_columns,
     next_cursor,
@@ -420,8 +421,8 @@ class PgCore:
     def ack_spawn_ops(self, seq: int) -> Ops[None]:
         yield Query(self._sql.stmt.ack_spawn, (seq,))
 
-    def due_timers_ops(self, now: float) -> Ops[list[tuple[str, str, float]]]:
-        rows = yield Query(self._sql.stmt.due_timers, (now,), "all")
+    def due_timers_ops(self, now: float, since: float | None = None) -> Ops[list[tuple[str, str, float]]]:
+        rows = yield Query(self._sql.stmt.due_timers, (due_timers_floor(since), now), "all")
         return [(r[0], r[1], float(r[2])) for r in rows]
 
     def delete_timer_ops(self, execution_id: str, path: str, fire_at: float) -> Ops[None]:

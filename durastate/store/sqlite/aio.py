@@ -134,8 +134,8 @@ class AsyncSqliteStore:
     async def ack_spawn(self, seq: int) -> None:
         await self._run(self.sync.ack_spawn, seq)
 
-    async def due_timers(self, now: float) -> list[tuple[str, str, float]]:
-        return await self._run(self.sync.due_timers, now)
+    async def due_timers(self, now: float, since: float | None = None) -> list[tuple[str, str, float]]:
+        return await self._run(self.sync.due_timers, now, since)
 
     async def delete_timer(self, execution_id: str, path: str, fire_at: float) -> None:
         await self._run(self.sync.delete_timer, execution_id, path, fire_at)

@@ -455,11 +455,13 @@ class SqliteStore:
             cur.execute(_SQL.ack_spawn, (seq,))
 
     # -- timers ---------------------------------------------------------------------------------------
-    def due_timers(self, now: float) -> list[tuple[str, str, float]]:
+    def due_timers(self, now: float, since: float | None = None) -> list[tuple[str, str, float]]:
         with self.db.lock:
             return [
                 (eid, path, fire_at)
-                for eid, path, fire_at in self.db.cur.execute(_SQL.due_timers, (now,)).fetchall()
+                for eid, path, fire_at in self.db.cur.execute(
+                    _SQL.due_timers, (_sql.due_timers_floor(since), now)
+                ).fetchall()
             ]
 
     def delete_timer(self, execution_id: str, path: str, fire_at: float) -> None:

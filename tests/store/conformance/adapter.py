@@ -81,8 +81,8 @@ class SyncAdapter:
     def ack_spawn(self, seq: int) -> None:
         self._runner.run(self.inner.ack_spawn(seq))
 
-    def due_timers(self, now: float) -> list[tuple[str, str, float]]:
-        return self._runner.run(self.inner.due_timers(now))
+    def due_timers(self, now: float, since: float | None = None) -> list[tuple[str, str, float]]:
+        return self._runner.run(self.inner.due_timers(now, since))
 
     def delete_timer(self, execution_id: str, path: str, fire_at: float) -> None:
         self._runner.run(self.inner.delete_timer(execution_id, path, fire_at))
