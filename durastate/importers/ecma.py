@@ -6,12 +6,12 @@ into a tree of tuples, and translates that tree; whatever falls outside the subs
 The subset: literals (numbers, strings, ``true``/``false``/``null``/``undefined``, arrays and objects of
 values), datamodel variables and their members (``Var1``, ``a.b``, ``a[0]`` -> ``$context.a.b``),
 ``_event.name`` and ``_event.data.x`` (-> ``$event.name``, ``$event.x``), ``+ - * /``, the comparisons
-``== === != !== < <= > >=`` and ``&& || !`` in conditions, and a value used as a condition (its
-truthiness: false for ``null``, ``undefined``, ``false``, ``0`` and ``""``). Not in it: function and
-method calls (``Math.random()``, ``x.map(...)``, ``In('s1')``: durastate has no state-in guard, since
-parallel regions are separate executions), assignments, ``%``, ``?:``, ``typeof``, ``new`` and regular
-expressions. Note that ``==`` compares like ``===`` (no type coercion) and ``+`` of a string and a number
-fails the step instead of concatenating.
+``== === != !== < <= > >=`` and ``&& || !`` in conditions, a value used as a condition (its
+truthiness: false for ``null``, ``undefined``, ``false``, ``0`` and ``""``), and ``In('id')`` in
+conditions (-> ``{in_state: PATH}``, the full dotted path of the state with that id). Not in it: other
+function and method calls (``Math.random()``, ``x.map(...)``), assignments, ``%``, ``?:``, ``typeof``,
+``new`` and regular expressions. Note that ``==`` compares like ``===`` (no type coercion) and ``+`` of a
+string and a number fails the step instead of concatenating.
 """
 
 from __future__ import annotations
@@ -335,8 +335,11 @@ def to_value(node: Node, variables: Collection[str]) -> Any:
     raise Unsupported(f"{kind} is not supported")
 
 
-def to_guard(node: Node, variables: Collection[str]) -> Any:
-    """A durastate GUARD for ``node`` (a comparison, ``and``/``or``/``not`` of guards, or a constant)."""
+def to_guard(node: Node, variables: Collection[str], states: Mapping[str, str] | None = None) -> Any:
+    """A durastate GUARD for ``node`` (a comparison, ``and``/``or``/``not`` of guards, ``In()``, or a constant).
+
+    ``states`` maps each state id of the chart to its full dotted path: ``In('id')`` becomes ``{in_state:
+    PATH}`` (durastate's ``in_state`` reads a path, and SCXML ids are global, so the path is the whole one)."""
     kind = node[0]
     if kind == "lit" and isinstance(node[1], bool):
         return node[1]
@@ -344,16 +347,15 @@ def to_guard(node: Node, variables: Collection[str]) -> Any:
         op = "and" if node[1] == "&&" else "or"
         parts: list[Any] = []
         for side in (node[2], node[3]):
-            g = to_guard(side, variables)
+            g = to_guard(side, variables, states)
             parts.extend(g[op] if isinstance(g, dict) and op in g else [g])
         return {op: parts}
     if kind == "unary" and node[1] == "!":
-        return {"not": to_guard(node[2], variables)}
+        return {"not": to_guard(node[2], variables, states)}
     if kind == "bin" and node[1] in _COMPARE:
         return {_COMPARE[node[1]]: [to_value(node[2], variables), to_value(node[3], variables)]}
     if kind == "call" and _path(node[1]) == ["In"]:
-        raise Unsupported("In() has no durastate equivalent (no state-in guard: parallel regions are separate "
-                          "executions); test a context variable set on entry instead")
+        return _in_state(node[2], states or {})
     if kind == "call":
         raise Unsupported(f"the call {_render(node[1])}() is outside the supported subset (no code is run)")
     try:
@@ -363,3 +365,14 @@ def to_guard(node: Node, variables: Collection[str]) -> Any:
     # ECMAScript truthiness of a JSON value: false exactly for null/undefined, false, 0 and "" (Python's
     # == agrees: 0 == 0.0 == False, and [] / {} are equal to none of them, so they are true, as in JS)
     return {"not": {"in": [value, [None, False, 0, ""]]}}
+
+
+def _in_state(args: list[Node], states: Mapping[str, str]) -> Any:
+    """``In('id')`` as ``{in_state: PATH}``: one string constant naming a state of the chart."""
+    if len(args) != 1 or args[0][0] != "lit" or not isinstance(args[0][1], str):
+        raise Unsupported("In() takes one state id written as a string constant ('s1')")
+    ident = args[0][1]
+    path = states.get(ident)
+    if path is None:
+        raise Unsupported(f"In({ident!r}): no state with the id {ident!r}")
+    return {"in_state": path}

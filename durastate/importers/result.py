@@ -15,7 +15,13 @@ import yaml
 from durastate.engine.definition import load_definition
 from durastate.errors import DefinitionError
 
-__all__ = ["ImportIssue", "ImportResult", "checked", "to_yaml"]
+__all__ = ["REGION_LEAF", "ImportIssue", "ImportResult", "checked", "to_yaml"]
+
+REGION_LEAF = "_leaf"
+"""The one state an atomic region of a parallel state is given: SCXML and XState let a region be an atomic
+state, a durastate region is a compound one. The leaf has no actions or transitions of its own, so the
+region enters, rests and exits exactly as the atomic state does (and an ``In()``/``stateIn`` of the region
+reads the region itself)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,7 +16,10 @@ Everything else (``<script>``, ``<if>``, ``<foreach>``, ``<cancel>``, ``<invoke>
 sends, expressions outside the subset, several targets) is reported with its element path and line.
 
 SCXML ids are global and durastate paths are nested, so each id becomes a state name and each target the
-full dotted path of the state with that id (which durastate resolves from the top).
+full dotted path of the state with that id (which durastate resolves from the top), as does ``In('id')``
+(``in_state``). A ``<parallel>`` is a ``regions: inline`` parallel state: SCXML's own semantics (one event
+queue, every region steps on each event, transitions may cross regions); an atomic region is given one leaf,
+since a durastate region is a compound state.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from durastate.engine.expressions import VALUE_OPS
 from durastate.engine.tables import descriptor_problem
 from durastate.errors import DefinitionError
 from durastate.importers import ecma
-from durastate.importers.result import ImportIssue, ImportResult, checked
+from durastate.importers.result import REGION_LEAF, ImportIssue, ImportResult, checked
 
 __all__ = ["SCXML_NS", "convert"]
 
@@ -148,6 +151,7 @@ class _Converter:
         self.paths: dict[str, str] = {}  # SCXML id -> dotted durastate path
         self.el_paths: dict[int, str] = {}  # id(element) -> dotted durastate path
         self.taken: set[str] = set()  # the paths given so far
+        self.parallels: set[str] = set()  # the paths of the <parallel> states
         self.variables: set[str] = set()
         self.entered_once: set[int] = set()
         self.initial_entry: dict[str, list[Any]] = {}  # state path -> its parent's <initial> content
@@ -184,7 +188,14 @@ class _Converter:
             self.names[id(child)] = name
             self.el_paths[id(child)] = path
             self.taken.add(path)
+            if child.tag == "parallel":
+                self.parallels.add(path)
             self.name_states(child, path)
+
+    def in_parallel(self, el: _El) -> bool:
+        """Whether state ``el`` is a ``<parallel>`` or inside one (then it is in an inline region)."""
+        path = self.el_paths[id(el)]
+        return any(path == p or path.startswith(p + ".") for p in self.parallels)
 
     def target(self, el: _El, spec: str) -> str | None:
         ids = spec.split()
@@ -279,7 +290,10 @@ class _Converter:
                 continue
             if child.tag in _STATE_TAGS:
                 name = self.names[id(child)]
-                states[name] = self.state(child)
+                if el.tag == "parallel" and child.tag == "parallel":
+                    self.report(child, "a <parallel> directly inside a <parallel> is not supported: a durastate "
+                                       "region is a compound state; put it in a <state> of its own")
+                states[name] = self.state(child, region=el.tag == "parallel")
                 if first is None and child.tag != "history":
                     first = name
             elif child.tag in ("initial", "datamodel"):
@@ -368,10 +382,12 @@ class _Converter:
         walk(self.root)
         return entries, restored
 
-    def state(self, el: _El) -> dict[str, Any]:
+    def state(self, el: _El, *, region: bool = False) -> dict[str, Any]:
+        """The durastate state of ``el``; ``region``: ``el`` is a child of a ``<parallel>``."""
         out: dict[str, Any] = {}
         if el.tag == "parallel":
             out["type"] = "parallel"
+            out["regions"] = "inline"  # SCXML's parallel semantics: one queue, one configuration
         elif el.tag == "final":
             out["type"] = "final"
         elif el.tag == "history":
@@ -391,12 +407,20 @@ class _Converter:
                 exit_ += self.actions(child)
             elif child.tag == "transition":
                 self.transition(el, child, on, always, on_done)
+            elif child.tag == "invoke" and self.in_parallel(el):
+                self.report(child, "<invoke> is not supported, and inside a <parallel> not even as a durastate "
+                                   "invoke: a <parallel> runs its regions inline, where a state cannot invoke; "
+                                   "invoke from a state around the <parallel>")
             elif child.tag == "invoke":
                 self.report(child, "<invoke> is not supported: run the other chart as its own definition and "
                                    "write `invoke: {definition: ...}` in durastate")
             elif child.tag == "donedata":
                 self.report(child, "<donedata> is not supported: a durastate execution's output is its context")
         states, initial = self.children(el)
+        if region and el.tag == "state" and not states:
+            # SCXML lets a region be an atomic state; a durastate region is compound: one plain leaf inside it,
+            # with no actions or transitions of its own, enters, rests and exits exactly as the atomic state
+            states, initial = {REGION_LEAF: {}}, REGION_LEAF
         if el.tag == "state" and states:
             out["initial"] = initial
         for key in el.attrs:
@@ -799,7 +823,7 @@ class _Converter:
 
     def guard(self, el: _El, expr: str) -> Any:
         try:
-            return ecma.to_guard(ecma.bind(ecma.parse(expr), self.constants), self.variables)
+            return ecma.to_guard(ecma.bind(ecma.parse(expr), self.constants), self.variables, self.paths)
         except ecma.Unsupported as exc:
             self.report(el, f"cond={expr!r}: {exc}")
             return _NOTHING

@@ -15,7 +15,10 @@ to: 'parent' | 'self' | ID, event: {...}}`` / ``{type: 'xstate.sendParent' | 'se
 {key: CONSTANT}}``. Targets: a sibling (``'idle'``, ``'idle.child'``), a child (``'.child'``) or an id
 path (``'#machine.a.b'``, ``'#someStateId'``). XState v5 transitions do not re-enter their source unless
 ``reenter: true``: a target inside the source becomes ``internal: true`` and a target equal to the source
-a transition without a target.
+a transition without a target. A parallel state (or machine) has ``regions: inline``, XState's own
+semantics (the regions are one actor's), an atomic region being given one leaf (a durastate region is a
+compound state); a ``stateIn`` guard written as data (``{type: 'xstate.stateIn', stateValue: '#id'}``,
+what ``stateIn('#id')`` holds) is ``in_state`` with the full path.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from typing import Any
 
 from durastate.engine.tables import descriptor_problem
 from durastate.errors import DefinitionError
-from durastate.importers.result import ImportIssue, ImportResult, checked
+from durastate.importers.result import REGION_LEAF, ImportIssue, ImportResult, checked
 
 __all__ = ["convert"]
 
@@ -59,6 +62,7 @@ class _Converter:
                                                    else "imported"))
         self.by_id: dict[str, str] = {}  # XState state id -> dotted path
         self.paths: set[str] = set()
+        self.parallels: set[str] = set()  # the paths of the parallel states
         self.root = ""
         """The path of the top-level parallel state a parallel machine becomes ('' otherwise)."""
 
@@ -79,6 +83,8 @@ class _Converter:
                 self.report(here, f"the state name {name!r} cannot be a durastate state name (no '.', '$', '~' "
                                   "or spaces)")
             self.paths.add(path)
+            if node.get("type") == "parallel":
+                self.parallels.add(path)
             if isinstance(node.get("id"), str):
                 self.by_id[node["id"]] = path
             self.index(node.get("states"), path, here)
@@ -100,6 +106,7 @@ class _Converter:
             self.report("id", f"the machine id {self.root!r} cannot name the top-level parallel state")
         if parallel:
             self.paths.add(self.root)
+            self.parallels.add(self.root)
         self.index(cfg.get("states"), self.root, "")
         doc: dict[str, Any] = {"id": self.machine_id}
         if isinstance(cfg.get("description"), str):
@@ -121,7 +128,7 @@ class _Converter:
             if "initial" in cfg:
                 self.report("initial", "a parallel machine has no initial state")
             doc = {"id": doc["id"], "initial": self.root, **doc}
-            doc["states"] = {self.root: {"type": "parallel", "states": mapped}}
+            doc["states"] = {self.root: {"type": "parallel", "regions": "inline", "states": mapped}}
         else:
             doc["states"] = mapped
         return doc
@@ -140,6 +147,8 @@ class _Converter:
         kind = node.get("type")
         if kind in ("parallel", "final", "history"):
             out["type"] = kind
+            if kind == "parallel":
+                out["regions"] = "inline"  # XState's parallel semantics: the regions step together, in one actor
         elif kind not in (None, "atomic", "compound"):
             self.report(f"{site}.type", f"type {kind!r} is not a state type")
         if isinstance(node.get("description"), str):
@@ -162,7 +171,11 @@ class _Converter:
             self.report(f"{site}.output", "output is not supported: a durastate execution's output is its context")
         if "context" in node:
             self.report(f"{site}.context", "a state has no context of its own in XState v5")
-        if "invoke" in node:
+        if "invoke" in node and self.in_parallel(path):
+            self.report(f"{site}.invoke", "invoke names an actor implemented in code, and inside a parallel state "
+                                          "not even a durastate invoke maps: its regions run inline, where a "
+                                          "state cannot invoke; invoke from a state around the parallel state")
+        elif "invoke" in node:
             self.report(f"{site}.invoke", "invoke names an actor implemented in code; in durastate, invoke a "
                                           "definition (`invoke: {definition: ...}`) on an atomic state")
         if "initial" in node:
@@ -205,6 +218,10 @@ class _Converter:
         if isinstance(children, dict) and children:
             out["states"] = {name: self.state(child, f"{path}.{name}", f"{site}.states.{name}")
                              for name, child in children.items()}
+        elif kind in (None, "atomic") and path.rpartition(".")[0] in self.parallels:
+            # XState lets a region be an atomic state; a durastate region is compound: one plain leaf inside
+            # it, with no actions or transitions of its own, enters, rests and exits exactly as the atomic one
+            out["initial"], out["states"] = REGION_LEAF, {REGION_LEAF: {}}
         return out
 
     def after(self, spec: Any, path: str, site: str) -> list[Any]:
@@ -260,13 +277,20 @@ class _Converter:
                 if not item.get("reenter") and resolved.startswith(source + "."):
                     out["internal"] = True
         if "guard" in item:
-            self.report(f"{site}.guard", _guard_message(item["guard"]))
-            ok = False
+            guard = self.guard(item["guard"], f"{site}.guard")
+            if guard is None:
+                ok = False
+            else:
+                out["guard"] = guard
         if "actions" in item:
             actions = self.actions(item["actions"], f"{site}.actions")
             if actions:
                 out["actions"] = actions
         return out if ok else None
+
+    def in_parallel(self, path: str) -> bool:
+        """Whether the state at ``path`` is a parallel state or inside one (then it is in an inline region)."""
+        return any(path == p or path.startswith(p + ".") for p in self.parallels)
 
     def target(self, spec: Any, source: str, site: str) -> str | None:
         if isinstance(spec, list):
@@ -305,6 +329,57 @@ class _Converter:
             self.report(site, f"the target {path!r} would be read relative to {parent!r}: rename a state")
             return None
         return path
+
+    def guard(self, spec: Any, site: str) -> Any:
+        """A guard written as data: ``stateIn`` (``{type: 'xstate.stateIn', stateValue: '#id'}``, what
+        XState's ``stateIn('#id')`` holds) is durastate's ``in_state``; a guard named by a string is code
+        (``None``: reported)."""
+        name = spec if isinstance(spec, str) else spec.get("type") if isinstance(spec, dict) else None
+        if name not in ("stateIn", "xstate.stateIn") or not isinstance(spec, dict):
+            self.report(site, _guard_message(spec))
+            return None
+        params = spec.get("params")
+        value = spec.get("stateValue", params.get("stateValue") if isinstance(params, dict) else params)
+        leaves = self.state_value(value, site)
+        if leaves is None:
+            return None
+        return {"in_state": leaves[0]} if len(leaves) == 1 else {"and": [{"in_state": p} for p in leaves]}
+
+    def state_value(self, value: Any, site: str) -> list[str] | None:
+        """The full paths a ``stateIn`` value requires active: ``'#id'`` (or ``'#id.child'``), a state value
+        string from the machine's root (``'a.b'``) or object (``{a: 'b', c: 'd'}``: every leaf of it)."""
+        if isinstance(value, str) and value.startswith("#"):
+            ident, _, rest = value[1:].partition(".")
+            base = self.root if ident == self.machine_id else self.by_id.get(ident)
+            path = None if base is None else f"{base}.{rest}" if base and rest else (base or rest)
+            if path not in self.paths:
+                self.report(site, f"stateIn: no state {value!r}")
+                return None
+            return [path]
+        paths: list[str] = []
+
+        def walk(node: Any, prefix: str) -> bool:
+            if isinstance(node, str) and node:
+                paths.append(f"{prefix}.{node}" if prefix else node)
+                return True
+            if not isinstance(node, dict) or not node:
+                return False
+            for key, sub in node.items():
+                here = f"{prefix}.{key}" if prefix else key
+                if sub == {}:
+                    paths.append(here)  # an atomic region of a parallel state value: {region: {}}
+                elif not walk(sub, here):
+                    return False
+            return True
+
+        if not walk(value, self.root):
+            self.report(site, "stateIn needs a state id ('#id') or a state value ('a.b', {a: 'b'})")
+            return None
+        missing = [p for p in paths if p not in self.paths]
+        if missing:
+            self.report(site, f"stateIn: no state {missing[0]!r} in the machine")
+            return None
+        return paths
 
     def actions(self, spec: Any, site: str) -> list[Any]:
         items = spec if isinstance(spec, list) else [spec]
@@ -371,8 +446,8 @@ class _Converter:
 def _guard_message(guard: Any) -> str:
     name = guard if isinstance(guard, str) else guard.get("type") if isinstance(guard, dict) else None
     if name in ("stateIn", "xstate.stateIn"):
-        return ("stateIn has no durastate equivalent (no state-in guard: parallel regions are separate "
-                "executions); the transition is left out")
+        return ("stateIn maps to durastate's in_state only written as data with its state: {type: "
+                "'xstate.stateIn', stateValue: '#id'}; the transition is left out")
     return (f"the guard {name!r} is implemented in code (setup({{guards}})); write it as a durastate guard "
             "({eq: [...]}, {gt: [...]}...) by hand; the transition is left out")
 

@@ -1,6 +1,7 @@
 """Imported charts on the local stack: an SCXML document and an XState machine config in the deployed
 definitions folder are converted when the handlers load it, and run durably — started and driven with plain
-boto3 ``send_message``, state in DynamoDB, the XState ``after`` delay a durable timer."""
+boto3 ``send_message``, state in DynamoDB, the XState ``after`` delay a durable timer, an SCXML
+``<parallel>`` inline regions of the one execution."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 
 from durastate.devstack import LocalStack
 
-from ..importers.charts import LIGHT_XSTATE, TURNSTILE_SCXML
+from ..importers.charts import LIGHT_XSTATE, TURNSTILE_SCXML, UPLOAD_SCXML
 from .helpers import FakeClock, executions, send, start
 
 pytestmark = pytest.mark.slow
@@ -26,6 +27,7 @@ def deployed(tmp_path: Path) -> Path:
     folder.mkdir()
     (folder / "turnstile.scxml").write_text(TURNSTILE_SCXML)
     (folder / "light.xstate.json").write_text(LIGHT_XSTATE)
+    (folder / "upload.scxml").write_text(UPLOAD_SCXML)
     return folder
 
 
@@ -83,3 +85,19 @@ def test_an_xstate_machine_runs_through_its_timer_and_on_done(stack: LocalStack,
     settle(stack)
     light = executions(ddb)["crossing"]
     assert (light["status"], light["outcome"], light["context"]) == ("finished", "off", {"cycles": 1})
+
+
+def test_an_scxml_parallel_runs_inline_in_the_one_execution(stack: LocalStack) -> None:
+    sqs, ddb, q = stack.client("sqs"), stack.client("dynamodb"), stack.queue_url
+    start(sqs, q, "up-1", "upload")
+    send(sqs, q, "up-1", "publish")  # In('clean') is false: ignored
+    send(sqs, q, "up-1", "scanned")
+    settle(stack)
+    stored = executions(ddb)
+    assert set(stored) == {"up-1"}  # no child execution per region
+    assert stored["up-1"]["leaves"] == ["work.scan.clean", "work.thumbnail._leaf"]
+
+    send(sqs, q, "up-1", "publish")  # leaves the parallel state: both regions exit in this one step
+    settle(stack)
+    upload = executions(ddb)["up-1"]
+    assert (upload["status"], upload["outcome"], upload["context"]) == ("finished", "published", {"exits": 2})

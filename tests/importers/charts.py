@@ -1,7 +1,27 @@
-"""Small charts the folder-loading and local-stack tests share: an SCXML turnstile, an XState light, and
-an SCXML chart with a construct that does not map."""
+"""Small charts the folder-loading and local-stack tests share: an SCXML turnstile, an XState light, an
+SCXML upload whose ``<parallel>`` runs inline (``In()`` across its regions), and an SCXML chart with a
+construct that does not map."""
 
 from __future__ import annotations
+
+UPLOAD_SCXML = """\
+<?xml version="1.0" encoding="UTF-8"?>
+<scxml xmlns="http://www.w3.org/2005/07/scxml" version="1.0" name="upload" datamodel="ecmascript" initial="work">
+  <datamodel><data id="exits" expr="0"/></datamodel>
+  <parallel id="work">
+    <transition event="publish" cond="In('clean')" target="published"/>
+    <state id="scan" initial="scanning">
+      <onexit><assign location="exits" expr="exits + 1"/></onexit>
+      <state id="scanning"><transition event="scanned" target="clean"/></state>
+      <state id="clean"/>
+    </state>
+    <state id="thumbnail">
+      <onexit><assign location="exits" expr="exits + 1"/></onexit>
+    </state>
+  </parallel>
+  <final id="published"/>
+</scxml>
+"""
 
 TURNSTILE_SCXML = """\
 <?xml version="1.0" encoding="UTF-8"?>

@@ -35,6 +35,14 @@ def test_guards(text: str, guard: Any) -> None:
     assert to_guard(parse(text), VARS) == guard
 
 
+def test_in_is_in_state_with_the_full_path_of_the_id() -> None:
+    states = {"s1": "p.r1.s1"}
+    assert to_guard(parse("In('s1') && !(n > 2)"), VARS, states) == {
+        "and": [{"in_state": "p.r1.s1"}, {"not": {"gt": ["$context.n", 2]}}]}
+    with pytest.raises(Unsupported, match="outside the supported subset"):
+        to_value(parse("In('s1')"), VARS)  # a state test is a condition, not a value
+
+
 @pytest.mark.parametrize(("value", "truthy"), [
     (None, False), (False, False), (0, False), (0.0, False), ("", False),
     (True, True), (1, True), (-0.5, True), ("0", True), ("false", True), ([], True), ({}, True),
@@ -50,7 +58,8 @@ def test_a_value_as_a_condition_has_ecmascript_truthiness(value: Any, truthy: bo
 @pytest.mark.parametrize(("text", "why"), [
     ("Math.random()", "the call Math.random() is outside the supported subset"),
     ("items.map(f)", "the call items.map() is outside"),
-    ("In('s1')", "In() has no durastate equivalent"),
+    ("In('s1')", "In('s1'): no state with the id 's1'"),
+    ("In(s1)", "In() takes one state id written as a string constant"),
     ("n % 2 == 0", "the remainder operator % is not supported"),
     ("n ? 1 : 2", "the conditional operator"),
     ("n = 1", "an assignment"),

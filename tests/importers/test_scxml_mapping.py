@@ -130,8 +130,45 @@ def test_what_does_not_map_is_reported_once_each_with_its_place() -> None:
         ("scxml/state[@id='s']/transition[2]", 5),
         ("scxml", 1),
     ]
-    # and what durastate's own validation says about the rest (regions must be compound states)
-    assert any("a region of a parallel state must be a compound state" in i.message for i in result.issues)
+    # the rest maps and loads: the atomic regions a and b are given a leaf (a durastate region is compound)
+    assert not [i for i in result.issues if i.location == "(definition)"]
+    assert result.document["states"]["p"]["states"]["a"] == {"initial": "_leaf", "states": {"_leaf": {}}}
+
+
+def test_a_parallel_runs_its_regions_inline_and_in_reads_the_other_region() -> None:
+    doc = _doc("""
+      <datamodel><data id="order" expr="''"/></datamodel>
+      <parallel id="p">
+        <transition event="stop" cond="In('b2')" target="done"/>
+        <state id="a"><onexit><assign location="order" expr="order + 'a'"/></onexit>
+          <transition event="go" cond="In('b1')" target="b2"/></state>
+        <state id="b" initial="b1">
+          <onexit><assign location="order" expr="order + 'b'"/></onexit>
+          <state id="b1"/>
+          <state id="b2"><onentry><raise event="stop"/></onentry></state>
+        </state>
+      </parallel>
+      <final id="done"/>""")
+    assert doc["states"]["p"]["regions"] == "inline"
+    assert doc["states"]["p"]["on"]["stop"] == [{"target": "done", "guard": {"in_state": "p.b.b2"}}]
+    assert doc["states"]["p"]["states"]["a"]["on"]["go"][0]["guard"] == {"in_state": "p.b.b1"}
+    # one execution (no child for a region): go, from region a to b2 in region b, leaves and re-enters p
+    # (SCXML: a parallel state is no transition's domain), exiting the last region first; b2 raises stop,
+    # which p takes in the same step, In('b2') being true, and both regions are exited again
+    exe = run_to_end(doc, ("go",), max_seconds=0)
+    assert (exe.status, exe.outcome, exe.children, exe.context) == ("finished", "done", {}, {"order": "baba"})
+
+
+def test_what_a_parallel_cannot_hold_is_reported_with_its_place() -> None:
+    result = scxml.convert(f"""<scxml {NS}>
+      <parallel id="p">
+        <state id="a"><invoke src="other.scxml"/></state>
+        <parallel id="q"><state id="b"/><state id="c"/></parallel>
+      </parallel></scxml>""")
+    assert [(i.location, i.line) for i in result.issues if i.location != "(definition)"] == [
+        ("scxml/parallel[@id='p']/state[@id='a']/invoke[1]", 3), ("scxml/parallel[@id='p']/parallel[@id='q']", 4)]
+    assert "a <parallel> runs its regions inline, where a state cannot invoke" in result.issues[0].message
+    assert "put it in a <state> of its own" in result.issues[1].message
 
 
 def test_an_if_in_a_transition_becomes_one_guarded_transition_per_branch() -> None:

@@ -2,7 +2,7 @@
 
 Each test is imported, loaded as a definition and run on the local runtime; a test passes when the chart
 reaches its ``pass`` final state (the events are the ones the chart raises and sends itself). Of the 159
-mandatory automated tests, the 31 in ``tests/importers/w3c`` whose number is in :data:`PASSING` or
+mandatory automated tests, the 38 in ``tests/importers/w3c`` whose number is in :data:`PASSING` or
 :data:`FAILING` import completely; the rest report what they use that durastate has no equivalent for (a
 few samples are kept here to check that). docs/importing.md has the breakdown.
 """
@@ -18,22 +18,22 @@ from .conftest import HERE, run_to_end
 
 W3C = HERE / "w3c"
 
-PASSING = ("144", "158", "176", "189", "200", "205", "279", "287", "318", "323", "348", "355", "372", "375",
-           "377", "396", "399", "403a", "407", "412", "416", "417", "419", "421", "495", "503", "505", "506", "550",
-           "551")
-FAILING = {
-    "405": "parallel regions are separate executions: the events a region's exit and transition content raise "
-           "go to the region's own queue, where the parallel state's transition on them lies outside the "
-           "region and is not tried (SCXML's regions share one queue and exit in one step)",
-}
+PASSING = ("144", "158", "176", "189", "200", "205", "279", "287", "310", "318", "323", "348", "355", "372",
+           "375", "377", "396", "399", "403a", "403b", "404", "405", "406", "407", "412", "416", "417", "419", "421",
+           "495", "503", "504", "505", "506", "533", "550", "551", "580")
+FAILING: dict[str, str] = {}
+"""Tests that import completely and still end in ``fail``, with the documented semantic difference that
+causes it (none now: 405 failed while durastate's parallel regions were child executions)."""
 REPORTED = {
     "147": "<if> is not supported",
     "150": "<foreach> is not supported",
     "172": "<send eventexpr=...> is not supported",
     "185": "a delayed send maps onto a timer only",
+    "234": "inside a <parallel> not even as a durastate invoke",
     "302": "<script> is not supported",
-    "310": "In() has no durastate equivalent",
     "324": "the system variable _name has no durastate equivalent",  # assigned to: an error in SCXML
+    "413": "names several states; durastate starts a state in one child",
+    "570": "durastate never raises done.state.* events",  # a region's done.state, handled on the parallel
 }
 
 
@@ -51,7 +51,8 @@ def test_conformance_test_imports_and_passes(number: str) -> None:
     assert (exe.status, exe.outcome) == ("finished", "pass")
 
 
-@pytest.mark.parametrize("number", sorted(FAILING))
+@pytest.mark.skipif(not FAILING, reason="every test that imports completely passes")
+@pytest.mark.parametrize("number", sorted(FAILING) or ["-"])
 def test_conformance_test_that_imports_but_differs(number: str) -> None:
     """Imported completely, and still not SCXML's result: the reason is a documented semantic difference."""
     result = _convert(number)

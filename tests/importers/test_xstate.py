@@ -51,9 +51,41 @@ def test_fetch_machine_retries_then_succeeds() -> None:
 def test_parallel_text_editor_regions_toggle_independently() -> None:
     result = _import("text_editor.json")
     assert result.document["states"]["editor"]["type"] == "parallel"
+    assert result.document["states"]["editor"]["regions"] == "inline"  # XState's regions are one actor's
     exe = run_to_end(result.document, ("TOGGLE_BOLD", "BULLETS"), max_seconds=0)
-    assert exe.status == "running" and exe.active_path == "editor"
-    assert len(exe.children) == 4
+    assert exe.status == "running" and exe.active_path == "editor" and exe.children == {}
+    assert exe.leaves == ["editor.bold.on", "editor.underline.off", "editor.italics.off", "editor.list.bullets"]
+
+
+def test_state_in_guard_reads_the_other_region() -> None:
+    config = {"id": "upload", "type": "parallel", "states": {
+        "scan": {"initial": "running", "states": {"running": {"on": {"CLEAN": "clean"}}, "clean": {"id": "ok"}}},
+        "publish": {"initial": "waiting", "states": {
+            "waiting": {"on": {"PUBLISH": [
+                {"target": "done", "guard": {"type": "xstate.stateIn", "stateValue": "#ok"}},
+                {"target": "refused"}]}},
+            "refused": {"on": {"PUBLISH": {"target": "done", "guard": {"type": "stateIn",
+                                                                       "params": {"stateValue": {"scan": "clean"}}}}}},
+            "done": {}}},
+        "idle": {}}}
+    result = xstate.convert(json.dumps(config))
+    assert result.issues == []
+    publish = result.document["states"]["upload"]["states"]["publish"]["states"]
+    assert publish["waiting"]["on"]["PUBLISH"][0]["guard"] == {"in_state": "upload.scan.clean"}
+    assert publish["refused"]["on"]["PUBLISH"][0]["guard"] == {"in_state": "upload.scan.clean"}
+    # an atomic region (idle) becomes a compound one holding a leaf: a durastate region is compound
+    assert result.document["states"]["upload"]["states"]["idle"] == {"initial": "_leaf", "states": {"_leaf": {}}}
+    exe = run_to_end(result.document, ("PUBLISH", "CLEAN", "PUBLISH"), max_seconds=0)
+    assert exe.leaves == ["upload.scan.clean", "upload.publish.done", "upload.idle._leaf"]
+
+
+def test_what_an_inline_region_cannot_hold_is_reported_at_its_json_path() -> None:
+    config = {"id": "m", "initial": "p", "states": {"p": {"type": "parallel", "states": {
+        "a": {"initial": "x", "states": {"x": {"invoke": {"src": "#other"}}}},
+        "b": {"on": {"GO": {"target": "b", "guard": {"type": "xstate.stateIn", "stateValue": "#nope"}}}}}}}}
+    where = {issue.location: issue.message for issue in xstate.convert(json.dumps(config)).issues}
+    assert "inside a parallel state not even a durastate invoke maps" in where["states.p.states.a.states.x.invoke"]
+    assert "stateIn: no state '#nope'" in where["states.p.states.b.on.GO.guard"]
 
 
 def test_history_returns_to_the_last_payment_method() -> None:
@@ -79,14 +111,16 @@ def test_targets_by_id_child_and_reentry() -> None:
 def test_code_is_reported_at_its_json_path_never_guessed() -> None:
     config = {"id": "m", "initial": "idle", "states": {
         "idle": {"entry": ["track"], "on": {
-            "GO": [{"target": "busy", "guard": "isReady"}, {"target": "busy", "guard": {"type": "stateIn"}}]},
+            "GO": [{"target": "busy", "guard": "isReady"}, {"target": "busy", "guard": {"type": "stateIn"}},
+                   {"target": "busy", "guard": "stateIn"}]},
             "after": {"SLOW": "busy"}},
         "busy": {"invoke": {"src": "fetchUser"}}}}
     result = xstate.convert(json.dumps(config))
     where = {issue.location: issue.message for issue in result.issues}
     assert "implemented in code" in where["states.idle.entry[0]"]
     assert "implemented in code" in where["states.idle.on.GO[0].guard"]
-    assert "stateIn has no durastate equivalent" in where["states.idle.on.GO[1].guard"]
+    assert "stateIn needs a state id ('#id') or a state value" in where["states.idle.on.GO[1].guard"]
+    assert "stateIn maps to durastate's in_state only written as data" in where["states.idle.on.GO[2].guard"]
     assert "names an implementation in code" in where["states.idle.after.SLOW"]
     assert "actor implemented in code" in where["states.busy.invoke"]
     assert "on" not in result.document["states"]["idle"]  # the guarded transitions are left out, and said so
