@@ -64,6 +64,7 @@ from durastate.errors import (
     UnknownExecution,
 )
 from durastate.runtime.clock import Clock
+from durastate.runtime.keys import give_secret, new_secret
 from durastate.runtime.versions import Versions
 from durastate.store.base import Emit, EventCheckingStore, ExecutionStore, Spawn, TimerOp
 from durastate.store.memory.sync import DictCore
@@ -256,6 +257,8 @@ class Worker:
         else:
             if self.copy_on_load and not blind:  # a kept copy is the worker's own already
                 before, exe = exe, detached_copy(exe)
+            if exe.secret is None and exe.status not in ENDED:
+                give_secret(exe)  # stored before executions had one: its next tasks get unforgeable ids
             controlled = self._control(exe, event, now, blind)
             if controlled is not None:
                 return controlled
@@ -445,7 +448,7 @@ class Worker:
         exe = Execution(id=target_id, definition_id=definition_id, definition_version=version,
                         context=defn.initial_context(context),
                         parent_id=refs["parent_id"], child_id=refs["child_id"], root_path=refs["root_path"],
-                        created_at=now)
+                        created_at=now, secret=new_secret())
         return exe, defn
 
     def _check_invoked(self, target_id: str, parent_id: str, child_id: str | None) -> None:
@@ -475,7 +478,9 @@ class Worker:
         if not isinstance(child_id, str) or child_id not in exe.children:
             return True  # the step ignores it as a child it does not (or no longer) know
         if exe.children[child_id].kind == "task":
-            return True  # a task's answer (durastate.engine.tasks): no stored child to compare it with
+            # A task's answer (durastate.engine.tasks) has no stored child to compare it with: its witness is
+            # the task id itself, unguessable (durastate.engine.ids.task_id), so naming it is proof enough.
+            return True
         child = self.store.load(child_id)
         if child is None:
             return False
@@ -514,8 +519,9 @@ class Worker:
 
 def _is_child_of(child_id: str, parent: Execution) -> bool:
     """Whether ``child_id`` is one of the ids ``parent`` has derived for its children so far."""
-    if child_id in parent.children:  # running now (a map's window): no need to recompute hashed ids
-        return True
+    ref = parent.children.get(child_id)
+    if ref is not None:  # running now (a map's window): no need to recompute hashed ids
+        return ref.kind != "task"  # a task is not an execution: nothing may be started under its id
     prefix = f"{parent.id}{CHILD_SEPARATOR}"
     if child_id.startswith(prefix) and child_id[len(prefix):].isdigit():
         return 0 < int(child_id[len(prefix):]) <= parent.invoke_seq
