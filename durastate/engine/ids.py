@@ -78,7 +78,8 @@ TERMINATE = "durastate.terminate"
 
 FROM_OUTSIDE = frozenset((START, CANCEL, SUSPEND, RESUME, TERMINATE))
 """The reserved events a client, the CLI or a producer may send. The others (``timeout``, ``finished``)
-come from the runtime alone, and the worker checks each against the stored state before it acts on it."""
+come from the runtime alone, and the worker checks each against the stored state before it acts on it (a
+task's answer, which has no stored state to check, by its unguessable id: :func:`task_id`)."""
 RESERVED = frozenset((*FROM_OUTSIDE, TIMEOUT, FINISHED))
 
 CATCH = "durastate.catch"
@@ -206,7 +207,7 @@ def task_id(execution_id: str, seq: int, secret: str | None) -> str:
     if not secret:
         return child_execution_id(execution_id, seq)
     text = f"{execution_id}{CHILD_SEPARATOR}{seq}"
-    mac = hmac.new(secret.encode(), text.encode(), hashlib.sha256).hexdigest()[:TASK_MAC_CHARS]
+    mac = hmac.digest(secret.encode(), text.encode(), "sha256").hex()[:TASK_MAC_CHARS]
     return _capped_child_id(f"{text}{CHILD_SEPARATOR}{mac}")
 
 
