@@ -81,9 +81,10 @@ def when(epoch: float | None, now: float | None = None) -> str:
 
 # -- show ---------------------------------------------------------------------------------------------
 def execution_json(exe: Execution, children: Sequence[Execution] = ()) -> dict[str, Any]:
-    data = exe.model_dump(mode="json")
+    """``show --json``: the execution as stored, without its secret (the key of its task ids)."""
+    data = exe.model_dump(mode="json", exclude={"secret"})
     if children:
-        data["child_executions"] = [c.model_dump(mode="json") for c in children]
+        data["child_executions"] = [c.model_dump(mode="json", exclude={"secret"}) for c in children]
     return data
 
 

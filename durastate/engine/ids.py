@@ -11,6 +11,7 @@ cap and the format cannot drift apart between the engine, the relay, the worker,
 from __future__ import annotations
 
 import hashlib
+import hmac
 
 __all__ = [
     "AFTER_SEPARATOR",
@@ -32,6 +33,7 @@ __all__ = [
     "SYSTEM_PREFIX",
     "SYSTEM_RECORDS",
     "TASK",
+    "TASK_MAC_CHARS",
     "TASK_TIMEOUT_PREFIX",
     "TERMINATE",
     "TIMEOUT",
@@ -52,6 +54,7 @@ __all__ = [
     "retarget_timer_key",
     "retry_event_id",
     "start_event_id",
+    "task_id",
     "task_request_id",
     "timeout_event_id",
     "timer_key_state",
@@ -76,7 +79,8 @@ TERMINATE = "durastate.terminate"
 
 FROM_OUTSIDE = frozenset((START, CANCEL, SUSPEND, RESUME, TERMINATE))
 """The reserved events a client, the CLI or a producer may send. The others (``timeout``, ``finished``)
-come from the runtime alone, and the worker checks each against the stored state before it acts on it."""
+come from the runtime alone, and the worker checks each against the stored state before it acts on it (a
+task's answer, which has no stored state to check, by its unguessable id: :func:`task_id`)."""
 RESERVED = frozenset((*FROM_OUTSIDE, TIMEOUT, FINISHED))
 
 CATCH = "durastate.catch"
@@ -186,10 +190,39 @@ def child_execution_id(parent_id: str, seq: int) -> str:
     Over 128 characters it is ``~`` and the SHA-256 hex of that text: still deterministic, and still
     holding the separator no user id may contain.
     """
-    text = f"{parent_id}{CHILD_SEPARATOR}{seq}"
+    return _capped_child_id(f"{parent_id}{CHILD_SEPARATOR}{seq}")
+
+
+def _capped_child_id(text: str) -> str:
+    """``text``, or ``~`` and its SHA-256 hex when it is over :data:`MAX_ID_LENGTH` characters."""
     if len(text) <= MAX_ID_LENGTH:
         return text
     return CHILD_SEPARATOR + hashlib.sha256(text.encode()).hexdigest()
+
+
+TASK_MAC_CHARS = 16
+"""Hex characters of the unguessable part of a task id (64 bits: no one guesses it by enqueueing)."""
+
+
+def task_id(execution_id: str, seq: int, secret: str | None) -> str:
+    """The id of the task the ``seq``-th invoke of ``execution_id`` runs: ``<execution id>~<n>~<mac>``.
+
+    A task has no stored state a forged answer could be compared with (an invoked child has: its own
+    execution), so its id is the witness instead. ``mac`` is an HMAC-SHA256 of ``<execution id>~<n>``
+    under the execution's ``secret`` (:attr:`~durastate.engine.model.Execution.secret`, which never leaves
+    the store), cut to :data:`TASK_MAC_CHARS` hex characters. The execution, the relay and the callee know
+    the id; someone who can only enqueue events cannot derive it, so a ``durastate.finished`` notice naming
+    any other id is ignored as one for a child the execution does not know. It is still a pure function of
+    what the execution holds, so a re-run step derives the same id. Without a secret (an execution stepped
+    by the engine alone, or a task started before executions had one) it is ``<execution id>~<n>``, like a
+    child execution's. Over 128 characters: ``~`` and its SHA-256 hex (the mac is hashed in, so it is
+    just as unguessable).
+    """
+    if not secret:
+        return child_execution_id(execution_id, seq)
+    text = f"{execution_id}{CHILD_SEPARATOR}{seq}"
+    mac = hmac.digest(secret.encode(), text.encode(), "sha256").hex()[:TASK_MAC_CHARS]
+    return _capped_child_id(f"{text}{CHILD_SEPARATOR}{mac}")
 
 
 def start_event_id(execution_id: str) -> str:

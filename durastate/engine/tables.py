@@ -239,6 +239,8 @@ class Tables:
     """The state is a ``regions: inline`` parallel state (its regions run in this execution)."""
     has_inline: bool = False
     """Some state is an inline parallel state: steps run on :class:`durastate.engine.inline.InlineRun`."""
+    has_tasks: bool = False
+    """Some state runs a task: its executions need a secret (:func:`durastate.engine.ids.task_id`)."""
     in_state: bool = False
     """Some guard is an ``in_state`` guard: steps publish their configuration to it."""
     crossing: frozenset[str] = frozenset()
@@ -358,6 +360,7 @@ class _Builder:
         if not self.defn.states:
             issues.append("states: a definition needs at least one state")
         t.has_inline = any(t.inline)
+        t.has_tasks = any(c is not None for c in t.task)
         for i in range(len(t.paths)):
             p = t.parent[i]
             if p >= 0 and t.kind[p] == "parallel" and not t.inline[p]:

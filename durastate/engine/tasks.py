@@ -7,8 +7,10 @@ a *task request* in the outbox, in the same commit as the state change, and the 
 execution as a ``durastate.finished`` notice, exactly as an invoked child's: ``on_done`` sees the result as
 ``$event.output``, ``on_error`` the failure as ``$event.error``. So:
 
-- **ids**: the task id is derived like a child execution id (``<execution id>~<invoke number>``), the
-  request's outbox id from it (``~task:<task id>``) and the answer's event id too (``~finished:<task id>``).
+- **ids**: the task id is ``<execution id>~<invoke number>~<mac>`` (:func:`durastate.engine.ids.task_id`):
+  the mac, derived from the execution's secret, makes it unguessable, so a forged answer (one naming any
+  other id) is ignored like a notice from an unknown child. The request's outbox id is derived from it
+  (``~task:<task id>``) and the answer's event id too (``~finished:<task id>``).
   A task is run *at least once* (a relay that crashes after the call and before its ack calls it again),
   and a repeated answer is a duplicate the worker drops by id: a task whose callee is idempotent on the
   task id (it gets it in every call) therefore runs once in effect;
@@ -36,8 +38,8 @@ from durastate.engine.ids import (
     FINISHED,
     TASK,
     TASK_TIMEOUT_PREFIX,
-    child_execution_id,
     finished_event_id,
+    task_id,
     task_request_id,
 )
 from durastate.engine.model import ChildRef, Event, TimerOp
@@ -194,11 +196,11 @@ def start(run: Run, s: int, task: CompiledTask) -> None:
     if problem is not None:
         raise ValueError(problem)
     exe.invoke_seq += 1
-    task_id = child_execution_id(exe.id, exe.invoke_seq)
-    exe.children[task_id] = ChildRef(path=path, kind="task", attempt=run.invoke_attempt)
-    data = {"task_id": task_id, "path": path, "kind": task.kind, "target": task.target, "input": value,
+    tid = task_id(exe.id, exe.invoke_seq, exe.secret)
+    exe.children[tid] = ChildRef(path=path, kind="task", attempt=run.invoke_attempt)
+    data = {"task_id": tid, "path": path, "kind": task.kind, "target": task.target, "input": value,
             "timeout": task.timeout, "attempt": run.invoke_attempt}
-    run.res.emits.append((exe.id, Event.model_construct(id=task_request_id(task_id), name=TASK, data=data)))
+    run.res.emits.append((exe.id, Event.model_construct(id=task_request_id(tid), name=TASK, data=data)))
     if task.timeout is not None:
         key = TASK_TIMEOUT_PREFIX + path
         fire_at = run.now + task.timeout
@@ -228,12 +230,12 @@ def timed_out(run: Run, path: str, ev: Event) -> bool:
                if ref.kind == "task" and ref.path == path and ref.status == "running"]
     if not running:
         return False
-    task_id, _ = running[-1]
+    tid, _ = running[-1]
     s = run.t.index.get(path, -1)
     task = run.t.task[s] if s >= 0 else None
     after = f" within {task.timeout:g}s" if task is not None and task.timeout is not None else ""
-    error = f"TaskTimeout: task {task_id} did not answer{after}"
+    error = f"TaskTimeout: task {tid} did not answer{after}"
     return run.on_finished(Event.model_construct(
         id=ev.id, name=FINISHED,
-        data={"child_id": task_id, "status": "failed", "outcome": None, "output": None, "error": error,
-              "task_id": task_id}))
+        data={"child_id": tid, "status": "failed", "outcome": None, "output": None, "error": error,
+              "task_id": tid}))

@@ -20,6 +20,7 @@ from durastate.engine.model import START, Event, Execution
 from durastate.engine.tracing import step_details
 from durastate.errors import DeliveryFailed, StoreConflict
 from durastate.runtime.clock import Clock
+from durastate.runtime.keys import give_secret
 from durastate.runtime.tasks import TaskRunner, run_tasks
 from durastate.runtime.versions import Versions
 from durastate.store.base import ExecutionStore, OutboxEntry, SpawnEntry, TimerOp
@@ -127,6 +128,8 @@ class Relay:
                           definition_fqn=parent.definition_fqn, definition_version=parent.definition_version,
                           parent_id=parent.id, child_id=s.child_id,
                           root_path=s.root_path, context=dict(s.context), created_at=now)
+        if defn.tables.has_tasks:
+            give_secret(child)  # its region may start a task in this very step
         start = Event(id=start_event_id(s.child_id), name=START)
         res = step(defn, child, start, now, detail=True)
         step_details(res.trace, now, start, res.emits, res.timers, res.spawns, (s.context, child.context))

@@ -64,6 +64,7 @@ from durastate.errors import (
     UnknownExecution,
 )
 from durastate.runtime.clock import Clock
+from durastate.runtime.keys import give_secret
 from durastate.runtime.sweeper import SWEPT
 from durastate.runtime.versions import Versions
 from durastate.store.base import Emit, EventCheckingStore, ExecutionStore, Spawn, TimerOp
@@ -266,6 +267,8 @@ class Worker:
                 self._ignore(exe, event, blind, now, "the notice does not match the child's stored state")
                 return HandleResult.IGNORED
             defn = self.versions.of(exe)
+        if exe.secret is None and defn.tables.has_tasks:
+            give_secret(exe)  # before the first step that may start a task: its ids are unforgeable
         batch = _Batch()
         fresh = exe.version == 0
         if fresh:
@@ -476,7 +479,9 @@ class Worker:
         if not isinstance(child_id, str) or child_id not in exe.children:
             return True  # the step ignores it as a child it does not (or no longer) know
         if exe.children[child_id].kind == "task":
-            return True  # a task's answer (durastate.engine.tasks): no stored child to compare it with
+            # A task's answer (durastate.engine.tasks) has no stored child to compare it with: its witness is
+            # the task id itself, unguessable (durastate.engine.ids.task_id), so naming it is proof enough.
+            return True
         child = self.store.load(child_id)
         if child is None:
             return False
@@ -515,8 +520,9 @@ class Worker:
 
 def _is_child_of(child_id: str, parent: Execution) -> bool:
     """Whether ``child_id`` is one of the ids ``parent`` has derived for its children so far."""
-    if child_id in parent.children:  # running now (a map's window): no need to recompute hashed ids
-        return True
+    ref = parent.children.get(child_id)
+    if ref is not None:  # running now (a map's window): no need to recompute hashed ids
+        return ref.kind != "task"  # a task is not an execution: nothing may be started under its id
     prefix = f"{parent.id}{CHILD_SEPARATOR}"
     if child_id.startswith(prefix) and child_id[len(prefix):].isdigit():
         return 0 < int(child_id[len(prefix):]) <= parent.invoke_seq

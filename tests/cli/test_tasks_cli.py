@@ -46,7 +46,9 @@ def test_serve_runs_a_python_task_and_routes_its_answer(env: Env, durastate_proc
     assert "1 task(s) run" in out.stdout + out.stderr
     shown = json.loads(durastate_proc("show", "s1", "--json").stdout)
     assert shown["active_path"] == "booked" and shown["context"]["label"] == "L-p7"
-    assert (env.tmp / "calls.log").read_text().split() == ["s1~1"]
+    (called,) = (env.tmp / "calls.log").read_text().split()
+    assert called.startswith("s1~1~") and len(called) == len("s1~1~") + 16  # <id>~<n>~<mac>: unguessable
+    assert "secret" not in shown  # show --json leaves out the key of its task ids
 
 
 def test_local_refuses_a_task_function_it_cannot_import(env: Env, cli: Callable[..., Outcome]) -> None:

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from durastate.devstack import LocalStack
+from durastate.engine.ids import task_id
 from durastate.store.dynamodb.sync import DynamoDBStore
 
 from .helpers import FakeClock, start
@@ -65,10 +66,12 @@ def test_the_relay_runs_a_lambda_task_and_the_worker_routes_its_answer(stack: Lo
     stack.run_until_idle(max_steps=500)
     store = DynamoDBStore(stack.client("dynamodb"), prefix="durastate")
     ok, no = store.load("ok"), store.load("no")
-    assert ok is not None and ok.active_path == "paid" and ok.context["receipt"] == "r-ok~1"
-    assert no is not None and no.active_path == "declined"
+    assert ok is not None and no is not None and ok.secret and no.secret
+    ok_task, no_task = task_id("ok", 1, ok.secret), task_id("no", 1, no.secret)  # <id>~1~<mac>
+    assert ok.active_path == "paid" and ok.context["receipt"] == f"r-{ok_task}"
+    assert no.active_path == "declined"
     assert no.context["why"].startswith("ValueError: over the limit (Lambda arn:aws:lambda:")
-    assert sorted(event["task_id"] for _, event in stack.task_functions.calls) == ["no~1", "ok~1"]
+    assert sorted(event["task_id"] for _, event in stack.task_functions.calls) == sorted([no_task, ok_task])
     assert store.pending_outbox() == []  # each request acked once its answer was sent
 
 

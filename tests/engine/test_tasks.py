@@ -9,11 +9,14 @@ import pytest
 
 from durastate.engine import Event, Execution, load_definition, step
 from durastate.engine.ids import (
+    MAX_ID_LENGTH,
     REINVOKE_PREFIX,
     START,
     TASK,
     TASK_TIMEOUT_PREFIX,
+    child_execution_id,
     finished_event_id,
+    task_id,
     task_request_id,
     timeout_event_id,
 )
@@ -51,6 +54,26 @@ def _timeout(defn: Any, exe: Execution, path: str, now: float) -> Any:
     fire_at = exe.timers[path]
     return step(defn, exe, Event(id=timeout_event_id(exe.id, path, fire_at), name="durastate.timeout",
                                  data={"path": path, "fire_at": fire_at}), now)
+
+
+def test_a_task_id_is_keyed_by_the_execution_secret() -> None:
+    """``<id>~<n>~<16 hex>``: deterministic, different for every invoke number and every secret, and
+    plain ``<id>~<n>`` without a secret (the engine alone, or a task started before there were secrets)."""
+    secret = "0" * 32
+    tid = task_id("x", 1, secret)
+    assert tid == task_id("x", 1, secret) and tid.startswith("x~1~") and len(tid) == len("x~1~") + 16
+    macs = {t[-16:] for t in (tid, task_id("x", 2, secret), task_id("x", 1, "1" * 32), task_id("y", 1, secret))}
+    assert len(macs) == 4
+    assert task_id("x", 1, None) == child_execution_id("x", 1) == "x~1"
+    long = task_id("a" * 120, 7, secret)  # over the cap: hashed, still deterministic and in the namespace
+    assert long.startswith("~") and len(long) <= MAX_ID_LENGTH and long == task_id("a" * 120, 7, secret)
+    assert long != child_execution_id("a" * 120, 7)
+
+    defn = load_definition(CHART)
+    exe = Execution(id="x", definition_id=defn.id, context={"amount": 5}, secret=secret)
+    (target, ev), = step(defn, exe, Event(id="s", name=START), 100.0).emits
+    assert TaskRequest.from_event(target, ev).task_id == tid and list(exe.children) == [tid]
+    assert secret not in ev.model_dump_json()
 
 
 def test_entry_records_the_request_and_arms_the_timeout() -> None:

@@ -1,6 +1,7 @@
 """A property of tasks in the engine: whatever order answers (repeated, late, for old tries), timeouts,
 retry timers and leave/re-enter events arrive in, each task's answer is routed at most once, only the
-running task's answer counts, and at most one task of a state runs at a time with its timeout armed."""
+running task's answer counts, and at most one task of a state runs at a time with its timeout armed; with
+an execution secret, a notice naming a guessed task id (``x~<n>``, ``x~<n>~<any mac>``) never counts."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from durastate.engine import Event, Execution, load_definition, step
-from durastate.engine.ids import REINVOKE_PREFIX, START, TASK, TASK_TIMEOUT_PREFIX, timeout_event_id
+from durastate.engine.ids import FINISHED, REINVOKE_PREFIX, START, TASK, TASK_TIMEOUT_PREFIX, timeout_event_id
 from durastate.engine.tasks import TaskRequest, task_result
 
 CHART: dict[str, Any] = {
@@ -37,7 +38,9 @@ actions = st.lists(st.one_of(
     st.tuples(st.just("answer"), st.integers(0, 8), st.booleans()),
     st.tuples(st.just("timer"), st.sampled_from([TIMEOUT_KEY, RETRY_KEY])),
     st.tuples(st.just("event"), st.sampled_from(["abandon", "again"])),
+    st.tuples(st.just("forge"), st.integers(1, 9), st.binary(min_size=8, max_size=8).map(bytes.hex)),
 ), max_size=40)
+exe_secrets = st.one_of(st.none(), st.binary(min_size=16, max_size=16).map(bytes.hex))
 
 
 def _state(exe: Execution) -> dict[str, Any]:
@@ -45,9 +48,10 @@ def _state(exe: Execution) -> dict[str, Any]:
 
 
 @settings(max_examples=200, deadline=None)
-@given(actions)
-def test_each_answer_counts_at_most_once_and_only_for_the_running_task(script: list[Any]) -> None:
-    exe = Execution(id="x", definition_id="loop")
+@given(actions, exe_secrets)
+def test_each_answer_counts_at_most_once_and_only_for_the_running_task(script: list[Any],
+                                                                      secret: str | None) -> None:
+    exe = Execution(id="x", definition_id="loop", secret=secret)
     now = 0.0
     requests: list[TaskRequest] = []
     routed: set[str] = set()
@@ -79,6 +83,13 @@ def test_each_answer_counts_at_most_once_and_only_for_the_running_task(script: l
                         data={"path": action[1], "fire_at": fire_at}))
         elif action[0] == "event":
             apply(Event(id=f"e{n}", name=action[1]))
+        elif action[0] == "forge":
+            # Without a secret, x~<n> *is* a task id (the old form): only the mac guess is a forgery then.
+            guesses = [f"x~{action[1]}~{action[2]}"] + ([f"x~{action[1]}"] if secret else [])
+            for guess in guesses:
+                res = apply(Event(id=f"f{n}-{guess}", name=FINISHED,
+                                  data={"child_id": guess, "status": "finished", "output": {"forged": True}}))
+                assert res.ignored and _state(exe) == before
         running = [cid for cid, ref in exe.children.items() if ref.kind == "task" and ref.status == "running"]
         assert len(running) <= 1
         assert (TIMEOUT_KEY in exe.timers) == bool(running)
@@ -87,3 +98,4 @@ def test_each_answer_counts_at_most_once_and_only_for_the_running_task(script: l
         assert Execution.model_validate_json(exe.model_dump_json()) == exe
     ids = [r.task_id for r in requests]
     assert len(ids) == len(set(ids))  # every try is a new task id
+    assert all(i.count("~") == (2 if secret else 1) for i in ids)

@@ -205,7 +205,8 @@ def test_redelivering_every_event_changes_nothing(examples: DefinitionRegistry) 
         send(rt, "o6", "label_printed", tracking="T")
         stats = rt.run_until_idle()
         ids = sorted(s.id for s in rt.store.list_executions(limit=1000).items)
-        results.append([load(rt, i).model_dump() for i in ids])
+        # Each execution's secret (the key of its task ids) is random by design: compared on being there.
+        results.append([{**d, "secret": bool(d["secret"])} for d in (load(rt, i).model_dump() for i in ids)])
         assert rt.dead_letters == []
         if isinstance(transport, Twice):
             assert stats.duplicates > 0

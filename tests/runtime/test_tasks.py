@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from durastate.engine import DefinitionRegistry, load_definition
-from durastate.engine.ids import TASK
+from durastate.engine.ids import TASK, task_id
 from durastate.engine.tasks import TaskRequest
 from durastate.runtime import LocalRuntime, ManualClock
 from durastate.runtime.tasks import MAX_ERROR_CHARS, MAX_RESULT_BYTES, TaskRunner
@@ -132,6 +132,13 @@ def registry(doc: dict[str, Any]) -> DefinitionRegistry:
     return DefinitionRegistry([load_definition(doc)])
 
 
+def first_task(store: ExecutionStore, eid: str) -> str:
+    """The id of the first task of ``eid``: derived from its secret, so read from the store."""
+    exe = store.load(eid)
+    assert exe is not None and exe.secret
+    return task_id(eid, 1, exe.secret)
+
+
 def test_a_python_task_answers_on_done(database: Any, clock: ManualClock) -> None:
     store, transport = database()
     rt = LocalRuntime(store, registry(chart()), transport, clock)
@@ -140,10 +147,12 @@ def test_a_python_task_answers_on_done(database: Any, clock: ManualClock) -> Non
     stats = rt.run_until_idle()
     exe = rt.get(eid)
     assert exe is not None and exe.active_path == "paid"
-    assert exe.context["result"] == {"receipt": f"r-{eid}~1", "amount": 7}
-    assert stats.tasks == 1 and len(CALLS[f"{eid}~1"]) == 1
-    assert CALLS[f"{eid}~1"][0] == {"task_id": f"{eid}~1", "execution_id": eid, "state": "charging",
-                                    "attempt": 1, "input": {"amount": 7}}
+    tid = first_task(store, eid)
+    assert tid.startswith(f"{eid}~1~") and len(tid) == len(eid) + 19  # <id>~1~<16 hex>
+    assert exe.context["result"] == {"receipt": f"r-{tid}", "amount": 7}
+    assert stats.tasks == 1 and len(CALLS[tid]) == 1
+    assert CALLS[tid][0] == {"task_id": tid, "execution_id": eid, "state": "charging",
+                             "attempt": 1, "input": {"amount": 7}}
 
 
 def test_a_raising_task_answers_on_error(database: Any, clock: ManualClock) -> None:
@@ -164,14 +173,15 @@ def test_a_crash_between_commit_and_run_still_runs_the_task(database: Any, clock
     rt.start("pay", {"amount": 3}, execution_id=eid)
     with pytest.raises(Crash):
         rt.run_until_idle()
-    assert f"{eid}~1" not in CALLS
+    tid = first_task(store, eid)
+    assert tid not in CALLS
     # The request was committed with the state entry: it waits in the outbox for the next relay.
     assert [e.event.name for e in store.pending_outbox()] == [TASK]
     store2, transport2 = database()
     rt2 = LocalRuntime(store2, registry(chart()), transport2, clock)
     rt2.run_until_idle()
     exe = rt2.get(eid)
-    assert exe is not None and exe.active_path == "paid" and len(CALLS[f"{eid}~1"]) == 1
+    assert exe is not None and exe.active_path == "paid" and len(CALLS[tid]) == 1
     assert store2.pending_outbox() == []
 
 
@@ -187,7 +197,7 @@ def test_a_redelivered_answer_is_a_duplicate(database: Any, clock: ManualClock) 
     store2, transport2 = database()
     rt2 = LocalRuntime(store2, registry(chart()), transport2, clock)
     stats = rt2.run_until_idle()
-    calls = CALLS[f"{eid}~1"]
+    calls = CALLS[first_task(store2, eid)]
     assert len(calls) == 2 and calls[0]["task_id"] == calls[1]["task_id"]  # at least once, same task id
     assert (stats.applied, stats.duplicates) == (1, 1)  # the second answer has the first one's id
     exe = rt2.get(eid)
@@ -210,7 +220,7 @@ def test_a_timeout_abandons_a_silent_task_and_its_late_answer_is_ignored(clock: 
         rt2.run_until_idle()
     exe = rt2.get("silent")
     assert exe is not None and exe.active_path == "declined"
-    assert exe.context["why"] == "TaskTimeout: task silent~1 did not answer within 30s"
+    assert exe.context["why"] == f"TaskTimeout: task {first_task(store, 'silent')} did not answer within 30s"
     rt3 = LocalRuntime(store, reg, transport, clock, tasks=CrashingRunner(crashes=0))
     stats = rt3.run_until_idle()  # the task runs at last; its answer is too late
     late = rt3.get("silent")
@@ -266,7 +276,7 @@ def server() -> Iterator[str]:
 
 
 @pytest.mark.parametrize(("path", "state", "expect"), [
-    ("/ok", "paid", {"echo": {"amount": 9}, "key": "h~1"}),
+    ("/ok", "paid", {"echo": {"amount": 9}, "key": "<task id>"}),
     ("/empty", "paid", None),
     ("/broken", "declined", "TaskError: HTTP 500 from {url}: database on fire"),
     ("/html", "declined", "TaskResultInvalid: {url} answered with something that is not JSON"),
@@ -274,16 +284,18 @@ def server() -> Iterator[str]:
 def test_an_http_task_posts_json_and_routes_the_answer(server: str, clock: ManualClock, path: str,
                                                        state: str, expect: Any) -> None:
     url = server + path
-    rt = LocalRuntime(DictStore(), registry(chart(url, "http")), InMemoryTransport(clock), clock)
+    store = DictStore()
+    rt = LocalRuntime(store, registry(chart(url, "http")), InMemoryTransport(clock), clock)
     rt.start("pay", {"amount": 9}, execution_id="h")
     rt.run_until_idle()
     exe = rt.get("h")
+    tid = first_task(store, "h")
     assert exe is not None and exe.active_path == state
     if state == "paid":
-        assert exe.context["result"] == expect
+        assert exe.context["result"] == (expect and {**expect, "key": tid})
     else:
         assert exe.context["why"].startswith(expect.format(url=url))
-    assert (path, "h~1") == _Handler.seen[-1][:2] and _Handler.seen[-1][2]["task_id"] == "h~1"
+    assert (path, tid) == _Handler.seen[-1][:2] and _Handler.seen[-1][2]["task_id"] == tid
 
 
 def test_an_unreachable_endpoint_is_an_error(clock: ManualClock) -> None:
