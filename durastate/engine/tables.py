@@ -360,7 +360,6 @@ class _Builder:
         if not self.defn.states:
             issues.append("states: a definition needs at least one state")
         t.has_inline = any(t.inline)
-        t.has_tasks = any(c is not None for c in t.task)
         for i in range(len(t.paths)):
             p = t.parent[i]
             if p >= 0 and t.kind[p] == "parallel" and not t.inline[p]:
@@ -373,6 +372,7 @@ class _Builder:
             ct = self._transition(source, spec, site)
             if ct is not None:
                 put(ct)
+        t.has_tasks = any(c is not None for c in t.task)
         self._chains()
 
     # -- per-state rules -----------------------------------------------------------------------------

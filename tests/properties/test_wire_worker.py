@@ -213,7 +213,7 @@ def _redeliver(driver: Driver, body: Any, first: Outcome) -> None:
 
 def _state(driver: Driver, prefix: str) -> dict[str, Any]:
     # An execution's secret (the key of its task ids) is random by design: two runs compare on having one.
-    exes = {eid: {**dump, "secret": dump["secret"] and "<secret>"}
+    exes = {eid: {**dump, "secret": dump.get("secret") and "<secret>"}
             for eid, dump in check_namespace(driver, prefix).items()}
     return {
         "executions": exes,
