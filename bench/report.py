@@ -199,7 +199,8 @@ def _before_after(c: dict[str, Any], before: str, label: str) -> str:
     default = next(k for k in c["series"] if k in ("durastate SqliteStore", "durastate PostgresStore"))
     return (f"\n\nSame run, {label}: before (read first, a dedupe row per event) "
             f"{fmt_series(c['series'][before])} events/s = {_pct(c['ratio_before'])} of raw; now (the default "
-            f"worker: kept copies, each checked by a version read) {fmt_series(c['series'][default])} = "
+            f"worker: kept copies, checked by a version read only where a definition calls Python — the "
+            f"chart calls none) {fmt_series(c['series'][default])} = "
             f"{_pct(c['ratio'])}.")
 
 

@@ -56,7 +56,8 @@ from durastate.transport.base import DeadLetter
 
 EXCLUSIVE_KEEP = 4096
 """Executions ``serve`` keeps after committing them (a few MB for typical ones; older ones are loaded again):
-each next event of one is checked against the stored version (or, with ``--exclusive``, not even that)."""
+each next event of one is checked against the stored version first where its definition runs Python (or, with
+``--exclusive``, not even there); a declarative one's stale copy is refused by the commit instead."""
 FIRST_ERROR_WAIT = 0.5
 """Seconds to wait after the first failed round (or ``--poll``, if longer)."""
 MAX_ERROR_WAIT = 30.0
@@ -98,8 +99,9 @@ def serve(
     exclusive: Annotated[bool, typer.Option(
         "--exclusive",
         help="This is the only server for this store: trust the executions it keeps after committing them "
-             "and skip the version read before the next event of the same execution (SQLite, PostgreSQL). "
-             "Still exactly-once if it is not, but steps then run twice on stale copies.")
+             "and skip the version read before the next event of the same execution also where the "
+             "definition calls Python (SQLite, PostgreSQL). Still exactly-once if it is not, but steps "
+             "(and their Python calls) then run twice on stale copies.")
     ] = False,
     retention: Annotated[float | None, typer.Option(
         "--retention", metavar="DURATION", parser=parse_duration_option,

@@ -42,6 +42,8 @@ __all__ = [
     "compile_actions",
     "compile_guard",
     "compile_value",
+    "declarative_actions",
+    "declarative_guard",
     "did_you_mean",
     "resolve_callable",
     "state_refs",
@@ -587,6 +589,41 @@ def _with_retry(spec: dict[str, Any], where: str, issues: Issues) -> tuple[Any, 
     if set(spec) != {"call", "retry"}:
         return None
     return spec["call"], parse_retry(spec["retry"], f"{where}.retry", issues)
+
+
+# -- what runs user code ---------------------------------------------------------------------------------
+# A step of a definition whose guards and actions are all declarative has no effect outside its result (the
+# new context, emits, timers, spawns, trace): run on a stale copy of an execution and thrown away when its
+# commit is refused, it did nothing. A Python callable may do anything (charge a card, send a mail), so the
+# runtime runs one only on the stored state (durastate.runtime.worker). These two say which is which, and
+# must stay conservative: only the forms the compilers above build without ``resolve_callable`` (values
+# never resolve one) count as declarative; anything else, valid or not, counts as user code.
+
+_PURE_GUARDS = (*_CMP, "in", "exists", "in_state")
+_PURE_ACTIONS = ("assign", "send", "raise", "log")
+
+
+def declarative_guard(spec: Any) -> bool:
+    """Whether the guard ``spec`` (as :func:`compile_guard` takes it) evaluates without running user code."""
+    if isinstance(spec, bool):
+        return True
+    if not isinstance(spec, dict) or len(spec) != 1:
+        return False  # a callable reference, {call, retry}, or not a guard at all
+    ((op, args),) = spec.items()
+    if op in _PURE_GUARDS:
+        return True
+    if op == "not":
+        return declarative_guard(args)
+    if op in ("and", "or"):
+        return isinstance(args, list) and all(declarative_guard(g) for g in args)
+    return False
+
+
+def declarative_actions(specs: Any) -> bool:
+    """Whether the action list ``specs`` (as :func:`compile_actions` takes it) runs no user code."""
+    if not isinstance(specs, list):
+        return False
+    return all(isinstance(spec, dict) and len(spec) == 1 and next(iter(spec)) in _PURE_ACTIONS for spec in specs)
 
 
 def compile_actions(specs: list[Any], where: str, issues: Issues) -> tuple[Action, ...]:

@@ -33,6 +33,8 @@ from durastate.engine.expressions import (
     compile_actions,
     compile_guard,
     compile_value,
+    declarative_actions,
+    declarative_guard,
     did_you_mean,
     state_refs,
 )
@@ -241,6 +243,12 @@ class Tables:
     """Some state is an inline parallel state: steps run on :class:`durastate.engine.inline.InlineRun`."""
     has_tasks: bool = False
     """Some state runs a task: its executions need a secret (:func:`durastate.engine.ids.task_id`)."""
+    runs_user_code: bool = False
+    """Some guard or action is a Python callable (``call``, ``package.module:function``): a step may have
+    effects outside its result, so it must run only on the stored state (:mod:`durastate.runtime.worker`
+    checks the version before stepping a kept copy). ``False``: every guard and action is declarative
+    (:func:`~durastate.engine.expressions.declarative_guard`); tasks, invokes and maps are recorded in
+    the commit and run outside the step."""
     in_state: bool = False
     """Some guard is an ``in_state`` guard: steps publish their configuration to it."""
     crossing: frozenset[str] = frozenset()
@@ -487,6 +495,8 @@ class _Builder:
         # actions, transitions, timers, invoke
         t.entry[i] = compile_actions(node.entry, at("entry"), issues)
         t.exit[i] = compile_actions(node.exit, at("exit"), issues)
+        if not (declarative_actions(node.entry) and declarative_actions(node.exit)):
+            t.runs_user_code = True
         for event, trans in node.on.items():
             problem = descriptor_problem(event)
             put: Callable[[CompiledTransition], None] = _discard
@@ -625,6 +635,8 @@ class _Builder:
                 issues.append(f"{site}.guard.in_state: no state {ref!r}{did_you_mean(ref, t.paths[1:])} "
                               "(write the state's full dotted path)")
         actions = compile_actions(spec.actions, f"{site}.actions", issues)
+        if not ((spec.guard is None or declarative_guard(spec.guard)) and declarative_actions(spec.actions)):
+            t.runs_user_code = True
         target = -1
         if spec.target is not None:
             target = self._resolve(source, spec.target, f"{site}.target")

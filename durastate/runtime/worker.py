@@ -16,10 +16,21 @@ read-first path, also when several workers take turns on the same executions. Th
 both (CAS and ``check_event``), which covers a writer that slips in between that read and the commit
 exactly as the read-first path's CAS does.
 
-``exclusive=True`` skips that read (``durastate serve --exclusive``): for a worker that is the only one
-applying events to its executions (one embedded process; a deployment partitioned by execution), one
-round trip per event instead of two. If it is not, a stale copy is still caught by the commit — after
-the step ran, so the step and its actions run twice.
+That read protects user code, so it is made only where there is some: when the definition the kept copy
+runs on has a Python callable among its guards or actions (``Tables.runs_user_code``: a ``call``, a
+``package.module:function`` guard). A declarative step (``assign``, ``send``, ``raise``, ``log``; tasks,
+invokes and maps are only recorded) has no effect outside what its commit writes, so the kept copy is
+stepped unchecked: if it was stale, the commit refuses it (the version check, or the event's dedupe mark)
+and the worker reloads and steps again, as after any lost compare-and-swap — one round trip per event on
+the common path, and the result is still some serial order of the events. An execution migrated meanwhile
+is caught the same way (a migration is a commit: it moves the version). An error raised on an unchecked
+copy (an event refused while suspended, a row grown too large) is raised only after the read confirms the
+copy was current; otherwise the event is applied to the stored state instead.
+
+``exclusive=True`` skips that read for every definition (``durastate serve --exclusive``): for a worker that
+is the only one applying events to its executions (one embedded process; a deployment partitioned by
+execution), one round trip per event instead of two also where user code runs. If it is not, a stale copy
+is still caught by the commit — after the step ran, so the step and its actions run twice.
 """
 
 from __future__ import annotations
@@ -180,7 +191,8 @@ class Worker:
         self.conflicts = 0
         """How many commits lost the compare-and-swap and were retried (a metric)."""
         self.stale = 0
-        """How many kept copies were found stale before stepping, and loaded again instead (a metric)."""
+        """How many kept copies were found stale by the version read, and loaded again instead (a metric; an
+        unchecked copy found stale by its commit counts in ``conflicts``)."""
         checks = isinstance(store, EventCheckingStore) and bool(store.commit_checks_event)
         if keep_committed is None:
             keep_committed = DEFAULT_KEEP
@@ -210,15 +222,20 @@ class Worker:
         """
         attempt = 0
         kept = self._kept.pop(target_id, None)
+        unchecked = False  # stepping a kept copy nobody checked is current (its commit still checks)
         if kept is not None and not self.exclusive:
-            # The kept copy is used only if it is what the store holds: checked before any step runs.
-            version, seen = cast(EventCheckingStore, self.store).version_for_event(target_id, event.id)
-            if seen:
-                self._kept[target_id] = kept
-                return HandleResult.DUPLICATE
-            if version != kept.version:
-                kept = None
-                self.stale += 1
+            if not self._runs_user_code(kept):
+                unchecked = True  # a stale copy's step is thrown away with its refused commit: no read
+            else:
+                # The kept copy is used only if it is what the store holds: checked before any step runs.
+                version, seen = cast(EventCheckingStore, self.store).version_for_event(target_id, event.id)
+                if seen:
+                    self._kept[target_id] = kept
+                    return HandleResult.DUPLICATE
+                if version != kept.version:
+                    kept = None
+                    self.stale += 1
+        expected = kept.version if kept is not None else None
         exe: Execution | None
         while True:
             if kept is not None:
@@ -227,12 +244,13 @@ class Worker:
                 exe, seen = self.store.load_for_event(target_id, event.id)
                 if seen:
                     return HandleResult.DUPLICATE
-                blind = False
+                blind = unchecked = False
             try:
                 return self._apply(target_id, event, exe, blind)
             except StoreConflict as exc:
                 if isinstance(exc, EventAlreadyProcessed):  # a redelivery met by a blind commit
                     continue  # the read now reports it a duplicate
+                unchecked = False
                 attempt += 1
                 self.conflicts += 1
                 if attempt > self.max_conflict_retries:
@@ -240,6 +258,24 @@ class Worker:
                 log.debug("conflict on %s applying %s (attempt %d); reloading", target_id, event.id, attempt)
                 if attempt > 1:  # the first retry is immediate; then a tiny jittered backoff
                     self._sleep(random.uniform(0, min(0.05, 0.001 * 2**attempt)))
+            except Exception:
+                # An error judged on an unchecked copy (an event it would hold refused, a row too large)
+                # may not be what the stored state says: raised only if the copy was current.
+                if not unchecked:
+                    raise
+                unchecked = False
+                version, seen = cast(EventCheckingStore, self.store).version_for_event(target_id, event.id)
+                if not seen and version == expected:
+                    raise
+                self.stale += 1  # on a reload: the stored state decides, or reports a duplicate
+
+    def _runs_user_code(self, exe: Execution) -> bool:
+        """Whether stepping ``exe`` may run a Python callable (see the module docstring); an execution whose
+        definition cannot be had counts as running one (the step then raises, on checked state)."""
+        try:
+            return self.versions.of(exe).tables.runs_user_code
+        except Exception:
+            return True
 
     def _apply(self, target_id: str, event: Event, exe: Execution | None, blind: bool) -> HandleResult:
         """Step and commit; ``blind``: ``exe`` is a kept copy, so the commit itself checks the event."""

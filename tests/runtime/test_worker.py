@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import copy
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from durastate.engine import DefinitionRegistry, load_definition
-from durastate.engine.ids import finished_event_id
+from durastate.engine import DefinitionRegistry, control, load_definition
+from durastate.engine.ids import RESUME, SUSPEND, finished_event_id
 from durastate.engine.model import FINISHED, START, Event, Execution
+from durastate.engine.versions import definition_version
 from durastate.errors import (
     ExecutionTooLarge,
     MalformedEvent,
@@ -21,8 +25,10 @@ from durastate.runtime import HandleResult, ManualClock, Worker
 from durastate.runtime.worker import DEFAULT_KEEP, detached_copy, returns_live_objects
 from durastate.store import DictStore
 from durastate.store.base import ExecutionStore
+from durastate.store.migration import migrate_execution
+from tests.store.conformance.backends import BACKENDS, BackendRequest, open_backend
 
-from .conftest import HookedStore, ev
+from .conftest import COUNTER, INC, HookedStore, ev
 
 
 def start_event(eid: str, definition_id: str = "counter", **data: object) -> Event:
@@ -244,15 +250,44 @@ def test_load_definition_is_real() -> None:
 
 
 class CountingStore(HookedStore):
-    """Counts the worker's reads (``load_for_event``)."""
+    """Counts the worker's reads: loads (``load_for_event``) and version reads (``version_for_event``)."""
 
     def __init__(self, inner: ExecutionStore) -> None:
         super().__init__(inner)
         self.reads = 0
+        self.version_reads: list[str] = []
 
     def load_for_event(self, execution_id: str, event_id: str) -> tuple[Execution | None, bool]:
         self.reads += 1
         return self.inner.load_for_event(execution_id, event_id)
+
+    def version_for_event(self, execution_id: str, event_id: str) -> tuple[int | None, bool]:
+        self.version_reads.append(event_id)
+        result: tuple[int | None, bool] = self.inner.version_for_event(  # type: ignore[attr-defined]
+            execution_id, event_id)
+        return result
+
+
+class Calls:
+    """A ``call`` action that records every run: the event it ran for and the count it saw."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, int]] = []
+
+    def __call__(self, context: dict[str, Any], event: Event) -> None:
+        self.seen.append((event.id, context["count"]))
+
+
+@pytest.fixture
+def calls(registry: DefinitionRegistry) -> Calls:
+    """Registers ``counted``: the counter whose ``inc`` also calls Python (so it runs user code)."""
+    recorder = Calls()
+    doc = copy.deepcopy(COUNTER)
+    doc["id"] = "counted"
+    for state in ("idle", "waiting"):
+        doc["states"][state]["on"]["inc"] = {"actions": [{"call": recorder}, INC]}
+    registry.register(doc)
+    return recorder
 
 
 @pytest.fixture
@@ -263,6 +298,22 @@ def sqlite_store(tmp_path: Path) -> Iterator[ExecutionStore]:
         yield store
 
 
+def test_only_a_definition_with_python_in_its_guards_or_actions_runs_user_code(
+        registry: DefinitionRegistry, calls: Calls) -> None:
+    assert not registry.get("counter").tables.runs_user_code  # assign, send, timers
+    assert registry.get("counted").tables.runs_user_code
+    guarded = copy.deepcopy(COUNTER)
+    guarded["states"]["idle"]["on"]["stop"] = {"target": "done", "guard": {"not": lambda ctx, ev: True}}
+    assert load_definition(guarded).tables.runs_user_code
+    on_exit = copy.deepcopy(COUNTER)
+    on_exit["states"]["waiting"]["exit"] = ["tests.runtime.test_worker:start_event"]
+    assert load_definition(on_exit).tables.runs_user_code
+    task = {"id": "t", "initial": "a", "states": {
+        "a": {"invoke": {"task": {"python": "tests.runtime.test_worker:start_event"}}, "on_done": "b"},
+        "b": {"type": "final"}}}
+    assert not load_definition(task).tables.runs_user_code  # a task is recorded, and run outside the step
+
+
 def test_a_kept_execution_takes_its_next_events_without_a_read(
         sqlite_store: ExecutionStore, registry: DefinitionRegistry, clock: ManualClock) -> None:
     store = CountingStore(sqlite_store)
@@ -271,64 +322,143 @@ def test_a_kept_execution_takes_its_next_events_without_a_read(
     for i in range(5):
         assert w.handle("c1", ev("inc", f"i{i}")) == "applied"
     assert store.reads == 1  # the start's dedupe check; every inc committed on the kept copy
+    assert store.version_reads == []  # the counter runs no Python: nothing to protect from a stale copy
     exe = sqlite_store.load("c1")
     assert exe is not None and exe.context["count"] == 5 and exe.version == 6
     assert w.committed("c1") == exe
 
 
+@pytest.mark.parametrize("definition", ["counter", "counted"])
 def test_a_redelivered_event_on_a_kept_execution_is_still_a_duplicate(
-        sqlite_store: ExecutionStore, registry: DefinitionRegistry, clock: ManualClock) -> None:
+        sqlite_store: ExecutionStore, registry: DefinitionRegistry, clock: ManualClock, calls: Calls,
+        definition: str) -> None:
     w = Worker(sqlite_store, registry, clock, keep_committed=8)
-    w.handle("c1", start_event("c1"))
+    w.handle("c1", start_event("c1", definition))
     w.handle("c1", ev("inc", "i1"))
     w.handle("c1", ev("inc", "i2"))
-    assert w.handle("c1", ev("inc", "i1")) == HandleResult.DUPLICATE  # the commit refused it; reread
-    assert w.handle("c1", start_event("c1")) == HandleResult.DUPLICATE
+    assert w.handle("c1", ev("inc", "i1")) == HandleResult.DUPLICATE  # the read (or the commit) says so
+    assert w.handle("c1", start_event("c1", definition)) == HandleResult.DUPLICATE
     exe = sqlite_store.load("c1")
     assert exe is not None and exe.context["count"] == 2 and exe.version == 3
     assert w.handle("c1", ev("inc", "i3")) == "applied"  # and the worker goes on from the right state
     exe = sqlite_store.load("c1")
     assert exe is not None and exe.context["count"] == 3
+    if definition == "counted":  # the redelivery was found before any step: the call ran once per event
+        assert [eid for eid, _ in calls.seen] == ["i1", "i2", "i3"]
 
 
-@pytest.mark.parametrize("exclusive", [False, True], ids=["default", "exclusive"])
+@pytest.mark.parametrize(("exclusive", "definition", "stale_conflicts"), [
+    (False, "counted", (1, 0)),  # the version read finds the stale copy before it is stepped
+    (False, "counter", (0, 1)),  # no Python to protect: stepped unchecked, the commit refuses it
+    (True, "counted", (0, 1)),  # an exclusive worker trusts every kept copy
+], ids=["default-calls", "default-declarative", "exclusive"])
 def test_a_kept_copy_another_writer_moved_on_is_reloaded_and_the_result_is_serial(
-        sqlite_store: ExecutionStore, registry: DefinitionRegistry, clock: ManualClock, exclusive: bool) -> None:
+        sqlite_store: ExecutionStore, registry: DefinitionRegistry, clock: ManualClock, calls: Calls,
+        exclusive: bool, definition: str, stale_conflicts: tuple[int, int]) -> None:
     mine = Worker(sqlite_store, registry, clock, keep_committed=8, exclusive=exclusive)
     other = Worker(sqlite_store, registry, clock, keep_committed=0)
-    mine.handle("c1", start_event("c1"))
+    mine.handle("c1", start_event("c1", definition))
     mine.handle("c1", ev("inc", "i1"))
     other.handle("c1", ev("inc", "i2"))  # mine's kept copy is now one version behind
     other.handle("c1", ev("wait", "w"))
     assert mine.handle("c1", ev("inc", "i3")) == "applied"
-    # By default the stale copy is found before it is stepped (no step, no action on it, no lost commit);
-    # an exclusive worker trusts it, steps it, and only its commit's compare-and-swap refuses it.
-    assert (mine.stale, mine.conflicts) == ((0, 1) if exclusive else (1, 0))
+    assert (mine.stale, mine.conflicts) == stale_conflicts
     exe = sqlite_store.load("c1")  # on the stale copy it would be count 2 in idle
     assert exe is not None and exe.context["count"] == 3 and exe.active_path == "waiting"
     assert sqlite_store.is_processed("c1", "i3")
+    if definition == "counted":  # by default the call never ran on the stale copy; exclusive: it did
+        stale_run = [("i3", 1)] if exclusive else []
+        assert calls.seen == [("i1", 0), ("i2", 1), *stale_run, ("i3", 2)]
 
 
-def test_kept_copies_are_the_default_and_each_costs_one_version_read_instead_of_a_load(
-        sqlite_store: ExecutionStore, registry: DefinitionRegistry, clock: ManualClock) -> None:
+def test_kept_copies_are_the_default_and_cost_one_version_read_only_where_python_runs(
+        sqlite_store: ExecutionStore, registry: DefinitionRegistry, clock: ManualClock, calls: Calls) -> None:
     store = CountingStore(sqlite_store)
-    checks: list[str] = []
-    real = sqlite_store.version_for_event  # type: ignore[attr-defined]
-
-    def version_for_event(execution_id: str, event_id: str) -> tuple[int | None, bool]:
-        checks.append(event_id)
-        result: tuple[int | None, bool] = real(execution_id, event_id)
-        return result
-
-    store.version_for_event = version_for_event  # type: ignore[attr-defined]
     w = Worker(store, registry, clock)  # type: ignore[arg-type]
     assert w.keep_committed == DEFAULT_KEEP and not w.exclusive
-    w.handle("c1", start_event("c1"))
+    w.handle("plain", start_event("plain"))
+    w.handle("py", start_event("py", "counted"))
     for i in range(3):
-        w.handle("c1", ev("inc", f"i{i}"))
-    assert store.reads == 1 and checks == ["i0", "i1", "i2"]
-    assert w.handle("c1", ev("inc", "i1")) == HandleResult.DUPLICATE  # the version read says it was applied
-    assert checks[-1] == "i1" and store.reads == 1
+        w.handle("plain", ev("inc", f"p{i}"))
+        w.handle("py", ev("inc", f"i{i}"))
+    assert store.reads == 2 and store.version_reads == ["i0", "i1", "i2"]
+    assert w.handle("py", ev("inc", "i1")) == HandleResult.DUPLICATE  # the version read says it was applied
+    assert store.version_reads[-1] == "i1" and store.reads == 2
+    assert w.handle("plain", ev("inc", "p1")) == HandleResult.DUPLICATE  # the commit refused it; then a load
+    assert store.reads == 3 and len(store.version_reads) == 4
+    assert [eid for eid, _ in calls.seen] == ["i0", "i1", "i2"]
+
+
+def test_an_error_met_on_an_unchecked_stale_copy_is_not_raised_the_stored_state_decides(
+        sqlite_store: ExecutionStore, registry: DefinitionRegistry, clock: ManualClock,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(control, "MAX_HELD", 1)
+    mine = Worker(sqlite_store, registry, clock)
+    other = Worker(sqlite_store, registry, clock, keep_committed=0)
+    mine.handle("c1", start_event("c1"))
+    mine.handle("c1", Event(id="s", name=SUSPEND))
+    assert mine.handle("c1", ev("inc", "i1")) == HandleResult.HELD  # mine keeps it suspended, holding one
+    assert other.handle("c1", Event(id="r", name=RESUME)) == "applied"  # the held inc applies
+    with pytest.raises(control.ControlError, match="holds"):  # what the stale copy alone would say
+        control.hold(detached_copy(mine.committed("c1")), ev("inc", "i2"))  # type: ignore[arg-type]
+    assert mine.handle("c1", ev("inc", "i2")) == "applied"  # the stored state: running, so it applies
+    exe = sqlite_store.load("c1")
+    assert exe is not None and (exe.status, exe.context["count"]) == ("running", 2)
+    assert mine.stale == 1
+
+
+def test_a_kept_copy_of_an_execution_migrated_meanwhile_is_stepped_on_its_new_version(
+        sqlite_store: ExecutionStore, registry: DefinitionRegistry, clock: ManualClock) -> None:
+    v1 = registry.get("counter")
+    doc = copy.deepcopy(COUNTER)
+    doc["states"]["idle"]["on"]["inc"] = {"actions": [{"assign": {"count": {"add": ["$context.count", 10]}}}]}
+    v2 = load_definition(doc)
+    registry.add_version(v2)
+    w = Worker(sqlite_store, registry, clock)
+    w.handle("c1", start_event("c1"))
+    w.handle("c1", ev("inc", "i1"))
+    assert migrate_execution(sqlite_store, "c1", definition_version(v1), v1, v2, {}, clock) is not None
+    assert w.handle("c1", ev("inc", "i2")) == "applied"  # the kept v1 copy's commit is refused: v2 steps
+    exe = sqlite_store.load("c1")
+    assert exe is not None and exe.context["count"] == 11 and exe.definition_version == definition_version(v2)
+    assert w.conflicts == 1
+
+
+@pytest.fixture(params=[pytest.param(n, marks=BACKENDS[n].marks) for n in ("sqlite", "postgres")])
+def checking_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ExecutionStore]:
+    """A fresh store of each backend whose commit checks the event (the workers keep copies there)."""
+    with open_backend(BACKENDS[request.param], BackendRequest(tmp_path, unique=f"h{uuid.uuid4().hex[:16]}")) as s:
+        yield s
+
+
+TURNS = "AABABBBAABABAAABBBAB"
+"""Which of two workers takes each next event of one execution: runs of both lengths, so kept copies are
+by turns current and stale."""
+
+
+@pytest.mark.parametrize("definition", ["counter", "counted"])
+def test_two_workers_taking_turns_on_one_execution_apply_every_event_once(
+        checking_store: ExecutionStore, registry: DefinitionRegistry, clock: ManualClock, calls: Calls,
+        definition: str) -> None:
+    stores = {name: CountingStore(checking_store) for name in "AB"}
+    workers = {name: Worker(store, registry, clock) for name, store in stores.items()}  # type: ignore[arg-type]
+    assert all(w.keep_committed for w in workers.values())
+    workers["A"].handle("c1", start_event("c1", definition))
+    events = [f"e{i}" for i in range(len(TURNS))]
+    for eid, turn in zip(events, TURNS, strict=True):
+        assert workers[turn].handle("c1", ev("inc", eid)) == "applied"
+    for w in workers.values():  # a redelivery, to the worker that applied it and to the other
+        assert w.handle("c1", ev("inc", events[-1])) == HandleResult.DUPLICATE
+    exe = checking_store.load("c1")
+    assert exe is not None and exe.context["count"] == len(events) and exe.version == len(events) + 1
+    assert all(checking_store.is_processed("c1", eid) for eid in events)
+    version_reads = sum(len(s.version_reads) for s in stores.values())
+    conflicts = sum(w.conflicts for w in workers.values())
+    if definition == "counter":  # declarative: never a version read; a stale copy lost its commit instead
+        assert version_reads == 0 and conflicts > 0
+    else:  # Python runs: every kept copy is checked first, the call ran once per event, in serial order
+        assert version_reads > 0 and conflicts == 0
+        assert calls.seen == [(eid, n) for n, eid in enumerate(events)]
 
 
 def test_keep_committed_is_ignored_on_a_store_whose_commit_cannot_check_the_event(
