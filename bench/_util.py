@@ -11,14 +11,18 @@ from __future__ import annotations
 
 import datetime
 import gc
+import json
 import os
 import platform
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
+from pathlib import Path
 from typing import Any
 
 Runner = Callable[[], float]
@@ -134,3 +138,22 @@ def machine_info() -> dict[str, str]:
         except metadata.PackageNotFoundError:
             info[pkg] = "not installed"
     return info
+
+
+def measure_with_package(code: str, module: str, call: str) -> dict[str, Any]:
+    """``bench.<module>.<call>`` (a JSON-returning measurement) in a subprocess whose ``durastate`` is the
+    package in the checkout ``code``: the before half of a before/after, with this bench driving both."""
+    package = Path(code).resolve() / "durastate"
+    if not (package / "__init__.py").is_file():
+        raise FileNotFoundError(f"no durastate package in {code}")
+    with tempfile.TemporaryDirectory() as shim:
+        os.symlink(package, Path(shim) / "durastate")
+        root = Path(__file__).resolve().parent.parent
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([shim, str(root)])}
+        script = f"import json, sys; from bench import {module} as d; json.dump(d.{call}, sys.stdout)"
+        proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True,
+                              check=False, cwd=shim)
+    if proc.returncode != 0:
+        raise RuntimeError(f"the baseline run failed:\n{proc.stderr[-3000:]}")
+    result: dict[str, Any] = json.loads(proc.stdout)
+    return result

@@ -38,9 +38,7 @@ import contextlib
 import inspect
 import json
 import os
-import subprocess
 import sys
-import tempfile
 import time
 import uuid
 from dataclasses import astuple
@@ -48,6 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from bench._meter import Meter, Tally
+from bench._util import measure_with_package
 
 DEFS = Path(__file__).parent / "defs"
 REGION = "us-east-1"
@@ -366,23 +365,8 @@ def measure(n: int = 10) -> dict[str, Any]:
 
 
 def _measure_elsewhere(code: str, n: int) -> dict[str, Any]:
-    """:func:`measure` in a subprocess whose ``durastate`` is the package in ``code`` (this driver, that
-    code). Only ``durastate`` comes from there: the bench itself is this one."""
-    package = Path(code).resolve() / "durastate"
-    if not (package / "__init__.py").is_file():
-        raise FileNotFoundError(f"no durastate package in {code}")
-    with tempfile.TemporaryDirectory() as shim:
-        os.symlink(package, Path(shim) / "durastate")
-        root = Path(__file__).resolve().parent.parent
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join([shim, str(root)])}
-        script = ("import json, sys; from bench import dynamo_cost as d; "
-                  f"json.dump(d.measure({int(n)}), sys.stdout)")
-        proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True,
-                              check=False, cwd=shim)
-    if proc.returncode != 0:
-        raise RuntimeError(f"the baseline run failed:\n{proc.stderr[-3000:]}")
-    result: dict[str, Any] = json.loads(proc.stdout)
-    return result
+    """:func:`measure` with the ``durastate`` package of the checkout ``code`` (this driver, that code)."""
+    return measure_with_package(code, "dynamo_cost", f"measure({int(n)})")
 
 
 def run(n: int = 10, baseline: str | None = None) -> dict[str, Any]:

@@ -40,9 +40,7 @@ import contextlib
 import json
 import math
 import os
-import subprocess
 import sys
-import tempfile
 import time
 import urllib.request
 import uuid
@@ -52,6 +50,7 @@ from pathlib import Path
 from typing import Any
 
 from bench._meter import Meter, Tally
+from bench._util import measure_with_package
 from bench.dynamo_cost import DEFS, LAMBDA_MEMORY_GB, PRICES, STEADY, WARMUP
 from durastate.store.dynamodb import limits
 
@@ -328,23 +327,10 @@ def measure_local(scale: float = 1.0, template: str | None = None, warmup: int =
 
 
 def _measure_elsewhere(code: str, scale: float, template: Path, warmup: int) -> dict[str, Any]:
-    """:func:`measure_local` in a subprocess whose ``durastate`` is the package in ``code`` (the same stack
+    """:func:`measure_local` with the ``durastate`` package of the checkout ``code`` (the same stack
     template and handlers, that package's runtime and store)."""
-    package = Path(code).resolve() / "durastate"
-    if not (package / "__init__.py").is_file():
-        raise FileNotFoundError(f"no durastate package in {code}")
-    with tempfile.TemporaryDirectory() as shim:
-        os.symlink(package, Path(shim) / "durastate")
-        root = Path(__file__).resolve().parent.parent
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join([shim, str(root)])}
-        script = ("import json, sys; from bench import dynamo_cost_local as d; "
-                  f"json.dump(d.measure_local({float(scale)!r}, {str(template)!r}, {int(warmup)}), sys.stdout)")
-        proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True,
-                              check=False, cwd=shim)
-    if proc.returncode != 0:
-        raise RuntimeError(f"the baseline run failed:\n{proc.stderr[-3000:]}")
-    result: dict[str, Any] = json.loads(proc.stdout)
-    return result
+    return measure_with_package(code, "dynamo_cost_local",
+                                f"measure_local({float(scale)!r}, {str(template)!r}, {int(warmup)})")
 
 
 def run_local(scale: float = 1.0, baseline: str | None = None, template: str | None = None,
