@@ -5,7 +5,8 @@
     python -m bench --only engine,stores --out /tmp/results
 
 ``--only`` re-runs some sections and keeps the others' last results (from ``results.pickle`` in the
-output folder), so one section can be re-measured after a change; each section records its command.
+output folder, or the committed ``results.json`` on a fresh clone), so one section can be re-measured
+after a change; each section records its command.
 
 A section that cannot run (no PostgreSQL reachable, say) is reported as skipped with the reason; the
 others still run.
@@ -111,11 +112,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", default=",".join(SECTIONS), help=f"comma-separated subset of {SECTIONS}")
     ap.add_argument("--out", default=str(Path(__file__).parent / "results"), help="output folder")
     ap.add_argument("--render", action="store_true",
-                    help="only rewrite the report and plots from the last results (results.pickle)")
+                    help="only rewrite the report and plots from the last results (results.pickle, else results.json)")
     args = ap.parse_args(argv)
     if args.render:
         out = Path(args.out)
-        results = pickle.loads((out / "results.pickle").read_bytes())
+        results = _previous(out)
         commands = sorted(set((results.get("_commands") or {}).values()))
         _write(out, results, results["_info"], commands[0].split("  (")[0] if commands else "python -m bench")
         return 0
@@ -136,8 +137,8 @@ def main(argv: list[str] | None = None) -> int:
     stamp = f"{command}  ({info['date (UTC)']} UTC)"
     results["_commands"] = {k: stamp for k in results if not k.startswith("_")}
     saved = out / "results.pickle"
-    if set(only) != set(SECTIONS) and saved.exists():
-        previous = pickle.loads(saved.read_bytes())
+    if set(only) != set(SECTIONS) and (saved.exists() or (out / "results.json").exists()):
+        previous = _previous(out)
         for key, value in previous.items():
             if key not in results:
                 results[key] = value
@@ -150,6 +151,16 @@ def main(argv: list[str] | None = None) -> int:
     print(text)
     print(f"\n[bench] wrote {out / 'README.md'} in {results['_total_seconds']:.0f}s", file=sys.stderr)
     return 0
+
+
+def _previous(out: Path) -> dict[str, Any]:
+    """The last results: the pickle this machine wrote, else the committed ``results.json`` (a fresh clone)."""
+    saved = out / "results.pickle"
+    if saved.exists():
+        loaded: dict[str, Any] = pickle.loads(saved.read_bytes())
+        return loaded
+    restored: dict[str, Any] = report.from_jsonable(json.loads((out / "results.json").read_text(encoding="utf-8")))
+    return restored
 
 
 def _write(out: Path, results: dict[str, Any], info: dict[str, str], command: str) -> str:

@@ -24,6 +24,22 @@ def jsonable(x: Any) -> Any:
     return x
 
 
+_SERIES_KEYS = {"median", "min", "max", "rates"}
+
+
+def from_jsonable(x: Any, name: str = "") -> Any:
+    """The inverse of :func:`jsonable` as far as the report needs: every series back to a :class:`Series`
+    and integer keys back to integers (tuples stay lists, which the report indexes alike), so a fresh
+    clone, which has ``results.json`` but not the pickle, can re-run one section and keep the others."""
+    if isinstance(x, dict):
+        if set(x) == _SERIES_KEYS and isinstance(x["rates"], list):
+            return Series(name, [float(r) for r in x["rates"]])
+        return {(int(k) if k.isdigit() else k): from_jsonable(v, k) for k, v in x.items()}  # ints were keys
+    if isinstance(x, list):
+        return [from_jsonable(v) for v in x]
+    return x
+
+
 def _ok(flag: bool | None) -> str:
     return "n/a" if flag is None else ("**met**" if flag else "**not met**")
 
