@@ -42,6 +42,9 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     outcomes, failed = rt.fire_timers(records)
     names = {"applied": "TimersApplied", "duplicate": "Duplicates", "ignored": "EventsIgnored",
              "dead-lettered": "DeadLettered"}
+    # Always one metric: an invocation whose messages all went back to the sweeper (or had nothing to
+    # apply) would otherwise publish none, and Powertools warns about it on every such invocation.
+    metrics.add_metric(name="TimerMessages", unit=MetricUnit.Count, value=len(records))
     for outcome, count in outcomes.items():
         metrics.add_metric(name=names[outcome], unit=MetricUnit.Count, value=count)
     if failed:
