@@ -6,8 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from bench._util import Series
-from bench.report import from_jsonable, jsonable
+from bench.report import Series, from_jsonable, jsonable
 
 RESULTS = Path(__file__).resolve().parents[2] / "bench" / "results" / "results.json"
 
