@@ -9,7 +9,14 @@ from typing import Any
 
 from bench._util import Series, fmt_rate, fmt_series, table
 from bench.queue_path import report_md as queue_md
-from bench.stores import DURASTATE_BEFORE, DURASTATE_KEEP, DURASTATE_SERVE, PG_DURASTATE_BEFORE, PG_DURASTATE_KEEP
+from bench.stores import (
+    DURASTATE_BEFORE,
+    DURASTATE_KEEP,
+    DURASTATE_SERVE,
+    PG_DURASTATE_BEFORE,
+    PG_DURASTATE_KEEP,
+    PG_DURASTATE_ROWS,
+)
 
 
 def jsonable(x: Any) -> Any:
@@ -217,7 +224,10 @@ def _before_after(c: dict[str, Any], before: str, label: str) -> str:
             f"{fmt_series(c['series'][before])} events/s = {_pct(c['ratio_before'])} of raw; now (the default "
             f"worker: kept copies, checked by a version read only where a definition calls Python — the "
             f"chart calls none) {fmt_series(c['series'][default])} = "
-            f"{_pct(c['ratio'])}.")
+            f"{_pct(c['ratio'])}."
+            + (f" A mark row per event instead of the recent ids in the row (`recent_events=0`, the PostgreSQL "
+               f"default before): {fmt_series(c['series'][PG_DURASTATE_ROWS])} = {_pct(c['ratio_rows'])}."
+               if PG_DURASTATE_ROWS in c["series"] and "ratio_rows" in c else ""))
 
 
 def _row_layout_targets_sqlite(res: dict[str, Any], targets: list[list[str]]) -> None:

@@ -40,14 +40,16 @@ DURASTATE_SERVE = "durastate serve (rounds of 32, one transaction each)"
 PG_DURASTATE, PG_DURASTATE_KEEP = "durastate PostgresStore", "durastate PostgresStore, keep_committed"
 DURASTATE_BEFORE = "durastate SqliteStore, before (read first, a mark row per event)"
 PG_DURASTATE_BEFORE = "durastate PostgresStore, before (read first, a mark row per event)"
-PG_DURASTATE_ROW = "durastate PostgresStore, recent ids in the row (recent_events=16)"
 """The worker as it was before the recent ids moved into the row and kept copies became the default —
 ``keep_committed=0`` on a store with ``recent_events=0`` — measured in the same run as the rows above.
 The default rows (``DURASTATE``, ``PG_DURASTATE``) are ``Worker``'s defaults: kept copies, each checked
 with one version read before stepping; the "keep_committed" rows are ``exclusive=True`` (no such read)."""
+PG_DURASTATE_ROWS = "durastate PostgresStore, a mark row per event (recent_events=0)"
+"""Today's worker on a PostgreSQL store that writes a ``processed_events`` row per event, the store's
+default before the recent ids moved into the row there too."""
 MODES = {"default": {}, "exclusive": {"keep_committed": KEEP, "exclusive": True},
          "before": {"keep_committed": 0}, "default, trace off": {"trace": False},
-         "default, marks as rows": {}, "default, recent ids in the row": {}}
+         "default, marks as rows": {}}
 """Worker options of each way of running it (``before`` and ``marks as rows`` also open their store with
 ``recent_events=0``: a ``processed_events`` row per event)."""
 
@@ -56,7 +58,7 @@ def _recent(mode: str) -> dict[str, int]:
     """The store's ``recent_events`` for ``mode`` (nothing: the store's default)."""
     if mode in ("before", "default, marks as rows"):
         return {"recent_events": 0}
-    return {"recent_events": 16} if mode == "default, recent ids in the row" else {}
+    return {}
 
 
 def _registry() -> Any:
@@ -368,7 +370,7 @@ def run_postgres(n1: int = 300, n8: int = 150, repeats: int = 5, many: int = 8,
             PG_DURASTATE: _pg_runner("durastate", conns, n, size),
             PG_DURASTATE_KEEP: _pg_runner("durastate-exclusive", conns, n, size),
             PG_DURASTATE_BEFORE: _pg_runner("durastate-before", conns, n, size),
-            PG_DURASTATE_ROW: _pg_runner("durastate-default, recent ids in the row", conns, n, size),
+            PG_DURASTATE_ROWS: _pg_runner("durastate-default, marks as rows", conns, n, size),
             "raw UPDATE+commit": _pg_runner("raw", conns, n, size),
             "raw UPDATE, autocommit": _pg_runner("raw-autocommit", conns, n, size),
         }
@@ -377,7 +379,7 @@ def run_postgres(n1: int = 300, n8: int = 150, repeats: int = 5, many: int = 8,
                       "ratio": paired_ratio(series[PG_DURASTATE], series["raw UPDATE+commit"]),
                       "ratio_keep": paired_ratio(series[PG_DURASTATE_KEEP], series["raw UPDATE+commit"]),
                       "ratio_before": paired_ratio(series[PG_DURASTATE_BEFORE], series["raw UPDATE+commit"]),
-                      "ratio_row": paired_ratio(series[PG_DURASTATE_ROW], series["raw UPDATE+commit"]),
+                      "ratio_rows": paired_ratio(series[PG_DURASTATE_ROWS], series["raw UPDATE+commit"]),
                       "ratio_autocommit": paired_ratio(series["durastate PostgresStore"],
                                                        series["raw UPDATE, autocommit"])}
     for _ in range(repeats):  # the trace-off deployment's WAL (not timed: the trace ring is what it saves)
@@ -394,7 +396,7 @@ def run_postgres(n1: int = 300, n8: int = 150, repeats: int = 5, many: int = 8,
 
 
 def pg_wal_breakdown(n: int = 400, modes: tuple[str, ...] = (
-        "raw", "before", "default", "default, trace off", "default, recent ids in the row")) -> dict[str, Any]:
+        "raw", "before", "default", "default, trace off", "default, marks as rows")) -> dict[str, Any]:
     """Where each event's WAL goes on PostgreSQL, per worker mode: ``pg_walinspect`` over the records of
     ``n`` events, attributed to the relation each record touches (the execution row, a dedupe mark, the
     trace ring, their indexes) and the commit records; bytes per event.

@@ -470,8 +470,9 @@ def purge_query(
 
 RECENT_EVENTS = 16
 """How many applied event ids an execution row keeps in ``rids`` before they spill to ``processed_events``
-(:func:`next_recent`): the SQLite store's default, where it saves a WAL page per event (the PostgreSQL store
-defaults to 0, see ``PG_RECENT_EVENTS``); 0 writes every mark to ``processed_events`` in its commit."""
+(:func:`next_recent`): the SQL stores' default — on SQLite it saves a WAL page per event, on PostgreSQL a
+statement and an index entry (see ``PG_RECENT_EVENTS``); 0 writes every mark to ``processed_events`` in its
+commit."""
 
 RIDS_SEPARATOR = "\n"
 """Between the ids in ``rids``: a control character, which :func:`~durastate.engine.values.check_event_id`

@@ -101,19 +101,23 @@ _KNOWN_MAX = 4096
 """Rows whose state a store remembers (:class:`_RowState`), the most recently used."""
 
 
-def _update_sql(full: bool, how: str) -> str:
+def _update_sql(full: bool, how: str, unmarked: bool = False) -> str:
     """A commit's ``UPDATE``: every listing column (``full``) or all but the indexed ones; the trace tail
-    kept, appended to or set; guarded by the version and ``tnext`` it builds on (``IS``: either may be NULL)."""
+    kept, appended to or set; guarded by the version and ``tnext`` it builds on (``IS``: either may be NULL)
+    and, ``unmarked``, by the event having no mark in ``processed_events`` (two more params: id, event) —
+    a blind commit's dedupe check folded into its write, one statement fewer per event."""
     sets = ["data = ?", "version = ?"] + (["status = ?"] if full else []) + ["active_path = ?", "outcome = ?"]
     sets += (["ended_at = ?", "expires_at = ?"] if full else []) + ["rids = ?"]
     if how == "append":
         sets += ["tsteps = tsteps || char(10) || ?", "tnext = ?"]
     elif how == "set":
         sets += ["tsteps = ?", "tnext = ?"]
-    return f"UPDATE executions SET {', '.join(sets)} WHERE id = ? AND version = ? AND tnext IS ?"
+    guard = f" AND NOT {_MARK}" if unmarked else ""
+    return f"UPDATE executions SET {', '.join(sets)} WHERE id = ? AND version = ? AND tnext IS ?{guard}"
 
 
-_UPDATES = {(full, how): _update_sql(full, how) for full in (False, True) for how in ("keep", "append", "set")}
+_UPDATES = {(full, how, unmarked): _update_sql(full, how, unmarked)
+            for full in (False, True) for how in ("keep", "append", "set") for unmarked in (False, True)}
 
 
 @dataclass(slots=True)
@@ -372,9 +376,15 @@ class SqliteStore:
                 state, tail, read = _RowState.of(row, self.db.generation, None), row[8], True
             else:
                 read = False
-            if check_event and event_id is not None and state.checked != event_id and (
-                    _sql.applied(event_id, state.rids, False) or self._marked(cur, exe.id, event_id)):
-                raise EventAlreadyProcessed(exe.id, event_id, old)  # a redelivery, met by a blind commit
+            unmarked = False  # the UPDATE itself checks the event's mark (a blind commit of a remembered row)
+            if check_event and event_id is not None and state.checked != event_id:
+                if _sql.applied(event_id, state.rids, False):
+                    raise EventAlreadyProcessed(exe.id, event_id, old)  # a redelivery, met by a blind commit
+                if read:
+                    if self._marked(cur, exe.id, event_id):
+                        raise EventAlreadyProcessed(exe.id, event_id, old)
+                else:
+                    unmarked = True
             rids, spilled = _sql.next_recent(state.rids, event_id, self.recent_events)
             ended = ended_index_value(exe)
             # The status column is indexed: name it (and its retention columns) only when they changed.
@@ -403,13 +413,15 @@ class SqliteStore:
                 tnext = idx + 1
                 params.append(tnext)
             params += [exe.id, old, state.tnext]
-            cur.execute(_UPDATES[full, how], params)
+            if unmarked:
+                params += [exe.id, event_id]
+            cur.execute(_UPDATES[full, how, unmarked], params)
             if cur.rowcount == 1:
                 return (_RowState(new, exe.status, ended, exe.expires_at, rids, tnext, tfirst, tchars, None,
                                   self.db.generation), spilled, moved)
             if read:
                 raise self._conflict(cur, exe.id, old)
-            state = None  # what was remembered is not the row any more: read it
+            state = None  # what was remembered is not the row any more, or the event is marked: read it
 
     def _move_tail(self, cur: sqlite3.Cursor, execution_id: str, steps: list[tuple[int, str]],
                    tnext: int | None) -> None:
