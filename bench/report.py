@@ -396,6 +396,10 @@ def dynamo_local_md(res: dict[str, Any] | None, targets: list[list[str]]) -> str
                         "stack, measured Lambda)", _ok(d["total"] <= 1.5),
                         f"${d['total']:.2f}/M (DynamoDB ${d['dynamodb']:.2f}, SQS ${d['sqs']:.2f}, Lambda "
                         f"${d['lambda']:.2f} for {steady['lambda']['billed_ms']:.1f} ms billed a transition)"])
+    emit = paths.get("with emits (+ relay)")
+    if emit is not None:  # one emitted event per transition on this path
+        targets.append(["Emit path ≤ 6 DynamoDB requests per emitted event (low traffic; local stack)",
+                        _ok(emit["all"]["requests"] <= 6), f"{emit['all']['requests']:.3g} requests"])
     for label in LOCAL_TIMER_PATHS:
         t = paths.get(label)
         if t is not None:  # the timer's own cost: the spills of recent ids that fell in its events are apart
@@ -598,7 +602,7 @@ def plots(out: Path, results: dict[str, Any]) -> list[str]:
 
 
 # -- the page ---------------------------------------------------------------------------------------------
-SUPERSEDED_BY_LOCAL = ("DynamoDB state-only", "All-in ≤ $1.5", "Timer arm + fire")
+SUPERSEDED_BY_LOCAL = ("DynamoDB state-only", "All-in ≤ $1.5", "Timer arm + fire", "Emit path")
 """In-process DynamoDB targets that the local stack's measurement decides when it is in the results."""
 
 
