@@ -289,10 +289,11 @@ class AwsRuntime:
         SQS delays in whole seconds and the hop was delayed by the whole seconds left, so a hop arrives up
         to a second early: wait out that fraction, so that no timer fires early. A hop that arrives earlier
         still (a clock that moves faster than real time) goes back with the delay left. A body that is
-        not a timeout in the wire format is dropped with a warning (only durastate sends here).
-        Returns the outcomes and the ids of the records that failed for now (SQS redelivers them).
+        not a timeout in the wire format is dropped with a warning (only durastate sends here). A schedule
+        record's tick (a system id) starts what is due through :meth:`Sweeper.fire_schedule`, which hops the
+        next tick. Returns the outcomes and the ids of the records that failed for now (SQS redelivers them).
         """
-        hops: list[tuple[float, str, str]] = []
+        hops: list[tuple[float, str, str, Envelope]] = []
         for message_id, body in records:
             try:
                 env = parse_envelope(body)
@@ -307,15 +308,19 @@ class AwsRuntime:
                 if self.timer_hops is not None:
                     self.timer_hops.send([(env.target_id, env.event)], self.clock())
                 continue
-            hops.append((fire_at, message_id, body))
+            hops.append((fire_at, message_id, body, env))
         counts: dict[Outcome, int] = {}
         failed: list[str] = []
-        for fire_at, message_id, body in sorted(hops):
+        for fire_at, message_id, body, env in sorted(hops, key=lambda h: h[:2]):
             wait = fire_at - self.clock()
             if wait > 0:
                 sleep(wait)
             try:
-                outcome = self.process(body, message_id=message_id)
+                if is_system_id(env.target_id):  # a schedule's tick: start what is due, hop the next one
+                    self.sweeper.fire_schedule(env.target_id, str(env.event.data.get("path")), fire_at)
+                    outcome: Outcome = "applied"
+                else:
+                    outcome = self.process(body, message_id=message_id)
             except Exception:
                 log.warning("timeout of hop %s not applied; SQS redelivers it", message_id, exc_info=True)
                 failed.append(message_id)

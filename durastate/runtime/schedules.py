@@ -45,6 +45,7 @@ from durastate.store.base import ExecutionStore
 
 __all__ = [
     "TICK_TIMER",
+    "FiredTick",
     "ScheduleState",
     "SyncReport",
     "fire_schedule_timer",
@@ -261,16 +262,32 @@ def sync_schedules(store: ExecutionStore, specs: Mapping[str, ScheduleSpec], now
     return report
 
 
-def fire_schedule_timer(store: ExecutionStore, record_id: str, now: float) -> str | None:
-    """The sweeper found the timer of schedule record ``record_id`` due at ``now``: start what is due.
+@dataclass(frozen=True, slots=True)
+class FiredTick:
+    """What firing a schedule record's timer did (:func:`fire_schedule_timer`)."""
 
-    Returns the id of the execution started, if one was. A timer of a paused or removed schedule (or a
-    stale one) only ends up cancelled or re-armed. See the module docstring for why a tick starts once.
+    started: str | None
+    """The execution it started, if it started one."""
+    next_tick: float | None
+    """When the record's timer is armed next (``None``: not armed — paused, removed, no tick left). A
+    caller that can deliver a timer ahead of time (the timer hop on AWS) hands this one over at once."""
+    moved: bool
+    """Whether this call committed the record (a tick handled, the timer re-armed); ``False`` for a tick
+    some earlier call handled already, whose next timer that call armed (and hopped)."""
+
+
+def fire_schedule_timer(store: ExecutionStore, record_id: str, now: float) -> FiredTick:
+    """The timer of schedule record ``record_id`` was found due at ``now`` (by a sweep, or delivered by
+    the timer hop): start what is due and arm the next tick, in one commit of the record.
+
+    A timer of a paused or removed schedule (or a stale one: the tick was fired already) only ends up
+    cancelled or re-armed, so firing one twice starts nothing twice. See the module docstring for why a
+    tick starts once.
     """
     name = schedule_name(record_id)
     if name is None:
         log.warning("timer of system record %s is not a schedule's; dropping it", record_id)
-        return None
+        return FiredTick(None, None, False)
     started: list[str] = []
 
     def change(exe: Execution) -> tuple[list[Emit], list[TimerOp]] | None:
@@ -285,7 +302,7 @@ def fire_schedule_timer(store: ExecutionStore, record_id: str, now: float) -> st
         last_tick = float(ctx.get("last_tick") or now)
         plan = plan_ticks(spec, last_tick, now)
         if plan.latest is None:  # nothing due (a stale timer, another sweeper was first): arm the next tick
-            return [], _arm(exe, plan.next_tick)
+            return None if exe.timers.get(TICK_TIMER) == plan.next_tick else ([], _arm(exe, plan.next_tick))
         emits: list[Emit] = []
         run = plan.run
         if plan.missed or run is None:
@@ -304,12 +321,19 @@ def fire_schedule_timer(store: ExecutionStore, record_id: str, now: float) -> st
         ctx["last_tick"] = plan.latest
         return emits, _arm(exe, plan.next_tick)
 
+    moved = [False]
+
+    def tracked(exe: Execution) -> tuple[list[Emit], list[TimerOp]] | None:
+        result = change(exe)
+        moved[0] = result is not None  # the last attempt's (a lost CAS calls it again on a fresh load)
+        return result
+
     try:
-        _update(store, name, change, now)
+        record = _update(store, name, tracked, now)
     except UnknownSchedule:
         log.warning("timer of schedule %s, whose record is gone; dropping it", name)
-        return None
-    return started[0] if started else None
+        return FiredTick(None, None, False)
+    return FiredTick(started[0] if started else None, record.timers.get(TICK_TIMER), moved[0])
 
 
 def _still_running(store: ExecutionStore, ctx: Mapping[str, Any], now: float) -> bool:

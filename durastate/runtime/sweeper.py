@@ -19,6 +19,12 @@ container is new — is still in the timers table when it is due: a timer overdu
 is fired directly, as without hops. A timer hopped twice (the first run of a container hops everything
 in range; a timer armed between two runs near the horizon edge is hopped by both) fires once in effect:
 the timeout's id is deterministic.
+
+A schedule's tick takes the hop too: the sweeper hops the record's timer like any other, the timers
+function fires it when due (:meth:`Sweeper.fire_schedule`), and whoever fires a tick hops the next one
+at once when it falls within the horizon — so a `rate: 30s` schedule ticks every 30 seconds on AWS, not
+once a sweep. A tick's timer that was not hopped (armed by a command between two sweeps) is fired by the
+next sweep as soon as it is due; firing a tick twice starts nothing twice (the record's ``last_tick``).
 """
 
 from __future__ import annotations
@@ -32,7 +38,7 @@ from durastate.engine import timeout_event_id
 from durastate.engine.ids import is_system_id
 from durastate.engine.model import TIMEOUT, Event
 from durastate.runtime.clock import Clock
-from durastate.runtime.schedules import fire_schedule_timer
+from durastate.runtime.schedules import TICK_TIMER, FiredTick, fire_schedule_timer
 from durastate.store.base import ExecutionStore
 from durastate.transport.base import Transport
 
@@ -106,8 +112,10 @@ class Sweeper:
         if horizon > now:
             later = self.store.due_timers(horizon, since=max(floor, now))
             in_range += [t for t in later if t[2] > now]
+        # A schedule's tick that is due already is fired here and now (its hop may never have been sent).
         overdue = [t for t in in_range if t[2] <= now - self.grace or (is_system_id(t[0]) and t[2] <= now)]
-        to_hop = [t for t in in_range if not is_system_id(t[0]) and t[2] > floor][: max(0, limit)]
+        to_hop = [t for t in in_range if t[2] > floor and not (is_system_id(t[0]) and t[2] <= now)
+                  ][: max(0, limit)]
         if to_hop:
             self.hopped = hops.send([(eid, timeout_event(eid, path, fire_at)) for eid, path, fire_at in to_hop], now)
         # A hop that failed is fired by a later run once overdue; a run cut short by ``limit`` resumes after
@@ -120,12 +128,12 @@ class Sweeper:
         failed = 0
         for eid, path, fire_at in [t for t in due if is_system_id(t[0])]:
             try:
-                fire_schedule_timer(self.store, eid, self.clock())
+                fired = fire_schedule_timer(self.store, eid, self.clock())
             except Exception:  # the timer stays armed and is tried again; the timeouts below still fire
                 log.exception("schedule timer of %s failed; it stays armed and is retried by the next sweep", eid)
                 failed += 1
                 continue
-            self.store.delete_timer(eid, path, fire_at)  # guarded: the timer it re-armed survives
+            self._after_tick(eid, path, fire_at, fired)
         timeouts = [t for t in due if not is_system_id(t[0])]
         for i in range(0, len(timeouts), self.batch_size):
             chunk = timeouts[i : i + self.batch_size]
@@ -134,3 +142,15 @@ class Sweeper:
             for eid, path, fire_at in chunk:
                 self.store.delete_timer(eid, path, fire_at)
         return len(due) - failed  # a failed schedule timer is not work done (an idle loop must not spin on it)
+
+    def fire_schedule(self, record_id: str, path: str, fire_at: float) -> None:
+        """Fire a schedule record's due timer (found by a sweep, or delivered by its hop): start what is
+        due, delete the timer (guarded: the one the commit re-armed survives), and hop the next tick at once
+        when it falls within the horizon, so that it too fires on time rather than at a sweep."""
+        self._after_tick(record_id, path, fire_at, fire_schedule_timer(self.store, record_id, self.clock()))
+
+    def _after_tick(self, record_id: str, path: str, fire_at: float, fired: FiredTick) -> None:
+        self.store.delete_timer(record_id, path, fire_at)  # guarded: the timer the commit re-armed survives
+        now, nxt = self.clock(), fired.next_tick
+        if self.hops is not None and fired.moved and nxt is not None and nxt <= now + HOP_HORIZON:
+            self.hopped += self.hops.send([(record_id, timeout_event(record_id, TICK_TIMER, nxt))], now)

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from durastate.devstack import LocalStack
+from durastate.engine.schedules import tick_execution_id
 from durastate.runtime.sweeper import timeout_event
 from durastate.store.dynamodb.sync import DynamoDBStore
 from durastate.transport.wire import dump_envelope
@@ -188,5 +189,28 @@ def test_the_trace_on_records_every_step(cloud_assembly: Path, definitions: Path
             steps: list[dict[str, Any]] = DynamoDBStore(stack.client("dynamodb"), prefix="durastate").read_trace(
                 "traced")
             assert [s["event"] for s in steps] == ["durastate.start", "durastate.timeout"]
+        finally:
+            reset(stack)
+
+
+def test_a_schedule_ticks_on_time_through_the_hop_not_once_a_sweep(cloud_assembly: Path, definitions: Path,
+                                                                    clock: FakeClock) -> None:
+    """A `rate: 30s` schedule starts an execution at each tick, 30 s apart, within the sweeper's minute:
+    the first sweep hops the first tick, and each fired tick hops the next one."""
+    (definitions / "schedules.yaml").write_text(
+        "schedules:\n  pulse: {definition: timer, rate: 30s, context: {delay: 86400}}\n")
+    t0 = clock.now  # a whole multiple of 30 s: the ticks fall on t0 + 30 n
+    with open_stack(cloud_assembly, definitions, clock) as stack:
+        try:
+            settle(stack)
+            clock.advance(60)  # the sweeper's first run: it stores the schedule and hops its first tick, +90
+            settle(stack)
+            assert [e for e in fired(stack) if e.startswith("pulse")] == []
+            expected = []
+            for n in (3, 4, 5):
+                clock.advance(30)  # the ticks at +90 and +150 fall between the sweeper's runs (+60, +120, +180)
+                settle(stack)
+                expected.append(tick_execution_id("pulse", t0 + 30 * n))
+                assert sorted(e for e in fired(stack) if e.startswith("pulse")) == sorted(expected), n
         finally:
             reset(stack)

@@ -145,3 +145,31 @@ def test_a_later_run_reads_the_window_after_what_it_hopped_and_every_overdue_tim
     assert sweeper.run_once() == 1
     [(target, _)] = transport.messages()
     assert target == "a"
+
+
+def test_a_schedule_tick_is_hopped_and_each_fired_tick_hops_the_next(clock: ManualClock) -> None:
+    """A `rate: 30s` schedule on a sweeper with hops: the sweep hops the first tick instead of waiting to
+    fire it; firing a tick (as the timers function does when its hop arrives) starts its execution and
+    hops the next tick; firing the same tick again starts nothing and hops nothing."""
+    from durastate.engine.schedules import ScheduleSpec, schedule_record_id, tick_execution_id
+    from durastate.runtime.schedules import TICK_TIMER, sync_schedules
+
+    store, transport, hops = DictStore(), InMemoryTransport(), Hops()
+    t0 = clock()
+    first = (t0 // 30 + 1) * 30  # a rate's ticks fall on whole multiples of it
+    sync_schedules(store, {"pulse": ScheduleSpec.model_validate({"definition": "counter", "rate": "30s"})}, t0)
+    record = schedule_record_id("pulse")
+    sweeper = Sweeper(store, transport, clock, hops=hops)
+    assert sweeper.run_once() == 1
+    assert [(t, e.data["fire_at"]) for t, e, _ in hops.sent] == [(record, first)]
+    assert store.pending_outbox() == []  # hopped, not fired
+
+    clock.advance(first - t0)
+    sweeper.fire_schedule(record, TICK_TIMER, first)  # the hop arrived
+    started = [e.target_id for e in store.pending_outbox()]
+    assert started == [tick_execution_id("pulse", first)]
+    assert [(t, e.data["fire_at"]) for t, e, _ in hops.sent[1:]] == [(record, first + 30)]
+    assert [t[2] for t in store.due_timers(t0 + 3600)] == [first + 30]  # the fired tick's timer is gone
+
+    sweeper.fire_schedule(record, TICK_TIMER, first)  # delivered twice
+    assert [e.target_id for e in store.pending_outbox()] == started and len(hops.sent) == 2
