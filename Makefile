@@ -54,7 +54,7 @@ unit: $(FULL_STAMP) $(NODE_STAMP)
 	PATH="$(CURDIR)/node_modules/.bin:$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) -m pytest -q $(PYTEST_ARGS)
 
 ## bench: run the benchmarks and write bench/results/
-bench: $(FULL_STAMP)
+bench: $(FULL_STAMP) $(NODE_STAMP)
 	$(PY) -m bench.harel_peer  # the peer engine's own virtualenv (version pinned there)
 	$(PY) -m bench
 
