@@ -70,12 +70,12 @@ _OUTCOME_METRIC = {"applied": "EventsApplied", "duplicate": "Duplicates", "ignor
 
 
 _batch: dict[str, int] = {}
-"""The current batch's outcome counts, for its one INFO line."""
+"""The current batch's outcome counts: its one INFO line, and one value per metric for the batch (an EMF
+line carries one number per metric, not one per record)."""
 
 
 def _count(name: str, value: int = 1) -> None:
     if value:
-        metrics.add_metric(name=name, unit=MetricUnit.Count, value=value)
         _batch[name] = _batch.get(name, 0) + value
 
 
@@ -132,5 +132,7 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     _batch.clear()
     response = dict(process_partial_response(event=event, record_handler=record_handler, processor=processor,
                                              context=context))
+    for name, value in _batch.items():
+        metrics.add_metric(name=name, unit=MetricUnit.Count, value=value)
     logger.info("batch done", extra={"records": len(event.get("Records") or []), **_batch})
     return response
