@@ -103,6 +103,11 @@ def serve(
              "definition calls Python (SQLite, PostgreSQL). Still exactly-once if it is not, but steps "
              "(and their Python calls) then run twice on stale copies.")
     ] = False,
+    trace: Annotated[bool, typer.Option(
+        "--trace/--no-trace",
+        help="Commit a trace step with every event (the default). --no-trace records one only for a step "
+             "that fails (as on AWS): fewer writes per event, and `durastate trace` shows only failures.")
+    ] = True,
     retention: Annotated[float | None, typer.Option(
         "--retention", metavar="DURATION", parser=parse_duration_option,
         help="Purge executions that ended longer ago than this (30d, 12h, ...), a bounded batch at a time "
@@ -121,7 +126,7 @@ def serve(
                     "(outbox, spawns, due timers)")
     runtime = LocalRuntime(sess.store, sess.registry, transport, clock, batch_size=batch,
                            sink=_PrintSink(quiet), lease_seconds=lease,
-                           keep_committed=EXCLUSIVE_KEEP, exclusive=exclusive,
+                           keep_committed=EXCLUSIVE_KEEP, exclusive=exclusive, trace=trace,
                            on_dead_letter=lambda letter: _print_dead_letter(sess, letter),
                            retention=Retention(sess.store, retention, clock) if retention is not None else None)
     if exclusive and not runtime.worker.keep_committed:

@@ -188,7 +188,7 @@ class LocalRuntime:
                  retry_backoff: Backoff | None = None,
                  rand: Callable[[], float] = random.random,
                  dead_letter_box: DeadLetterBox | None = None, retention: Retention | None = None,
-                 tasks: TaskRunner | None = None) -> None:
+                 tasks: TaskRunner | None = None, trace: bool = True) -> None:
         self.store = store
         self.retention = retention
         """Purges old ended executions between rounds (``serve --retention``), when set."""
@@ -207,7 +207,10 @@ class LocalRuntime:
         self.lease_seconds = lease_seconds
         # keep_committed (default: Worker's DEFAULT_KEEP) and exclusive (trust kept copies unread): see Worker.
         self.worker = Worker(store, registry, clock, max_conflict_retries, copy_on_load=copy_on_load,
-                             keep_committed=keep_committed, exclusive=exclusive)
+                             keep_committed=keep_committed, exclusive=exclusive, trace=trace)
+        # ``trace=False`` is the deployment choice AWS makes by default: no trace step with each commit, except
+        # for a step that failed (``Worker.trace_failures``), so ``show``/``trace`` can still say what happened.
+        self.worker.trace_failures = not trace
         self.relay = Relay(store, registry, self.transport, sink, clock, tasks=tasks)
         self.sweeper = Sweeper(store, self.transport, clock)
         if dead_letter_box is None:

@@ -275,3 +275,22 @@ def test_follow_json_is_one_step_a_line_and_ctrl_c_stops_it(durastate_proc: Call
         assert follower.proc.wait(timeout=WAIT) == 0
     finally:
         follower.stop()
+
+
+def test_serve_no_trace_records_only_the_step_that_failed(cli: Callable[..., Outcome], env: Env) -> None:
+    """`serve --no-trace` is the trace-on-failure deployment (AWS's default): healthy steps commit no trace
+    step, and a step that fails still records one, with its error, for `trace` and `show`."""
+    (env.definitions / "boom.yaml").write_text(
+        "id: boom\ninitial: idle\ncontext: {n: 0}\nstates:\n  idle:\n    on:\n"
+        "      inc: {actions: [{assign: {n: {add: [\"$context.n\", 1]}}}]}\n"
+        "      boom: {actions: [{assign: {n: {div: [\"$context.n\", 0]}}}]}\n")
+    ok(cli("start", "boom", "--id", "b1"))
+    ok(cli("send", "b1", "inc", "--id", "e-inc"))
+    ok(cli("serve", "--until-idle", "-q", "--no-trace"))
+    assert steps_of(cli, "b1") == []
+    ok(cli("send", "b1", "boom", "--id", "e-boom"))
+    ok(cli("serve", "--until-idle", "-q", "--no-trace"))
+    [failed] = steps_of(cli, "b1")
+    assert (failed["event_id"], failed["status"]) == ("e-boom", "failed")
+    assert "ZeroDivisionError" in failed["error"]
+    assert "ZeroDivisionError" in ok(cli("show", "b1")).stdout
