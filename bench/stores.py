@@ -37,6 +37,8 @@ KEEP = 64
 executions, so it commits each next event on the copy it kept, without reading it back."""
 DURASTATE, DURASTATE_KEEP = "durastate SqliteStore", "durastate SqliteStore, keep_committed"
 DURASTATE_SERVE = "durastate serve (rounds of 32, one transaction each)"
+DURASTATE_NOTRACE = "durastate SqliteStore, trace off"
+"""The default worker with ``trace=False`` (``durastate serve --no-trace``): no trace step with a commit."""
 PG_DURASTATE, PG_DURASTATE_KEEP = "durastate PostgresStore", "durastate PostgresStore, keep_committed"
 DURASTATE_BEFORE = "durastate SqliteStore, before (read first, a mark row per event)"
 PG_DURASTATE_BEFORE = "durastate PostgresStore, before (read first, a mark row per event)"
@@ -207,6 +209,7 @@ def run_sqlite(n_normal: int = 3000, n_full: int = 200, repeats: int = 5, warmup
                 DURASTATE_BEFORE: _sqlite_durastate(tmp / f"before-{sync}.db", sync, n, "before"),
                 DURASTATE_KEEP: _sqlite_durastate(tmp / f"keep-{sync}.db", sync, n, "exclusive"),
                 DURASTATE_SERVE: _sqlite_serve(tmp / f"serve-{sync}.db", sync, n),
+                DURASTATE_NOTRACE: _sqlite_durastate(tmp / f"notrace-{sync}.db", sync, n, "default, trace off"),
                 "raw UPDATE loop": _sqlite_raw(tmp / f"raw-{sync}.db", sync, n, size),
             }
             series = interleave(runners, repeats, warmup=warmup)
@@ -220,7 +223,8 @@ def run_sqlite(n_normal: int = 3000, n_full: int = 200, repeats: int = 5, warmup
                          "ratio": paired_ratio(series[DURASTATE], series["raw UPDATE loop"]),
                          "ratio_keep": paired_ratio(series[DURASTATE_KEEP], series["raw UPDATE loop"]),
                          "ratio_before": paired_ratio(series[DURASTATE_BEFORE], series["raw UPDATE loop"]),
-                         "ratio_serve": paired_ratio(series[DURASTATE_SERVE], series["raw UPDATE loop"])}
+                         "ratio_serve": paired_ratio(series[DURASTATE_SERVE], series["raw UPDATE loop"]),
+                         "ratio_notrace": paired_ratio(series[DURASTATE_NOTRACE], series["raw UPDATE loop"])}
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return out
