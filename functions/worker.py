@@ -20,7 +20,11 @@ Why this shape:
   failure: ``ApproximateReceiveCount`` > 1 — a record that keeps failing is moved to the DLQ by the
   queue's redrive policy after ``maxReceiveCount``); ``Redrives`` (records replayed from the dead-letter
   queue, e.g. ``durastate dead-letters replay``, recognised by their ``durastate.replay_of`` attribute);
-  ``Conflicts`` (commits that lost the compare-and-swap and were retried).
+  ``Conflicts`` (commits that lost the compare-and-swap and were retried). One value per metric per
+  batch. With metrics disabled (``POWERTOOLS_METRICS_DISABLED``, ``POWERTOOLS_DEV``) Powertools skips the
+  flush but keeps what was added, so in a warm container the values would pile up until ``add_metric``
+  prints them anyway at 100 and a later flush warns that it has nothing: every handler starts with
+  ``clear_metrics()`` then.
 * **Logs: a line per batch, failures always.** INFO is one ``batch done`` line per invocation with the
   outcome counts; every failure is a WARNING or an ERROR line of its own, with the record's keys. The
   per-record ``applied`` / ``duplicate`` / ``ignored`` lines are DEBUG, and Powertools' log sampling
@@ -40,6 +44,7 @@ from typing import Any
 from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
 from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.metrics.functions import is_metrics_disabled
 from aws_lambda_powertools.utilities.batch import SqsFifoPartialProcessor, process_partial_response
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
@@ -129,6 +134,8 @@ def _receive_count(record: SQSRecord) -> int:
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     """The Lambda entry point (``worker.handler``) for the SQS event source with ReportBatchItemFailures."""
+    if is_metrics_disabled():  # what a disabled flush kept: see the worker module's docstring
+        metrics.clear_metrics()
     _batch.clear()
     response = dict(process_partial_response(event=event, record_handler=record_handler, processor=processor,
                                              context=context))

@@ -297,3 +297,19 @@ def test_relay_publishes_untargeted_emits_to_the_event_bus(queues: tuple[str, st
         assert (body["source"], body["detail-type"], body["detail"]["data"]) == ("durastate", "shouted", {"n": 1})
     finally:
         stack.close()
+
+
+def test_disabled_metrics_stay_disabled_in_a_warm_container(stack: Stack, capsys: pytest.CaptureFixture[str],
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """With POWERTOOLS_METRICS_DISABLED, Powertools skips each flush but keeps the values; left alone they
+    pile up across invocations until add_metric prints them at 100 (metrics published after all) and a
+    later flush warns it has nothing. Each handler starts empty instead: nothing printed, nothing warned."""
+    import warnings
+
+    monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "true")
+    capsys.readouterr()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # "No application metrics to publish" would fail the test
+        for _ in range(120):  # the sweeper adds three metrics a run: 100 values of each without the reset
+            stack.call_sweeper()
+    assert metrics_out(capsys.readouterr().out) == {}
