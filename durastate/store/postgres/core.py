@@ -110,10 +110,11 @@ PG_RECENT_EVENTS = RECENT_EVENTS
 """The PostgreSQL store's default ``recent_events``: the recent dedupe ids live in the execution row, as
 on SQLite, and spill to ``processed_events`` in one multi-row insert every 16 events. Measured on this
 store (``bench.stores``, same run): 94 → 99 % of a raw UPDATE+commit loop on one connection, 66 → 76 % on
-eight, against a ``processed_events`` row per event (``recent_events=0``), because a commit runs one statement fewer and inserts no index entry; it costs
-WAL instead (``pg_walinspect``: PostgreSQL logs an updated row without the prefix and suffix it shares with
-the old one, and ids that change at the row's end take the JSON's unchanged tail out of that suffix, about
-+136 B an event on chart 1). ``recent_events=0`` keeps the smaller WAL for a deployment that ships it."""
+eight, against a ``processed_events`` row per event (``recent_events=0``), because a commit runs one
+statement fewer and inserts no index entry. It costs WAL instead (``pg_walinspect``: PostgreSQL logs an
+updated row without the prefix and suffix it shares with the old one, and ids that change at the row's
+end take the JSON's unchanged tail out of that suffix, about +136 B an event on chart 1).
+``recent_events=0`` keeps the smaller WAL for a deployment that ships it."""
 
 T = TypeVar("T")
 
