@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -332,16 +333,8 @@ def dynamo_md(res: dict[str, Any] | None, targets: list[list[str]]) -> str:
     )
     before = res.get("before")
     if before:
-        cmp_rows = []
-        for label, p in paths.items():
-            b = before["paths"].get(label)
-            if b is None:
-                continue
-            pa, ba = p["all"], b["all"]
-            cmp_rows.append([label, f"{ba['requests']:.3g} → **{pa['requests']:.3g}**",
-                             f"{ba['wru']:.3g} → **{pa['wru']:.3g}**", f"{ba['rru']:.3g} → **{pa['rru']:.3g}**",
-                             f"${b['dollars_per_million']['total']:.2f} → **${p['dollars_per_million']['total']:.2f}**",
-                             f"{b.get('lambda_ms', 0):.0f} → {p.get('lambda_ms', 0):.0f}"])
+        cmp_rows = _before_after_rows(paths, before["paths"], ("requests", "wru", "rru"),
+                                      lambda p: f"{p.get('lambda_ms', 0):.0f}")
         if idle and before.get("idle"):
             bi = before["idle"]
             cmp_rows.append(["idle floor, DynamoDB requests a minute", f"{bi['requests_per_minute']:.3g} → "
@@ -358,6 +351,22 @@ def dynamo_md(res: dict[str, Any] | None, targets: list[list[str]]) -> str:
 
 
 LOCAL_TIMER_PATHS = ("timer arm + fire, via the hop", "timer arm + fire, via the sweeper")
+
+
+def _before_after_rows(paths: dict[str, Any], before: dict[str, Any], keys: tuple[str, ...],
+                       lambda_ms: Callable[[dict[str, Any]], str]) -> list[list[str]]:
+    """One row per path measured both times: each of ``keys`` (per transition, over all functions), the
+    all-in cost and the Lambda time (as ``lambda_ms`` formats it), before → after. The two DynamoDB cost
+    drivers (in process, local stack) share it; they differ in the columns they have."""
+    rows = []
+    for label, p in paths.items():
+        b = before.get(label)
+        if b is None:
+            continue
+        rows.append([label, *(f"{b['all'][k]:.3g} → **{p['all'][k]:.3g}**" for k in keys),
+                     f"${b['dollars_per_million']['total']:.2f} → **${p['dollars_per_million']['total']:.2f}**",
+                     f"{lambda_ms(b)} → {lambda_ms(p)}"])
+    return rows
 
 
 def dynamo_local_md(res: dict[str, Any] | None, targets: list[list[str]]) -> str:
@@ -429,17 +438,8 @@ def dynamo_local_md(res: dict[str, Any] | None, targets: list[list[str]]) -> str
         "their spills fall on different rounds). Numbers are per transition.\n\n" + table(headers, rows_of(res)))
     before = res.get("before")
     if before:
-        cmp_rows = []
-        for label, p in paths.items():
-            b = before["paths"].get(label)
-            if b is None:
-                continue
-            pa, ba = p["all"], b["all"]
-            cmp_rows.append([label, f"{ba['requests']:.3g} → **{pa['requests']:.3g}**",
-                             f"{ba['wru']:.3g} → **{pa['wru']:.3g}**", f"{ba['rru']:.3g} → **{pa['rru']:.3g}**",
-                             f"{ba['sqs']:.3g} → **{pa['sqs']:.3g}**",
-                             f"${b['dollars_per_million']['total']:.2f} → **${p['dollars_per_million']['total']:.2f}**",
-                             f"{b['lambda']['billed_ms']:.1f} → {p['lambda']['billed_ms']:.1f}"])
+        cmp_rows = _before_after_rows(paths, before["paths"], ("requests", "wru", "rru", "sqs"),
+                                      lambda p: f"{p['lambda']['billed_ms']:.1f}")
         text += (f"\n\nBefore → after on the local stack, in the same run by the same driver (the older package: "
                  f"`{res.get('baseline', '?')}`):\n\n"
                  + table(["path (per transition)", "DynamoDB requests", "WRU", "RRU", "SQS requests", "$/M all-in",
