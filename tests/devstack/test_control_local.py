@@ -11,7 +11,6 @@ the worker did with each event.
 from __future__ import annotations
 
 import json
-import urllib.request
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -25,7 +24,7 @@ from durastate.errors import StoreThrottled
 from durastate.store.base import ExecutionStore
 from durastate.store.dynamodb.sync import DynamoDBStore
 
-from .helpers import FakeClock, drain_queue, send, start
+from .helpers import FakeClock, drain_queue, reset_moto, send, settle, start
 
 pytestmark = pytest.mark.slow
 
@@ -37,9 +36,7 @@ def stack(cloud_assembly: Path) -> Iterator[LocalStack]:
     with LocalStack(cloud_assembly / "DurastateStack.template.json", port=0, clock=FakeClock(), retry_delay=0,
                     environment=ENVIRONMENT) as st:
         yield st
-        # moto keeps one state per process, whatever server serves it: leave no execution to later tests.
-        urllib.request.urlopen(urllib.request.Request(f"{st.endpoint_url}/moto-api/reset", method="POST"),
-                               timeout=30).close()
+        reset_moto(st)
 
 
 @pytest.fixture()
@@ -51,11 +48,6 @@ def store_url(stack: LocalStack) -> str:
 def store(stack: LocalStack) -> DynamoDBStore:
     """A reader of the stack's tables, apart from the worker's store."""
     return DynamoDBStore(stack.client("dynamodb"), prefix="durastate")
-
-
-def settle(stack: LocalStack) -> None:
-    stack.run_until_idle(max_steps=500)
-    assert stack.settled()
 
 
 def cli(capsys: pytest.CaptureFixture[str], *argv: str) -> str:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,12 +19,11 @@ import pytest
 from durastate.cli import run
 from durastate.devstack import LocalStack
 
-from .helpers import FakeClock, executions, send, start
+from .helpers import QUIET, FakeClock, executions, reset_moto, send, settle, start
 
 pytestmark = pytest.mark.slow
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
-QUIET = {"POWERTOOLS_LOG_LEVEL": "WARNING", "POWERTOOLS_METRICS_DISABLED": "true"}
 
 
 @pytest.fixture()
@@ -41,14 +39,7 @@ def stack(cloud_assembly: Path, deployed: Path) -> Iterator[LocalStack]:
     with LocalStack(cloud_assembly / "DurastateStack.template.json", port=0, clock=FakeClock(), retry_delay=0,
                     environment=QUIET, definitions_dir=deployed) as st:
         yield st
-        # moto keeps one state per process, whatever server serves it: leave no execution to later tests.
-        urllib.request.urlopen(urllib.request.Request(f"{st.endpoint_url}/moto-api/reset", method="POST"),
-                               timeout=30).close()
-
-
-def settle(stack: LocalStack) -> None:
-    stack.run_until_idle(max_steps=500)
-    assert stack.settled()
+        reset_moto(st)
 
 
 def listed(stack: LocalStack, capsys: pytest.CaptureFixture[str]) -> list[dict[str, object]]:

@@ -12,11 +12,9 @@ import pytest
 
 from durastate.devstack import LocalStack
 
-from .helpers import FakeClock, executions, send, start
+from .helpers import QUIET, FakeClock, executions, send, start
 
 pytestmark = pytest.mark.slow
-
-QUIET = {"POWERTOOLS_LOG_LEVEL": "WARNING", "POWERTOOLS_METRICS_DISABLED": "true"}
 
 
 @pytest.fixture()

@@ -5,7 +5,6 @@ boto3 ``send_message``, state in DynamoDB, the XState ``after`` delay a durable 
 
 from __future__ import annotations
 
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,11 +13,9 @@ import pytest
 from durastate.devstack import LocalStack
 
 from ..importers.charts import LIGHT_XSTATE, TURNSTILE_SCXML, UPLOAD_SCXML
-from .helpers import FakeClock, executions, send, start
+from .helpers import QUIET, FakeClock, executions, reset_moto, send, settle, start
 
 pytestmark = pytest.mark.slow
-
-QUIET = {"POWERTOOLS_LOG_LEVEL": "WARNING", "POWERTOOLS_METRICS_DISABLED": "true"}
 
 
 @pytest.fixture()
@@ -41,14 +38,7 @@ def stack(cloud_assembly: Path, deployed: Path, clock: FakeClock) -> Iterator[Lo
     with LocalStack(cloud_assembly / "DurastateStack.template.json", port=0, clock=clock, retry_delay=0,
                     environment=QUIET, definitions_dir=deployed) as st:
         yield st
-        # moto keeps one state per process, whatever server serves it: leave no execution to later tests.
-        urllib.request.urlopen(urllib.request.Request(f"{st.endpoint_url}/moto-api/reset", method="POST"),
-                               timeout=30).close()
-
-
-def settle(stack: LocalStack) -> None:
-    stack.run_until_idle(max_steps=500)
-    assert stack.settled()
+        reset_moto(st)
 
 
 def test_an_scxml_chart_runs_to_its_final_state(stack: LocalStack) -> None:

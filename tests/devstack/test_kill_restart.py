@@ -23,11 +23,10 @@ import pytest
 
 from durastate.devstack import LocalStack
 
-from .helpers import count, drain_queue, executions, send, start
+from .helpers import QUIET, count, drain_queue, executions, send, start
 
 pytestmark = pytest.mark.slow
 
-QUIET = {"POWERTOOLS_LOG_LEVEL": "WARNING", "POWERTOOLS_METRICS_DISABLED": "true"}
 ORDERS = [f"k{i}" for i in range(8)]
 TIMEOUT = 180.0
 

@@ -10,7 +10,6 @@ answer to the SQS FIFO queue (deduplicated by its event id), and the worker Lamb
 
 from __future__ import annotations
 
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,7 +20,7 @@ from durastate.devstack import LocalStack
 from durastate.engine.ids import task_id
 from durastate.store.dynamodb.sync import DynamoDBStore
 
-from .helpers import FakeClock, start
+from .helpers import QUIET, FakeClock, reset_moto, start
 
 pytestmark = pytest.mark.slow
 
@@ -52,11 +51,10 @@ def stack(cloud_assembly: Path, tmp_path: Path) -> Iterator[LocalStack]:
     (tmp_path / "charge.yaml").write_text(CHART)
     with LocalStack(cloud_assembly / "DurastateStack.template.json", port=0, clock=FakeClock(), retry_delay=0,
                     definitions_dir=tmp_path, task_functions={"charge-card": charge_card},
-                    environment={"POWERTOOLS_LOG_LEVEL": "WARNING", "POWERTOOLS_METRICS_DISABLED": "true"}
+                    environment=QUIET
                     ) as st:
         yield st
-        urllib.request.urlopen(urllib.request.Request(f"{st.endpoint_url}/moto-api/reset", method="POST"),
-                               timeout=30).close()
+        reset_moto(st)
 
 
 def test_the_relay_runs_a_lambda_task_and_the_worker_routes_its_answer(stack: LocalStack) -> None:

@@ -12,11 +12,9 @@ import pytest
 
 from durastate.devstack import LocalStack, parse_template
 
-from .helpers import FakeClock, count, drain_queue, executions, send, start
+from .helpers import QUIET, FakeClock, count, drain_queue, executions, send, settle, start
 
 pytestmark = pytest.mark.slow
-
-QUIET = {"POWERTOOLS_LOG_LEVEL": "WARNING", "POWERTOOLS_METRICS_DISABLED": "true"}
 
 
 @pytest.fixture()
@@ -29,11 +27,6 @@ def stack(cloud_assembly: Path, clock: FakeClock) -> Iterator[LocalStack]:
     with LocalStack(cloud_assembly / "DurastateStack.template.json", port=0, clock=clock, retry_delay=0,
                     environment=QUIET) as st:
         yield st
-
-
-def settle(stack: LocalStack) -> None:
-    stack.run_until_idle(max_steps=500)
-    assert stack.settled()
 
 
 def test_resources_come_from_the_template(stack: LocalStack, template_json: dict[str, Any]) -> None:

@@ -8,7 +8,6 @@ minute); a timer due days ahead waits in the timers table until a sweep finds it
 
 from __future__ import annotations
 
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,11 +20,10 @@ from durastate.runtime.sweeper import timeout_event
 from durastate.store.dynamodb.sync import DynamoDBStore
 from durastate.transport.wire import dump_envelope
 
-from .helpers import FakeClock, executions, send, start
+from .helpers import QUIET, FakeClock, executions, reset_moto, send, start
 
 pytestmark = pytest.mark.slow
 
-QUIET = {"POWERTOOLS_LOG_LEVEL": "WARNING", "POWERTOOLS_METRICS_DISABLED": "true"}
 
 DEFINITION = """\
 id: timer
@@ -57,12 +55,6 @@ def open_stack(cloud_assembly: Path, definitions: Path, clock: FakeClock, **env:
                       definitions_dir=definitions, environment={**QUIET, **env})
 
 
-def reset(stack: LocalStack) -> None:
-    """moto keeps one state per process, whatever server serves it: leave nothing to later tests."""
-    urllib.request.urlopen(urllib.request.Request(f"{stack.endpoint_url}/moto-api/reset", method="POST"),
-                           timeout=30).close()
-
-
 @pytest.fixture()
 def clock() -> FakeClock:
     return FakeClock()
@@ -72,7 +64,7 @@ def clock() -> FakeClock:
 def stack(cloud_assembly: Path, definitions: Path, clock: FakeClock) -> Iterator[LocalStack]:
     with open_stack(cloud_assembly, definitions, clock) as st:
         yield st
-        reset(st)
+        reset_moto(st)
 
 
 def settle(stack: LocalStack) -> None:
@@ -134,7 +126,7 @@ def test_without_the_hop_the_sweeper_fires_timers_on_its_schedule(cloud_assembly
             settle(stack)
             assert fired(stack) == {"slow": 1}
         finally:
-            reset(stack)
+            reset_moto(stack)
 
 
 def test_a_hop_lost_after_the_commit_is_fired_by_the_sweeper(stack: LocalStack, clock: FakeClock) -> None:
@@ -190,7 +182,7 @@ def test_the_trace_on_records_every_step(cloud_assembly: Path, definitions: Path
                 "traced")
             assert [s["event"] for s in steps] == ["durastate.start", "durastate.timeout"]
         finally:
-            reset(stack)
+            reset_moto(stack)
 
 
 def test_a_schedule_ticks_on_time_through_the_hop_not_once_a_sweep(cloud_assembly: Path, definitions: Path,
@@ -213,4 +205,4 @@ def test_a_schedule_ticks_on_time_through_the_hop_not_once_a_sweep(cloud_assembl
                 expected.append(tick_execution_id("pulse", t0 + 30 * n))
                 assert sorted(e for e in fired(stack) if e.startswith("pulse")) == sorted(expected), n
         finally:
-            reset(stack)
+            reset_moto(stack)
