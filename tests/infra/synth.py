@@ -58,6 +58,12 @@ def synth_once(tmp_root: Path) -> Path:
     return out
 
 
+def synth_stderr(tmp_root: Path) -> str:
+    """What ``cdk synth`` printed on its standard error (synthesizing first if no test did yet)."""
+    synth_once(tmp_root)
+    return str(_result["stderr"])
+
+
 def template(out: Path) -> dict[str, Any]:
     data: dict[str, Any] = json.loads((out / f"{STACK}.template.json").read_text())
     return data
