@@ -313,3 +313,13 @@ def test_disabled_metrics_stay_disabled_in_a_warm_container(stack: Stack, capsys
         for _ in range(120):  # the sweeper adds three metrics a run: 100 values of each without the reset
             stack.call_sweeper()
     assert metrics_out(capsys.readouterr().out) == {}
+
+
+def test_a_batch_publishes_one_value_per_metric(stack: Stack, capsys: pytest.CaptureFixture[str]) -> None:
+    """The worker sums each outcome over its batch: one EMF value per metric, not one per record."""
+    start(stack, "A", "B", "C")
+    SqsTransport(stack.sqs, stack.queue_url).send([(t, Event(id=f"{t}-inc", name="inc")) for t in "ABC"])
+    capsys.readouterr()
+    assert stack.call_worker(lambda_event(receive_batch(stack), stack))["batchItemFailures"] == []
+    [doc] = [json.loads(line) for line in capsys.readouterr().out.splitlines() if '"_aws"' in line]
+    assert doc["EventsApplied"] in (3.0, [3.0])
