@@ -60,7 +60,7 @@ bench: $(FULL_STAMP) $(NODE_STAMP)
 
 ## layer: build the Lambda layer (engine + runtime deps for the Lambda platform), cached under layers/build
 layer: $(FULL_STAMP)
-	$(PY) layers/build_layer.py
+	$(PY) -m durastate.cdk.layer
 
 ## synth: synthesize the CDK app (offline)
 synth: $(FULL_STAMP) $(NODE_STAMP)

@@ -25,12 +25,12 @@ from pathlib import Path
 
 os.environ.setdefault("JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION", "1")
 ROOT = Path(__file__).resolve().parent
-sys.path.insert(0, str(ROOT))  # infra/ and layers/ import as top-level packages
+sys.path.insert(0, str(ROOT))  # the checkout's durastate package, as in a user's installed one
 
 import aws_cdk as cdk  # noqa: E402
 from cdk_nag import AwsSolutionsChecks  # noqa: E402
 
-from infra.stack import DurastateStack, architecture, removal_policy  # noqa: E402
+from durastate.cdk.stack import DurastateStack, architecture, removal_policy  # noqa: E402
 
 
 def _context(app: cdk.App, key: str, default: str) -> str:

@@ -8,8 +8,8 @@ runtime-provided boto3. CPU time, not wall time, so that a busy machine does not
 few runs per handler.
 
 ``python -m bench.cold_start [LAYER_PYTHON_DIR FUNCTIONS_DIR]``: without arguments it builds (or reuses)
-the layer for this machine's architecture and Python version with ``layers/build_layer.py`` (byte code
-included, as on Lambda when the build runs on the target's version) and measures ``functions/``.
+the layer for this machine's architecture and Python version with ``durastate.cdk.layer`` (byte code
+included, as on Lambda when the build runs on the target's version) and measures ``durastate/functions/``.
 """
 
 from __future__ import annotations
@@ -47,11 +47,12 @@ def main(argv: list[str]) -> int:
         layer, functions = Path(argv[0]), Path(argv[1])
     else:
         sys.path.insert(0, str(ROOT))
-        from layers.build_layer import build_layer
+        from durastate.cdk.layer import build_layer
 
         arch = {"x86_64": "x86_64", "AMD64": "x86_64", "aarch64": "arm64", "arm64": "arm64"}[platform.machine()]
         version = f"{sys.version_info.major}.{sys.version_info.minor}"
-        layer, functions = build_layer(architecture=arch, python_version=version) / "python", ROOT / "functions"
+        layer = build_layer(architecture=arch, python_version=version) / "python"
+        functions = ROOT / "durastate" / "functions"
     for handler, t in measure(layer, functions).items():
         print(f"{handler:8s} {t['median_ms']:6.0f} ms CPU (min {t['min_ms']:.0f}, max {t['max_ms']:.0f})")
     return 0

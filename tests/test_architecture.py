@@ -28,7 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 #: Folders of Python code in the repository (everything but virtualenvs, node_modules and build outputs).
-SCANNED = ("durastate", "functions", "infra", "layers", "tests", "bench", "examples", "app.py")
+SCANNED = ("durastate", "tests", "bench", "examples", "app.py")
 SKIPPED_PARTS = {"__pycache__", "build", "cdk.out", "node_modules", ".venv"}
 
 # -- the whiteboard ---------------------------------------------------------------------------------------
@@ -53,10 +53,9 @@ LAYER_OF: dict[str, str] = {
     "durastate.ui": "ui",
     "durastate.importers": "importers",
     "durastate.testing": "testing",
-    "functions": "functions",
-    "infra": "infra",
+    "durastate.functions": "functions",
+    "durastate.cdk": "cdk",
     "app": "infra",
-    "layers": "infra",
 }
 
 #: Layer -> the other layers it may import (its own layer always). Tests, benchmarks and examples are users:
@@ -85,7 +84,11 @@ ALLOWED: dict[str, frozenset[str]] = {
     "importers": frozenset({"engine", "errors"}),
     # the conformance kit for store authors: checks over the store protocols; nothing in the package imports it
     "testing": frozenset({"engine", "store", "errors"}),
-    "infra": frozenset(),  # CDK code: nothing of durastate, not even lazily (all of it runs during synth)
+    # the CDK construct, the stack and the layer build: deployment code. Nothing of durastate outside itself,
+    # not even lazily (all of it runs during synth, where durastate's run-time dependencies need not be)
+    "cdk": frozenset(),
+    # the repository's CDK app (app.py): a user of the construct, like anyone's app
+    "infra": frozenset({"cdk"}),
 }
 
 #: From the facade (``durastate/__init__``), modules of the package import only the version: every other name
@@ -125,6 +128,9 @@ IMPORT_TIME_EXTRAS: dict[str, frozenset[str]] = {
     "durastate.runtime.aws": frozenset({"boto3", "botocore"}),
     "durastate.devstack": frozenset({"boto3", "botocore", "moto"}),
     "durastate.ui": frozenset({"starlette", "uvicorn", "jinja2", "markupsafe"}),  # the `ui` extra
+    "durastate.cdk": frozenset({"aws_cdk", "constructs"}),  # the `cdk` extra
+    # the Lambda handlers: Powertools and boto3 (the layer and the Lambda runtime; the `aws` extra)
+    "durastate.functions": frozenset({"aws_lambda_powertools", "boto3", "botocore"}),
 }
 
 #: Known breaches of the private rule, in files this test's owner does not own. Each must go (make the
@@ -232,7 +238,7 @@ def project_modules() -> frozenset[str]:
 
 
 def layer_of(name: str) -> str | None:
-    """The layer of a dotted name (module or module attribute) of durastate/functions/infra, else None."""
+    """The layer of a dotted name (module or module attribute) of durastate or app.py, else None."""
     parts = name.split(".")
     if parts[0] not in {p.split(".")[0] for p in LAYER_OF}:
         return None

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-FUNCTIONS = ROOT / "functions"
+FUNCTIONS = ROOT / "durastate" / "functions"
 REGION = "us-east-1"
 
 

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-PRODUCTION = [ROOT / "durastate" / "runtime", ROOT / "functions"]
+PRODUCTION = [ROOT / "durastate" / "runtime", ROOT / "durastate" / "functions"]
 
 
 def _imports(path: Path) -> set[str]:

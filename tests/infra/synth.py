@@ -20,7 +20,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 STACK = "DurastateStack"
 
-if str(ROOT) not in sys.path:  # infra/ and layers/ import as top-level packages, as in app.py
+if str(ROOT) not in sys.path:  # this checkout's durastate (durastate.cdk), as app.py imports it
     sys.path.insert(0, str(ROOT))
 
 _result: dict[str, Any] = {}

@@ -10,7 +10,7 @@ import pytest
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk.assertions import Template
 
-from infra import DurastateEngine
+from durastate.cdk import DurastateEngine
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -63,7 +63,7 @@ def test_sizing_rates_removal_and_redrive(template: dict[str, Any]) -> None:
 
 
 def test_a_definitions_folder_without_definitions_is_refused(tmp_path: Path) -> None:
-    from infra.construct import definition_files
+    from durastate.cdk.construct import definition_files
 
     (tmp_path / "notes.txt").write_text("no statecharts here")
     with pytest.raises(ValueError, match="holds no"):

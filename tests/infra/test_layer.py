@@ -14,7 +14,7 @@ import pytest
 from packaging.markers import default_environment
 from packaging.requirements import Requirement
 
-from layers.build_layer import (
+from durastate.cdk.layer import (
     DURASTATE_EXCLUDED,
     LAYER_DISTRIBUTIONS,
     RUNTIME_PROVIDED,
@@ -97,7 +97,7 @@ def test_a_layer_for_its_own_python_ships_bytecode_and_the_handlers_import_from_
     assert pycs and all(int.from_bytes(p.read_bytes()[4:8], "little") == 0b01 for p in pycs)  # unchecked hash
     boto3_home = Path(importlib.util.find_spec("boto3").origin).parents[1]  # type: ignore[arg-type,union-attr]
     code = (
-        f"import sys; sys.path[:0] = [{str(built)!r}, {str(ROOT / 'functions')!r}]\n"
+        f"import sys; sys.path[:0] = [{str(built)!r}, {str(ROOT / 'durastate' / 'functions')!r}]\n"
         f"sys.path.append({str(boto3_home)!r})\n"
         "import worker, relay, sweeper, durastate\n"
         "import durastate.store.dynamodb.sync, durastate.transport.sqs, durastate.transport.eventbridge\n"

@@ -11,8 +11,8 @@ import pytest
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk.assertions import Template
 
-from infra import DurastateEngine
-from infra.construct import RETENTION_GRANTS
+from durastate.cdk import DurastateEngine
+from durastate.cdk.construct import RETENTION_GRANTS
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -13,8 +13,8 @@ import pytest
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk.assertions import Template
 
-from infra import DurastateEngine
-from infra.construct import SCHEDULE_GRANTS, has_schedules_file
+from durastate.cdk import DurastateEngine
+from durastate.cdk.construct import SCHEDULE_GRANTS, has_schedules_file
 
 ROOT = Path(__file__).resolve().parents[2]
 

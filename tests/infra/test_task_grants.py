@@ -11,7 +11,7 @@ import pytest
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk.assertions import Template
 
-from infra import DurastateEngine
+from durastate.cdk import DurastateEngine
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from aws_cdk.assertions import Match, Template
 
-from infra.construct import HANDLERS, INDEX_GRANTS, TABLE_GRANTS
-from infra.schema import TABLES, TTL_ATTRIBUTE
+from durastate.cdk.construct import HANDLERS, INDEX_GRANTS, TABLE_GRANTS
+from durastate.cdk.schema import TABLES, TTL_ATTRIBUTE
 
 pytestmark = pytest.mark.slow
 

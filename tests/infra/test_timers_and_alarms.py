@@ -19,8 +19,8 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_sns as sns
 from aws_cdk.assertions import Template
 
-from infra import DurastateEngine
-from infra.construct import DEFAULT_WORKER_MAX_CONCURRENCY
+from durastate.cdk import DurastateEngine
+from durastate.cdk.construct import DEFAULT_WORKER_MAX_CONCURRENCY
 
 from .synth import ROOT, STACK, cdk_cli
 

@@ -3,8 +3,8 @@
 Nothing here imports the ``durastate`` package, so ``cdk synth`` works from a clone with only the CDK libraries.
 """
 
-from infra.construct import DurastateEngine
-from infra.schema import TABLES, TTL_ATTRIBUTE, TableSpec
-from infra.stack import DurastateStack
+from durastate.cdk.construct import DurastateEngine
+from durastate.cdk.schema import TABLES, TTL_ATTRIBUTE, TableSpec
+from durastate.cdk.stack import DurastateStack
 
 __all__ = ["TABLES", "TTL_ATTRIBUTE", "DurastateEngine", "DurastateStack", "TableSpec"]

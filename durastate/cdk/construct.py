@@ -9,8 +9,8 @@ sweeper (a schedule). Each function gets its own role with exactly the table act
 Why ``aws_dynamodb.Table`` and not ``TableV2``: ``TableV2`` compiles to ``AWS::DynamoDB::GlobalTable``,
 which LocalStack cannot deploy; the plain table deploys everywhere.
 
-This module imports nothing from ``durastate``: the table layout comes from :mod:`infra.schema` and the layer is
-built by ``layers/build_layer.py`` as files on disk.
+This module imports nothing of durastate outside :mod:`durastate.cdk`: the table layout comes from
+:mod:`durastate.cdk.schema` and the layer is built by :mod:`durastate.cdk.layer` as files on disk.
 """
 
 from __future__ import annotations
@@ -37,9 +37,10 @@ from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from infra.schema import TABLES, TTL_ATTRIBUTE, TableSpec, table_name
+from durastate.cdk.schema import TABLES, TTL_ATTRIBUTE, TableSpec, table_name
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+FUNCTIONS_DIR = Path(__file__).resolve().parents[1] / "functions"
 
 #: Lambda handler module and function of each of the three functions (``functions/<module>.py``).
 HANDLERS: dict[str, str] = {
@@ -268,7 +269,7 @@ class DurastateEngine(Construct):
         worker_max_concurrency: int | None = DEFAULT_WORKER_MAX_CONCURRENCY,
         worker_reserved_concurrency: int | None = None,
         layer_code: lambda_.Code | None = None,
-        functions_dir: str | Path = PROJECT_ROOT / "functions",
+        functions_dir: str | Path = FUNCTIONS_DIR,
         trace: bool = False,
         processed_ttl: cdk.Duration | None = None,
         trace_ttl: cdk.Duration | None = None,
@@ -343,7 +344,7 @@ class DurastateEngine(Construct):
         # ---- layer + functions --------------------------------------------------------------------------
         arch_name = architecture.name  # "arm64" | "x86_64"
         if layer_code is None:
-            from layers.build_layer import build_layer  # files on disk, not the durastate package
+            from durastate.cdk.layer import build_layer  # files on disk, not the durastate runtime
 
             layer_dir = build_layer(architecture=arch_name, python_version="3.12", build_root=build)
             layer_code = lambda_.Code.from_asset(

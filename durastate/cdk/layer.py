@@ -27,7 +27,7 @@ A second build — a second ``cdk synth``, a test run — reuses them and needs 
 boto3/botocore are deliberately *not* in the layer: the Lambda Python runtime ships them, and bundling
 them would add ~80 MB unzipped for no behaviour ``durastate`` needs from a newer release.
 
-Usage: ``python layers/build_layer.py [--arch arm64|x86_64] [--python 3.12]`` prints the layer directory
+Usage: ``python -m durastate.cdk.layer [--arch arm64|x86_64] [--python 3.12]`` prints the layer directory
 (the folder that contains ``python/``).
 """
 
@@ -71,6 +71,7 @@ LAYER_DISTRIBUTIONS: tuple[str, ...] = (
 DURASTATE_EXCLUDED: tuple[str, ...] = (
     "cli/", "devstack/", "ui/", "render/", "testing/", "db/", "store/postgres/", "store/sqlite/",
     "store/sql.py", "transport/postgres.py", "transport/sqlite.py", "demo.py", "viz.py",
+    "cdk/", "functions/",
 )
 
 #: Distributions the AWS Lambda Python runtime already provides (boto3 and its dependencies).
@@ -80,7 +81,7 @@ RUNTIME_PROVIDED: tuple[str, ...] = ("boto3", "botocore", "s3transfer", "jmespat
 _MACHINE = {"arm64": "aarch64", "x86_64": "x86_64"}
 #: Lambda's Python 3.12+ runtimes run on Amazon Linux 2023 (glibc 2.34): any of these wheels loads there.
 _MANYLINUX = ("manylinux2014", "manylinux_2_28", "manylinux_2_34")
-_PROJECT_ROOT = Path(__file__).resolve().parent.parent
+_PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 
 class LayerBuildError(RuntimeError):
@@ -192,7 +193,7 @@ def _pip(args: Sequence[str]) -> None:
     if proc.returncode != 0:
         raise LayerBuildError(
             "pip failed while building the durastate layer (the first build downloads wheels from PyPI; "
-            "run `python layers/build_layer.py` once while online, later builds reuse layers/build/):\n"
+            "run `python -m durastate.cdk.layer` once while online, later builds reuse layers/build/):\n"
             f"$ {' '.join(cmd)}\n{proc.stderr.strip()[-3000:]}"
         )
 

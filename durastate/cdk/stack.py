@@ -10,7 +10,7 @@ import aws_cdk as cdk
 from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
 
-from infra.construct import DEFAULT_WORKER_MAX_CONCURRENCY, DurastateEngine
+from durastate.cdk.construct import DEFAULT_WORKER_MAX_CONCURRENCY, DurastateEngine
 
 _ARCHITECTURES = {"arm64": lambda_.Architecture.ARM_64, "x86_64": lambda_.Architecture.X86_64}
 _REMOVAL = {"retain": cdk.RemovalPolicy.RETAIN, "destroy": cdk.RemovalPolicy.DESTROY,
