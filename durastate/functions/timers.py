@@ -32,6 +32,11 @@ logger = Logger(service=os.environ.get("POWERTOOLS_SERVICE_NAME") or "durastate-
 metrics = Metrics(namespace=os.environ.get("POWERTOOLS_METRICS_NAMESPACE") or "durastate")
 tracer = Tracer(service=os.environ.get("POWERTOOLS_SERVICE_NAME") or "durastate-timers")
 
+#: The metric each outcome counts in (a timeout for a suspended or retrying execution is held in it).
+OUTCOME_METRICS: dict[aws.Outcome, str] = {
+    "applied": "TimersApplied", "duplicate": "Duplicates", "ignored": "EventsIgnored", "held": "EventsHeld",
+    "dead-lettered": "DeadLettered"}
+
 
 @logger.inject_lambda_context(clear_state=True)
 @tracer.capture_lambda_handler
@@ -43,13 +48,11 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     rt = aws.get_runtime(DEFINITIONS_DIR)
     records = [(str(r.get("messageId") or ""), str(r.get("body") or "")) for r in event.get("Records") or []]
     outcomes, failed = rt.fire_timers(records)
-    names = {"applied": "TimersApplied", "duplicate": "Duplicates", "ignored": "EventsIgnored",
-             "dead-lettered": "DeadLettered"}
     # Always one metric: an invocation whose messages all went back to the sweeper (or had nothing to
     # apply) would otherwise publish none, and Powertools warns about it on every such invocation.
     metrics.add_metric(name="TimerMessages", unit=MetricUnit.Count, value=len(records))
     for outcome, count in outcomes.items():
-        metrics.add_metric(name=names[outcome], unit=MetricUnit.Count, value=count)
+        metrics.add_metric(name=OUTCOME_METRICS[outcome], unit=MetricUnit.Count, value=count)
     if failed:
         metrics.add_metric(name="Failures", unit=MetricUnit.Count, value=len(failed))
     logger.info("timers applied", extra={"received": len(records), "failed": len(failed),

@@ -15,7 +15,8 @@ Why this shape:
   block its group until ``maxReceiveCount``. A transient failure (throttling, a conflict past the retry
   bound) raises, so SQS redelivers the record later, in order.
 * **Metrics** (EMF through Powertools, namespace ``POWERTOOLS_METRICS_NAMESPACE``): ``EventsApplied``,
-  ``Duplicates``, ``EventsIgnored``; ``DeadLettered`` (moved to the DLQ with a reason); ``Failures``
+  ``Duplicates``, ``EventsIgnored``, ``EventsHeld`` (kept in a suspended or retrying execution, applied
+  when it resumes); ``DeadLettered`` (moved to the DLQ with a reason); ``Failures``
   (records handed back for SQS to redeliver) and ``Retries`` (records received again after such a
   failure: ``ApproximateReceiveCount`` > 1 — a record that keeps failing is moved to the DLQ by the
   queue's redrive policy after ``maxReceiveCount``); ``Redrives`` (records replayed from the dead-letter
@@ -70,8 +71,9 @@ processor = SqsFifoPartialProcessor(skip_group_on_error=True)
 processor.raise_on_entire_batch_failure = False
 
 _RECORD_KEYS = ["message_id", "message_group_id", "execution_id", "event_id", "event_name"]
-_OUTCOME_METRIC = {"applied": "EventsApplied", "duplicate": "Duplicates", "ignored": "EventsIgnored",
-                   "dead-lettered": "DeadLettered"}
+OUTCOME_METRICS: dict[aws.Outcome, str] = {
+    "applied": "EventsApplied", "duplicate": "Duplicates", "ignored": "EventsIgnored", "held": "EventsHeld",
+    "dead-lettered": "DeadLettered"}
 
 
 _batch: dict[str, int] = {}
@@ -111,7 +113,7 @@ def record_handler(record: SQSRecord) -> str:
         logger.exception("transient failure; SQS will redeliver")
         raise
     else:
-        _count(_OUTCOME_METRIC[outcome])
+        _count(OUTCOME_METRICS[outcome])
         if outcome == "dead-lettered":
             logger.warning("record can never be applied: moved to the dead-letter queue with its reason")
         else:

@@ -48,7 +48,7 @@ import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, assert_never
 
 from durastate.engine import DefinitionRegistry
 from durastate.engine.ids import is_system_id
@@ -77,6 +77,7 @@ __all__ = [
     "Outcome",
     "build_runtime",
     "get_runtime",
+    "outcome_of",
     "set_runtime",
 ]
 
@@ -89,12 +90,26 @@ MAX_HOP_WAIT = 1.5
 """The longest the timers function waits for a hop to be due (SQS delays in whole seconds); sooner still,
 it goes back to the timers queue."""
 
-Outcome = Literal["applied", "duplicate", "ignored", "dead-lettered"]
+Outcome = Literal["applied", "duplicate", "ignored", "held", "dead-lettered"]
+"""What became of one record. Every one of them is a success for SQS (the record is deleted): ``held`` is
+an event kept in its suspended or retrying execution, applied when it resumes — it is in the store, so
+redelivering the record would only block the execution's FIFO group (a ``resume`` included)."""
 
 
-_OUTCOMES: dict[HandleResult, Outcome] = {
-    HandleResult.APPLIED: "applied", HandleResult.DUPLICATE: "duplicate", HandleResult.IGNORED: "ignored",
-}
+def outcome_of(result: HandleResult) -> Outcome:
+    """The record's outcome for what the worker did; exhaustive (``assert_never``), so a new
+    :class:`HandleResult` is a type error here rather than a record failed after its commit."""
+    match result:
+        case HandleResult.APPLIED:
+            return "applied"
+        case HandleResult.DUPLICATE:
+            return "duplicate"
+        case HandleResult.IGNORED:
+            return "ignored"
+        case HandleResult.HELD:
+            return "held"
+        case _:
+            assert_never(result)
 
 
 class DeadLetterUnavailable(DurastateError):
@@ -241,7 +256,7 @@ class AwsRuntime:
             self.dead_letter(body, exc, message_id=message_id, group_id=group_id, target_id=env.target_id,
                              event=env.event, attempts=attempts)
             return "dead-lettered"
-        return _OUTCOMES[result]
+        return outcome_of(result)
 
     def dead_letter(self, body: str, exc: BaseException, *, message_id: str, group_id: str | None,
                     target_id: str | None = None, event: Event | None = None, attempts: int = 1) -> None:
