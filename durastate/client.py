@@ -72,21 +72,26 @@ class DurastateClient:
         """A client over :class:`~durastate.transport.sqs.SqsTransport` and ``DynamoDBStore`` (boto3, lazily).
 
         ``table_prefix=None`` gives a send-only client. ``endpoint_url`` applies to both services; leave it
-        ``None`` to let botocore read ``AWS_ENDPOINT_URL`` / ``AWS_ENDPOINT_URL_SQS`` / ``…_DYNAMODB``.
-        ``dlq_url`` (the stack's dead-letter queue) lets it list, replay and drop dead letters.
+        ``None`` to let botocore read ``AWS_ENDPOINT_URL`` / ``AWS_ENDPOINT_URL_SQS`` / ``…_DYNAMODB`` (or,
+        when the queue URL is on this machine, to use its server for both). ``dlq_url`` (the stack's
+        dead-letter queue) lets it list, replay and drop dead letters.
+
+        The clients are built as the CLI builds its own (:func:`~durastate.transport.aws_clients.aws_client`):
+        a local endpoint needs no credentials (stand-ins when none are configured); real AWS without any
+        raises :class:`~durastate.transport.aws_clients.AwsSetupError` saying what to set.
         """
+        from durastate.transport.aws_clients import aws_client
         from durastate.transport.sqs import SqsTransport
 
-        transport = SqsTransport.create(queue_url, region=region, endpoint_url=endpoint_url, dlq_url=dlq_url)
+        sqs = aws_client("sqs", url=queue_url, region=region, endpoint_url=endpoint_url,
+                         label=f"SQS queue {queue_url}")
+        transport = SqsTransport(sqs, queue_url, dlq_url=dlq_url)
         store: ExecutionStore | None = None
         if table_prefix is not None:
-            import boto3  # type: ignore[import-untyped]
-            from botocore.config import Config  # type: ignore[import-untyped]
-
             from durastate.store.dynamodb.sync import DynamoDBStore
 
-            ddb = boto3.client("dynamodb", region_name=region, endpoint_url=endpoint_url,
-                               config=Config(retries={"mode": "standard", "max_attempts": 8}))
+            ddb = aws_client("dynamodb", url=queue_url, region=region, endpoint_url=endpoint_url,
+                             label=f"the DynamoDB tables {table_prefix}_*")
             store = DynamoDBStore(ddb, prefix=table_prefix)
         return cls(transport, store, definitions)
 

@@ -26,11 +26,9 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
-import ipaddress
 import os
 from collections.abc import Callable, Iterator
 from typing import Annotated, Any
-from urllib.parse import urlsplit
 
 import typer
 
@@ -38,18 +36,20 @@ from durastate.cli import output
 from durastate.cli.common import parse_json_object
 from durastate.cli.control import control_event
 from durastate.cli.session import UsageError
-from durastate.errors import DurastateError
+from durastate.transport.aws_clients import (
+    LOCAL_CREDENTIALS,
+    SET_CREDENTIALS,
+    AwsSetupError,
+    aws_client,
+    configured_endpoint,
+    is_local,
+    local_origin,
+)
+
+__all__ = ["LOCAL_CREDENTIALS", "SET_CREDENTIALS", "AwsSetupError", "aws_errors", "is_local", "local_origin",
+           "missing_credentials", "queue_client", "register"]
 
 QUEUE_URL_ENV = "DURASTATE_QUEUE_URL"
-LOCAL_CREDENTIALS = {"aws_access_key_id": "test", "aws_secret_access_key": "test"}
-"""What a client of a local endpoint gets when no credentials are configured (moto accepts anything)."""
-SET_CREDENTIALS = ("set AWS_PROFILE, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (any values work for a "
-                   "local endpoint such as `durastate local`)")
-
-
-class AwsSetupError(DurastateError):
-    """The AWS side of a command is not configured (no credentials, no region) or does not answer."""
-
 QueueUrlOption = Annotated[str | None, typer.Option(
     "--queue-url", metavar="URL", envvar=QUEUE_URL_ENV, show_envvar=True,
     help="Enqueue on this SQS FIFO queue (the AWS stack's) instead of the local store's inbox; "
@@ -97,59 +97,21 @@ def queue_client(queue_url: str) -> Any:
         raise UsageError(f"--queue-url {queue_url!r} is not a queue URL (https://sqs.<region>.amazonaws.com/"
                          "<account>/<name>.fifo)")
     try:
-        import boto3  # type: ignore[import-untyped]
-        from botocore.config import Config  # type: ignore[import-untyped]
+        import boto3  # type: ignore[import-untyped]  # noqa: F401  (only to fail with the extra to install)
     except ImportError as exc:
         raise UsageError(f"--queue-url needs boto3: pip install 'durastate[aws]' ({exc})") from exc
-    configured = _configured_endpoint()
-    # boto3 honours a configured endpoint itself; without one, a queue URL on this machine names its server.
-    endpoint_url = None if configured else local_origin(queue_url)
-    endpoint = configured or endpoint_url
     with aws_errors("SQS", _where(queue_url)):
-        session = boto3.session.Session()
-        credentials: dict[str, str] = {}
-        if session.get_credentials() is None:
-            if not is_local(endpoint):
-                raise AwsSetupError(f"no AWS credentials for SQS queue {queue_url}: {SET_CREDENTIALS}")
-            credentials = LOCAL_CREDENTIALS
-        # What SqsTransport.create builds, plus the credentials decided above.
-        client = session.client("sqs", region_name=_region(queue_url), endpoint_url=endpoint_url,
-                                config=Config(retries={"mode": "standard", "max_attempts": 8}), **credentials)
+        client = aws_client("sqs", url=queue_url, label=f"SQS queue {queue_url}")
     return DurastateClient(SqsTransport(client, queue_url))
 
 
 def _configured_endpoint() -> str | None:
-    return os.environ.get("AWS_ENDPOINT_URL_SQS") or os.environ.get("AWS_ENDPOINT_URL") or None
+    return configured_endpoint("sqs")
 
 
 def _where(queue_url: str) -> str:
     """The endpoint a queue URL's client talks to, for messages."""
     return _configured_endpoint() or local_origin(queue_url) or queue_url
-
-
-def is_local(url: str | None) -> bool:
-    """Whether an endpoint or queue URL points at this machine (localhost, a loopback address)."""
-    try:
-        host = urlsplit(url).hostname if url else None
-    except ValueError:
-        return False
-    if not host:
-        return False
-    if host == "localhost" or host.endswith(".localhost"):
-        return True
-    try:
-        address = ipaddress.ip_address(host)
-    except ValueError:
-        return False
-    return address.is_loopback or address.is_unspecified
-
-
-def local_origin(url: str) -> str | None:
-    """``scheme://host:port`` of a URL on this machine, else ``None``."""
-    if not is_local(url):
-        return None
-    parts = urlsplit(url)
-    return f"{parts.scheme}://{parts.netloc}"
 
 
 def missing_credentials(exc: BaseException) -> bool:
@@ -184,16 +146,6 @@ def aws_errors(service: str, where: str) -> Iterator[None]:
                             "(`durastate local` for a local stack) and the endpoint URL") from exc
     except bx.BotoCoreError as exc:  # a profile that does not exist, a broken config file, …
         raise AwsSetupError(f"AWS configuration for {service}: {' '.join(str(exc).split())}") from exc
-
-
-def _region(queue_url: str) -> str | None:
-    """The region: ``AWS_REGION``/``AWS_DEFAULT_REGION``, else the one in an AWS queue URL."""
-    env = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
-    if env:
-        return env
-    host = queue_url.split("/")[2] if queue_url.count("/") >= 2 else ""
-    parts = host.split(".")
-    return parts[1] if len(parts) > 2 and parts[0] == "sqs" else "us-east-1"
 
 
 def _start_on_queue(url: str, args: dict[str, Any]) -> None:

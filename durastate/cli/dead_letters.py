@@ -31,21 +31,13 @@ from rich.table import Table
 from rich.text import Text
 
 from durastate.cli import output
-from durastate.cli.aws_queue import (
-    LOCAL_CREDENTIALS,
-    SET_CREDENTIALS,
-    AwsSetupError,
-    _configured_endpoint,
-    _region,
-    aws_errors,
-    is_local,
-    local_origin,
-)
+from durastate.cli.aws_queue import aws_errors
 from durastate.cli.common import DefinitionsOption, JsonOption, StoreOption, session
 from durastate.cli.session import DEFAULT_STORE, DEFINITIONS_ENV, STORE_ENV, Session, UsageError, redact
 from durastate.engine import DefinitionRegistry
 from durastate.runtime.definitions import load_folder
 from durastate.runtime.local import check_replay
+from durastate.transport.aws_clients import AwsSetupError, aws_client, configured_endpoint, local_origin
 from durastate.transport.base import DeadLetter, DeadLetterBox, UnknownDeadLetter
 
 DLQ_URL_ENV = "DURASTATE_DLQ_URL"
@@ -102,21 +94,11 @@ def _sqs_client(url: str) -> Any:
         raise UsageError(f"--dlq-url {url!r} is not a queue URL (https://sqs.<region>.amazonaws.com/<account>/"
                          "<name>-dlq.fifo)")
     try:
-        import boto3  # type: ignore[import-untyped]
-        from botocore.config import Config  # type: ignore[import-untyped]
+        import boto3  # type: ignore[import-untyped]  # noqa: F401  (only to fail with the extra to install)
     except ImportError as exc:
         raise UsageError(f"--dlq-url needs boto3: pip install 'durastate[aws]' ({exc})") from exc
-    configured = _configured_endpoint()
-    endpoint_url = None if configured else local_origin(url)
-    with aws_errors("SQS", configured or endpoint_url or url):
-        aws = boto3.session.Session()
-        credentials: dict[str, str] = {}
-        if aws.get_credentials() is None:
-            if not is_local(configured or endpoint_url):
-                raise AwsSetupError(f"no AWS credentials for SQS queue {url}: {SET_CREDENTIALS}")
-            credentials = LOCAL_CREDENTIALS
-        return aws.client("sqs", region_name=_region(url), endpoint_url=endpoint_url,
-                          config=Config(retries={"mode": "standard", "max_attempts": 8}), **credentials)
+    with aws_errors("SQS", configured_endpoint("sqs") or local_origin(url) or url):
+        return aws_client("sqs", url=url, label=f"SQS queue {url}")
 
 
 @contextmanager

@@ -9,6 +9,7 @@ ones); and against real AWS, missing credentials end in one line saying what to 
 
 from __future__ import annotations
 
+import json
 import os
 import queue
 import re
@@ -17,6 +18,7 @@ import shutil
 import subprocess
 import sys
 import threading
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -212,3 +214,49 @@ def test_missing_credentials_for_aws_say_what_to_set(no_aws: None, argv: list[st
     assert len(lines) == 1, err
     assert lines[0].startswith("error: no AWS credentials"), err
     assert "AWS_ACCESS_KEY_ID" in err and "please report" not in err
+
+
+@pytest.fixture()
+def moto_server() -> Iterator[str]:
+    from durastate.devstack.moto_server import MotoServer
+
+    server = MotoServer(port=0)
+    try:
+        endpoint = server.start()
+        yield endpoint
+        # moto keeps one state per process, whatever server serves it: leave nothing to later tests
+        urllib.request.urlopen(urllib.request.Request(f"{endpoint}/moto-api/reset", method="POST"),
+                               timeout=30).close()
+    finally:
+        server.stop()
+
+
+@pytest.mark.parametrize("explicit_endpoint", [True, False], ids=["endpoint_url", "local-queue-url"])
+def test_the_client_needs_no_credentials_for_a_local_endpoint(no_aws: None, moto_server: str,
+                                                              explicit_endpoint: bool) -> None:
+    """``DurastateClient.for_aws`` as the CLI: no AWS configuration at all, a local server answers. With no
+    ``endpoint_url``, the queue URL on this machine names the server for both services."""
+    from durastate.client import DurastateClient
+    from durastate.devstack.moto_server import endpoint_client
+    from durastate.store.dynamodb.sync import DynamoDBStore
+
+    sqs = endpoint_client("sqs", moto_server, "us-east-1")  # the stack's part: moto's own stand-ins
+    queue_url = sqs.create_queue(QueueName="bare-events.fifo", Attributes={"FifoQueue": "true"})["QueueUrl"]
+    DynamoDBStore(endpoint_client("dynamodb", moto_server, "us-east-1"), prefix="bare").ensure_tables()
+    for name in list(os.environ):  # nothing the setup above may have left for botocore to find
+        assert not name.startswith("AWS_") or name == "AWS_EC2_METADATA_DISABLED", name
+
+    client = DurastateClient.for_aws(queue_url, table_prefix="bare",
+                                     endpoint_url=moto_server if explicit_endpoint else None)
+    exe_id = client.start("order", execution_id="bare-1")
+    assert client.get(exe_id) is None  # read from the tables: nothing applied it (no worker here)
+    [message] = sqs.receive_message(QueueUrl=queue_url, MessageAttributeNames=["All"]).get("Messages", [])
+    assert json.loads(message["Body"])["target_id"] == "bare-1"
+
+
+def test_the_client_says_what_to_set_without_credentials_for_aws(no_aws: None) -> None:
+    from durastate.client import DurastateClient
+    from durastate.transport.aws_clients import AwsSetupError
+
+    with pytest.raises(AwsSetupError, match=r"no AWS credentials for SQS queue .*AWS_ACCESS_KEY_ID"):
+        DurastateClient.for_aws("https://sqs.us-east-1.amazonaws.com/123456789012/durastate-events.fifo")
