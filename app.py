@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT))  # the checkout's durastate package, as in a user'
 import aws_cdk as cdk  # noqa: E402
 from cdk_nag import AwsSolutionsChecks  # noqa: E402
 
-from durastate.cdk.stack import DurastateStack, architecture, removal_policy  # noqa: E402
+from durastate.cdk import DurastateStack, architecture, removal_policy  # noqa: E402
 
 
 def _context(app: cdk.App, key: str, default: str) -> str:

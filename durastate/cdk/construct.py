@@ -2,9 +2,10 @@
 
 What it provisions (DESIGN §6): the seven store tables ``{prefix}_{name}``; an SQS FIFO queue (one message
 group per execution) with a FIFO dead-letter queue; an EventBridge bus for untargeted emits
-(notifications); one Lambda layer with the engine; and three functions — the worker (SQS trigger, partial
-batch responses), the relay (the outbox/spawns streams, plus a schedule as the backstop) and the timer
-sweeper (a schedule). Each function gets its own role with exactly the table actions its code path uses.
+(notifications); one Lambda layer with the engine; and four functions — the worker (SQS trigger, partial
+batch responses), the relay (the outbox/spawns streams, plus a schedule as the backstop), the timer
+sweeper (a schedule) and the timers function (the timers queue's delayed hops; ``timer_hops=False``: none).
+Each function gets its own role with exactly the table actions its code path uses.
 
 Why ``aws_dynamodb.Table`` and not ``TableV2``: ``TableV2`` compiles to ``AWS::DynamoDB::GlobalTable``,
 which LocalStack cannot deploy; the plain table deploys everywhere.
@@ -37,12 +38,12 @@ from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
+from durastate.cdk.layer import build_layer, default_build_root
 from durastate.cdk.schema import TABLES, TTL_ATTRIBUTE, TableSpec, table_name
 
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
 FUNCTIONS_DIR = Path(__file__).resolve().parents[1] / "functions"
 
-#: Lambda handler module and function of each of the three functions (``functions/<module>.py``).
+#: Lambda handler module and function of each of the four functions (``durastate/functions/<module>.py``).
 HANDLERS: dict[str, str] = {
     "worker": "worker.handler",
     "relay": "relay.handler",
@@ -224,7 +225,11 @@ class DurastateEngine(Construct):
         10; 2..1000, ``None``: unbounded) — a burst cannot exhaust the account's Lambda concurrency.
       worker_reserved_concurrency: reserve this much of the account's concurrency for the worker (default
         ``None``: none reserved; reserving also caps it).
-      layer_code: a prebuilt layer (skips the local layer build).
+      layer_code: a prebuilt layer (skips the local layer build), e.g. ``lambda_.Code.from_asset(dir)`` of a
+        folder holding ``python/`` (what ``python -m durastate.cdk.layer`` prints).
+      build_root: where the layer and the functions' code are built and cached (default
+        :func:`durastate.cdk.layer.default_build_root`: ``DURASTATE_CDK_BUILD_DIR``, a checkout's
+        ``layers/build``, else ``~/.cache/durastate/cdk``).
       trace: record a trace step per commit (off by default: it makes state-only commits transactions).
       processed_ttl / trace_ttl: how long dedupe marks (default 14 days, longer than the queue's
         retention) and trace steps (default 7 days) live before DynamoDB's TTL may delete them.
@@ -254,7 +259,7 @@ class DurastateEngine(Construct):
         construct_id: str,
         *,
         table_prefix: str = "durastate",
-        definitions_dir: str | Path = PROJECT_ROOT / "examples",
+        definitions_dir: str | Path,
         removal_policy: cdk.RemovalPolicy = cdk.RemovalPolicy.RETAIN,
         sweeper_rate: cdk.Duration | None = None,
         relay_backstop_rate: cdk.Duration | None = None,
@@ -278,14 +283,14 @@ class DurastateEngine(Construct):
         retention_batches: int = 4,
         schedules: Mapping[str, Mapping[str, Any]] | None = None,
         task_functions: Sequence[lambda_.IFunction | str] = (),
-        build_root: str | Path = PROJECT_ROOT / "layers" / "build",
+        build_root: str | Path | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         self.table_prefix = table_prefix
         sweeper_rate = sweeper_rate or cdk.Duration.minutes(1)
         relay_backstop_rate = relay_backstop_rate or cdk.Duration.minutes(5)
         worker_timeout = worker_timeout or cdk.Duration.seconds(30)
-        build = Path(build_root)
+        build = Path(build_root) if build_root is not None else default_build_root()
         runtime = lambda_.Runtime.PYTHON_3_12
 
         # ---- tables -------------------------------------------------------------------------------------
@@ -344,7 +349,6 @@ class DurastateEngine(Construct):
         # ---- layer + functions --------------------------------------------------------------------------
         arch_name = architecture.name  # "arm64" | "x86_64"
         if layer_code is None:
-            from durastate.cdk.layer import build_layer  # files on disk, not the durastate runtime
 
             layer_dir = build_layer(architecture=arch_name, python_version="3.12", build_root=build)
             layer_code = lambda_.Code.from_asset(

@@ -5,9 +5,10 @@ for both Lambda architectures, so ``pip`` can fetch the right binaries for the *
 (``--platform manylinux… --python-version 3.12 --only-binary=:all:``) from any host. That keeps
 ``cdk synth`` working on machines without a container runtime.
 
-Why it is reproducible: every distribution is pinned to the exact version in the project's
-``constraints.txt`` and installed with ``--no-deps`` from an explicit closure (no resolver decisions),
-and without the console scripts pip would write with this machine's interpreter path. CDK zips assets with
+Why it is reproducible: every distribution is pinned to the exact version in ``layer-pins.txt`` (shipped
+next to this module; equal to the project's ``constraints.txt`` pins) and installed with ``--no-deps`` from
+an explicit closure (no resolver decisions), and without the console scripts pip would write with this
+machine's interpreter path. CDK zips assets with
 fixed timestamps, so the same inputs give the same layer.
 
 Why it ships byte code, and only what the handlers import (cold starts): ``/opt`` is read-only in Lambda,
@@ -20,9 +21,15 @@ load, so it ships none (the cache key says which). And the ``durastate`` parts n
 CLI, the dev stack, the web console, the pictures, the SQL stores and queues
 (:data:`DURASTATE_EXCLUDED`) — are left out: less to unzip and nothing to scan.
 
-Why it is cached: downloaded wheels live in ``layers/build/wheels/`` and each finished layer in
-``layers/build/layer-<arch>-<hash>/``, keyed by a hash of the pins, the platform and the ``durastate`` sources.
-A second build — a second ``cdk synth``, a test run — reuses them and needs no network.
+Why it builds from the installed package: a user's own CDK app (``pip install "durastate[cdk]"``) has no
+checkout. The ``durastate`` files come from the folder that holds the imported package (a checkout's root
+or ``site-packages``), the pins from ``layer-pins.txt``, the wheels of the closure from the package index.
+
+Why it is cached: downloaded wheels live in ``<build root>/wheels/`` and each finished layer in
+``<build root>/layer-<arch>-<hash>/``, keyed by a hash of the pins, the platform and the ``durastate``
+sources. A second build — a second ``cdk synth``, a test run — reuses them and needs no network. The build
+root is ``DURASTATE_CDK_BUILD_DIR`` if set, else ``layers/build`` in a checkout, else the user's cache
+(``$XDG_CACHE_HOME/durastate/cdk``, default ``~/.cache/durastate/cdk``): see :func:`default_build_root`.
 
 boto3/botocore are deliberately *not* in the layer: the Lambda Python runtime ships them, and bundling
 them would add ~80 MB unzipped for no behaviour ``durastate`` needs from a newer release.
@@ -41,7 +48,6 @@ import re
 import shutil
 import subprocess
 import sys
-import tomllib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -67,7 +73,7 @@ LAYER_DISTRIBUTIONS: tuple[str, ...] = (
 #: pictures, the demo, test helpers, and the SQLite/PostgreSQL stores, queues and plumbing. The importers
 #: ship: the handlers load a definitions folder's ``.scxml`` and ``.xstate.json`` files through them (imported
 #: only when the folder holds one, so they cost a folder of YAML no cold-start time).
-#: ``tests/infra/test_layer.py`` imports the three handlers and the AWS runtime's lazy imports from a layer.
+#: ``tests/infra/test_layer.py`` imports the four handlers and the AWS runtime's lazy imports from a layer.
 DURASTATE_EXCLUDED: tuple[str, ...] = (
     "cli/", "devstack/", "ui/", "render/", "testing/", "db/", "store/postgres/", "store/sqlite/",
     "store/sql.py", "transport/postgres.py", "transport/sqlite.py", "demo.py", "viz.py",
@@ -82,6 +88,10 @@ _MACHINE = {"arm64": "aarch64", "x86_64": "x86_64"}
 #: Lambda's Python 3.12+ runtimes run on Amazon Linux 2023 (glibc 2.34): any of these wheels loads there.
 _MANYLINUX = ("manylinux2014", "manylinux_2_28", "manylinux_2_34")
 _PROJECT_ROOT = Path(__file__).resolve().parents[2]
+"""The folder that holds the ``durastate`` package: a checkout's root, or ``site-packages``."""
+PINS_FILE = Path(__file__).resolve().with_name("layer-pins.txt")
+"""The layer's pinned closure (``name==version`` lines), shipped with the package."""
+BUILD_DIR_ENV = "DURASTATE_CDK_BUILD_DIR"
 
 
 class LayerBuildError(RuntimeError):
@@ -163,18 +173,32 @@ def durastate_sources(project_root: Path) -> tuple[tuple[str, str], ...]:
 
 
 def durastate_version(project_root: Path) -> str:
-    data = tomllib.loads((project_root / "pyproject.toml").read_text())
-    return str(data["project"]["version"])
+    """The package's ``__version__``, read from its ``__init__.py`` (this module imports nothing of it)."""
+    text = (project_root / "durastate" / "__init__.py").read_text()
+    found = re.search(r'(?m)^__version__\s*=\s*"([^"]+)"', text)
+    if found is None:
+        raise LayerBuildError(f"no __version__ in {project_root / 'durastate' / '__init__.py'}")
+    return found.group(1)
+
+
+def default_build_root(project_root: Path = _PROJECT_ROOT) -> Path:
+    """Where layers and function code are built and cached (see the module docstring)."""
+    if os.environ.get(BUILD_DIR_ENV):
+        return Path(os.environ[BUILD_DIR_ENV])
+    if (project_root / "pyproject.toml").is_file() and (project_root / "durastate" / "cdk").is_dir():
+        return project_root / "layers" / "build"  # a checkout: next to the sources, ignored by git
+    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(cache) / "durastate" / "cdk"
 
 
 def layer_spec(project_root: Path = _PROJECT_ROOT, architecture: str = "arm64",
-               python_version: str = "3.12") -> LayerSpec:
+               python_version: str = "3.12", pins_file: Path = PINS_FILE) -> LayerSpec:
     if architecture not in _MACHINE:
         raise LayerBuildError(f"architecture must be one of {sorted(_MACHINE)}, not {architecture!r}")
     return LayerSpec(
         architecture=architecture,
         python_version=python_version,
-        pins=read_pins(project_root / "constraints.txt"),
+        pins=read_pins(pins_file),
         sources=durastate_sources(project_root),
         durastate_version=durastate_version(project_root),
         bytecode=python_version == f"{sys.version_info.major}.{sys.version_info.minor}",
@@ -193,7 +217,7 @@ def _pip(args: Sequence[str]) -> None:
     if proc.returncode != 0:
         raise LayerBuildError(
             "pip failed while building the durastate layer (the first build downloads wheels from PyPI; "
-            "run `python -m durastate.cdk.layer` once while online, later builds reuse layers/build/):\n"
+            "run `python -m durastate.cdk.layer` once while online, later builds reuse the cache):\n"
             f"$ {' '.join(cmd)}\n{proc.stderr.strip()[-3000:]}"
         )
 
@@ -233,7 +257,7 @@ def build_layer(project_root: Path = _PROJECT_ROOT, architecture: str = "arm64",
                 build_root: Path | None = None) -> Path:
     """Build (or reuse) the layer and return the directory holding its ``python/`` folder."""
     spec = layer_spec(project_root, architecture, python_version)
-    root = build_root or project_root / "layers" / "build"
+    root = build_root or default_build_root(project_root)
     out = root / f"layer-{architecture}-{spec.digest}"
     if (out / ".complete").is_file():
         return out
@@ -282,7 +306,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
     parser.add_argument("--arch", choices=sorted(_MACHINE), default="arm64")
     parser.add_argument("--python", default="3.12", help="Lambda runtime Python version (default 3.12)")
-    parser.add_argument("--build-root", type=Path, default=None, help="cache folder (default layers/build)")
+    parser.add_argument("--build-root", type=Path, default=None, help="cache folder (default: see default_build_root)")
     ns = parser.parse_args(argv)
     try:
         print(build_layer(architecture=ns.arch, python_version=ns.python, build_root=ns.build_root))

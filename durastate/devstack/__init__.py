@@ -1,8 +1,9 @@
 """The development stack: the AWS deployment run on this machine, without Docker and without AWS.
 
 ``durastate local`` (and the local-stack and AWS tests) use it: moto's HTTP server stands in for AWS, the
-resources are created from the synthesized CDK template, and the three Lambda handlers
-(``functions/worker.py``, ``relay.py``, ``sweeper.py``) are called the way Lambda would call them.
+resources are created from the synthesized CDK template, and the four Lambda handlers
+(``durastate/functions/worker.py``, ``relay.py``, ``sweeper.py``, ``timers.py``, as packaged in each
+function's asset) are called the way Lambda would call them.
 
 **Development only.** Production code — :mod:`durastate.runtime` and everything the deployed Lambda
 functions import — must never import this package: it emulates Lambda, it does not run in it (and it

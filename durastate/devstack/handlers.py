@@ -2,7 +2,7 @@
 
 Why this exists: the local stack runs the code that ``cdk deploy`` would upload — each function's asset
 folder in ``cdk.out`` (the handler plus the definitions, exactly what is zipped for Lambda) — not the
-repository's ``functions/`` folder, so a packaging mistake shows up locally. The folder is on ``sys.path``
+package's ``durastate/functions/`` folder, so a packaging mistake shows up locally. The folder is on ``sys.path``
 while the module is imported (Lambda's task root is), and each folder's module gets a name of its own.
 """
 

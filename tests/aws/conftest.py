@@ -1,5 +1,5 @@
 """Fixtures of the AWS tests: moto in-process, a FIFO queue with its FIFO DLQ, an event bus, and the
-three Lambda handler modules loaded from ``functions/`` exactly as Lambda imports them.
+Lambda handler modules loaded from ``durastate/functions/`` exactly as Lambda imports them.
 """
 
 from __future__ import annotations
@@ -78,7 +78,7 @@ def receive_all(sqs: Any, url: str, limit: int = 100) -> list[dict[str, Any]]:
 
 
 def load_function(name: str) -> ModuleType:
-    """Import ``functions/<name>.py`` as Lambda does (a top-level module), fresh for each test module."""
+    """Import ``durastate/functions/<name>.py`` as Lambda does (a top-level module), fresh for each test module."""
     mod_name = f"durastate_fn_{name}"
     spec = importlib.util.spec_from_file_location(mod_name, FUNCTIONS / f"{name}.py")
     assert spec is not None and spec.loader is not None

@@ -1,6 +1,6 @@
 """A Lambda-on-moto harness for the handler tests: tables, queues, env, the handlers and an invoker loop.
 
-``Stack`` plays AWS Lambda for the three functions of ``functions/``: the worker is fed Lambda-shaped
+``Stack`` plays AWS Lambda for three of the functions of ``durastate/functions/``: the worker is fed Lambda-shaped
 SQS batches by :class:`~durastate.devstack.lambda_emulator.SqsBatchInvoker` (≤ 10 records, FIFO groups kept
 by the queue itself), the relay is called with DynamoDB stream batches (and schedule events), the sweeper
 with EventBridge schedule events. Time is a :class:`~durastate.runtime.ManualClock` injected into the runtime.
@@ -56,7 +56,7 @@ _FUNCTIONS: dict[str, ModuleType] = {}
 
 
 def function(name: str) -> ModuleType:
-    """The handler module ``functions/<name>.py``, imported once per test session (as a warm container)."""
+    """The handler module ``durastate/functions/<name>.py``, imported once per test session (as a warm container)."""
     if name not in _FUNCTIONS:
         _FUNCTIONS[name] = load_function(name)
     return _FUNCTIONS[name]

@@ -17,6 +17,7 @@ from packaging.requirements import Requirement
 from durastate.cdk.layer import (
     DURASTATE_EXCLUDED,
     LAYER_DISTRIBUTIONS,
+    PINS_FILE,
     RUNTIME_PROVIDED,
     LayerBuildError,
     build_layer,
@@ -90,7 +91,7 @@ def test_the_layer_leaves_out_what_no_handler_imports(layer: Path) -> None:
 def test_a_layer_for_its_own_python_ships_bytecode_and_the_handlers_import_from_it() -> None:
     """Built on the layer's Python version, every module is unchecked-hash byte code (reproducible; loaded
     without reading the source), and a fresh interpreter with only the layer, the handlers' folder and
-    the runtime's boto3 imports the three handlers and what the AWS runtime imports lazily."""
+    the runtime's boto3 imports the four handlers and what the AWS runtime imports lazily."""
     version = f"{sys.version_info.major}.{sys.version_info.minor}"
     built = build_layer(architecture="x86_64", python_version=version) / "python"
     pycs = list(built.rglob("*.pyc"))
@@ -99,7 +100,7 @@ def test_a_layer_for_its_own_python_ships_bytecode_and_the_handlers_import_from_
     code = (
         f"import sys; sys.path[:0] = [{str(built)!r}, {str(ROOT / 'durastate' / 'functions')!r}]\n"
         f"sys.path.append({str(boto3_home)!r})\n"
-        "import worker, relay, sweeper, durastate\n"
+        "import worker, relay, sweeper, timers, durastate\n"
         "import durastate.store.dynamodb.sync, durastate.transport.sqs, durastate.transport.eventbridge\n"
         "import durastate.importers.files\n"
         "print(durastate.__file__)"
@@ -108,6 +109,12 @@ def test_a_layer_for_its_own_python_ships_bytecode_and_the_handlers_import_from_
                           cwd=str(built))
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.strip().startswith(str(built))
+
+
+def test_the_shipped_pins_are_the_projects(layer: Path) -> None:
+    """The layer's pins ship with the package (a user's app has no constraints.txt); they are this checkout's."""
+    assert read_pins(PINS_FILE) == read_pins(ROOT / "constraints.txt"), (
+        "durastate/cdk/layer-pins.txt differs from constraints.txt: update it to the constraints' versions")
 
 
 def test_missing_pins_are_an_error(tmp_path: Path) -> None:

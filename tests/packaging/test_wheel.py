@@ -15,13 +15,10 @@ Slow (a build in an isolated environment, a fresh virtualenv, two pip installs; 
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
-import subprocess
 import sys
 import tarfile
-import tomllib
 import zipfile
 from email.parser import Parser
 from pathlib import Path
@@ -29,11 +26,9 @@ from pathlib import Path
 import pytest
 from packaging.requirements import Requirement
 
-pytestmark = pytest.mark.slow
+from .support import NAME, ROOT, VERSION, run
 
-ROOT = Path(__file__).resolve().parents[2]
-PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-NAME, VERSION = PROJECT["name"], PROJECT["version"]
+pytestmark = pytest.mark.slow
 
 #: What `pip install durastate` may bring: the core's two dependencies and theirs (pip/setuptools come with
 #: the venv itself).
@@ -43,12 +38,6 @@ CORE_CLOSURE = {"durastate", "pydantic", "pydantic-core", "annotated-types", "ty
 CLI_CLOSURE = CORE_CLOSURE | {"typer", "rich", "click", "shellingham", "markdown-it-py", "mdurl", "pygments",
                               "annotated-doc", "colorama"}
 EXTRAS = {"cli", "png", "postgres", "dynamodb", "aio-dynamodb", "aws", "ui"}
-#: Folders and files of a checkout that are not inputs of the build (environments, caches, build outputs).
-NOT_SOURCES = shutil.ignore_patterns(".git", ".venv", "node_modules", "cdk.out", "build", "dist", "*.egg-info",
-                                     "__pycache__", "*.pyc", ".mypy_cache", ".ruff_cache", ".pytest_cache",
-                                     ".hypothesis", "*.db", "*.db-wal", "*.db-shm")
-
-
 def normalize(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
@@ -57,34 +46,6 @@ def package_files() -> set[str]:
     """Every file of the package in this checkout, as a path relative to the repository root."""
     return {p.relative_to(ROOT).as_posix() for p in (ROOT / "durastate").rglob("*")
             if p.is_file() and "__pycache__" not in p.parts and p.suffix not in (".pyc", ".pyo")}
-
-
-def run(cmd: list[str | Path], cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    """Run ``cmd`` away from this checkout: no PYTHONPATH or active venv leaking in."""
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME")}
-    env.update(PIP_DISABLE_PIP_VERSION_CHECK="1", PYTHONDONTWRITEBYTECODE="1", NO_COLOR="1", COLUMNS="100")
-    proc = subprocess.run([str(c) for c in cmd], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
-    assert proc.returncode == 0, f"{' '.join(map(str, cmd))} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}"
-    return proc
-
-
-@pytest.fixture(scope="module")
-def dists(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    """(sdist, wheel), built like a release: the sdist from a clean copy of the tree, the wheel from the sdist."""
-    try:
-        import build  # noqa: F401  (only to fail with a useful message)
-    except ImportError:
-        pytest.fail("the `build` package is missing: install the dev extra (`make test` does)")
-    tmp = tmp_path_factory.mktemp("dists")
-    src = tmp / "src"
-    shutil.copytree(ROOT, src, ignore=NOT_SOURCES)  # the checkout stays untouched (no egg-info, no build/)
-    out = tmp / "dist"
-    run([sys.executable, "-m", "build", "--outdir", out, src], cwd=tmp)
-    [sdist] = out.glob("*.tar.gz")
-    [wheel] = out.glob("*.whl")
-    assert sdist.name == f"{NAME}-{VERSION}.tar.gz"
-    assert wheel.name == f"{NAME}-{VERSION}-py3-none-any.whl"
-    return sdist, wheel
 
 
 def test_wheel_carries_the_whole_package_and_nothing_else(dists: tuple[Path, Path]) -> None:
