@@ -138,6 +138,8 @@ INDEX_GRANTS: dict[str, dict[tuple[str, str], tuple[str, ...]]] = {
 #: default) from its other functions. A message group (an execution) is handled by one invocation at a time
 #: anyway, so this bounds parallelism across executions only.
 DEFAULT_WORKER_MAX_CONCURRENCY = 10
+#: The event queue's redrive policy: SQS's maximum receive count (see ``max_receive_count``).
+DEFAULT_MAX_RECEIVE_COUNT = 1000
 
 
 def _digest(paths: Iterable[tuple[str, Path]]) -> str:
@@ -215,7 +217,11 @@ class DurastateEngine(Construct):
       sweeper_rate: how often due timers are fired (the timers' resolution; EventBridge's minimum is 1 min).
       relay_backstop_rate: how often the relay drains anything its stream trigger missed.
       memory_size / architecture / worker_timeout: the functions' sizing (ARM_64 is cheaper per ms).
-      max_receive_count: deliveries of a message before SQS moves it to the dead-letter queue.
+      max_receive_count: deliveries of a message before SQS moves it to the dead-letter queue (default 1000,
+        SQS's maximum): only the backstop for a record the worker never reports on (the function crashing or
+        timing out on it). The worker dead-letters what can never apply itself, with its reason, and backs a
+        transient failure off (up to 15 minutes a receive), so such a failure outlasts the queue's
+        retention long before it could reach this count.
       alarm_topic: the SNS topic the dead-letter alarm notifies (default: one is created, ``alarm_topic``
         attribute; subscribe to it). ``alarm_actions``: further actions for that alarm.
       timer_hops: timers due within 15 minutes wait in a standard SQS queue (a message delay) and a fourth
@@ -266,7 +272,7 @@ class DurastateEngine(Construct):
         memory_size: int = 512,
         architecture: lambda_.Architecture = lambda_.Architecture.ARM_64,
         worker_timeout: cdk.Duration | None = None,
-        max_receive_count: int = 5,
+        max_receive_count: int = DEFAULT_MAX_RECEIVE_COUNT,
         log_retention: logs.RetentionDays = logs.RetentionDays.ONE_MONTH,
         alarm_actions: Sequence[cloudwatch.IAlarmAction] = (),
         alarm_topic: sns.ITopic | None = None,

@@ -12,8 +12,13 @@ Why this shape:
 * **Permanent vs. transient.** A record that can never succeed (malformed body, unknown definition, an
   event for an execution that does not exist, a result over DynamoDB's limits) is moved to the
   dead-letter queue by the handler with its reason and counts as *processed* — retrying it would only
-  block its group until ``maxReceiveCount``. A transient failure (throttling, a conflict past the retry
-  bound) raises, so SQS redelivers the record later, in order.
+  block its group. A transient failure (throttling, a conflict past the retry bound) raises, so SQS
+  redelivers the record later, in order, however many receives it takes; an unexpected error (a bug) is
+  dead-lettered with its reason once the record was received ``DURASTATE_MAX_ATTEMPTS`` times (5).
+* **Backoff by visibility.** Every record handed back (a failure, or a later record of its group) is
+  hidden for a delay that grows with its receive count (``ChangeMessageVisibility``: 1-2 s, doubling, at
+  most 15 minutes; :meth:`~durastate.runtime.aws.AwsRuntime.back_off`), instead of the queue's 180 s
+  visibility timeout each time: a blip is retried within seconds, an outage does not run up receives.
 * **Metrics** (EMF through Powertools, namespace ``POWERTOOLS_METRICS_NAMESPACE``): ``EventsApplied``,
   ``Duplicates``, ``EventsIgnored``, ``EventsHeld`` (kept in a suspended or retrying execution, applied
   when it resumes); ``DeadLettered`` (moved to the DLQ with a reason); ``Failures``
@@ -141,6 +146,12 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     _batch.clear()
     response = dict(process_partial_response(event=event, record_handler=record_handler, processor=processor,
                                              context=context))
+    items = response.get("batchItemFailures")
+    failed = {str(f.get("itemIdentifier")) for f in items} if isinstance(items, list) else set()
+    if failed:
+        records = [SQSRecord(r) for r in event.get("Records") or []]
+        aws.get_runtime(DEFINITIONS_DIR).back_off(
+            [(r.receipt_handle, _receive_count(r)) for r in records if r.message_id in failed])
     for name, value in _batch.items():
         metrics.add_metric(name=name, unit=MetricUnit.Count, value=value)
     logger.info("batch done", extra={"records": len(event.get("Records") or []), **_batch})

@@ -1,6 +1,6 @@
 """The runtime on AWS Lambda: store, transport, sink and definitions built from the environment.
 
-The three handlers in ``functions/`` are thin adapters; everything they share lives here so the local
+The four handlers in :mod:`durastate.functions` are thin adapters; everything they share lives here so the local
 stack and the tests run the very same code. :func:`get_runtime` builds an :class:`AwsRuntime` once per
 Lambda container (module-level cache: a warm invocation reuses the boto3 clients and the loaded
 definitions) from these variables:
@@ -29,6 +29,9 @@ definitions) from these variables:
 ``DURASTATE_SCHEDULES``       JSON of schedules (``{name: spec}``, the construct's ``schedules``), besides the
                            ``schedules:`` files of the definitions folder; the sweeper stores them once per
                            container (cold start) and starts their executions
+``DURASTATE_MAX_ATTEMPTS``   receives of a record that fails with an unexpected error (most likely a bug)
+                           before the worker dead-letters it with its reason (default 5); a transient
+                           failure (the store unavailable or throttled, conflicts) is never dead-lettered
 ``DURASTATE_RETENTION_SECONDS``  the sweeper also purges executions that ended longer ago (unset: never)
 ``DURASTATE_TOMBSTONE_TTL_SECONDS`` / ``DURASTATE_RETENTION_BATCHES``
                            how long a purged execution's tombstone lives (default 14 days) / purge batches
@@ -42,6 +45,7 @@ No endpoint is passed to boto3 explicitly: botocore resolves ``AWS_ENDPOINT_URL_
 from __future__ import annotations
 
 import logging
+import math
 import os
 import threading
 import time
@@ -54,9 +58,9 @@ from durastate.engine import DefinitionRegistry
 from durastate.engine.ids import is_system_id
 from durastate.engine.model import Event, Execution
 from durastate.errors import DefinitionError, DurastateError, MalformedEvent
-from durastate.runtime.clock import Clock
+from durastate.runtime.clock import Backoff, Clock
 from durastate.runtime.definitions import load_folder
-from durastate.runtime.local import PERMANENT_ERRORS
+from durastate.runtime.local import PERMANENT_ERRORS, is_transient
 from durastate.runtime.relay import Relay, RelayStats
 from durastate.runtime.retention import Retention, RetentionRun
 from durastate.runtime.schedules import SyncReport, schedules_from, sync_schedules
@@ -86,6 +90,13 @@ log = logging.getLogger("durastate.runtime.aws")
 DEFAULT_BUDGET = 500
 DEFAULT_PROCESSED_TTL = 14 * 86400
 DEFAULT_TRACE_TTL = 7 * 86400
+DEFAULT_MAX_ATTEMPTS = 5
+RETRY_BACKOFF = Backoff(base=2.0, cap=900.0)
+"""How long a failed record stays hidden before SQS delivers it again, by its receive count: 1-2 s after the
+first failure, doubling, at most 15 minutes. Its execution's FIFO group waits meanwhile, so the first
+retries come soon; a longer outage is retried every 15 minutes — the redrive policy's receive count (1000
+in the construct) outlasts the queue's retention at that pace, so a transient failure never reaches the
+DLQ by its receives."""
 MAX_HOP_WAIT = 1.5
 """The longest the timers function waits for a hop to be due (SQS delays in whole seconds); sooner still,
 it goes back to the timers queue."""
@@ -139,6 +150,8 @@ class AwsSettings:
     """Seconds after which an ended execution is purged by the sweeper (``None``: never)."""
     tombstone_ttl: int = DEFAULT_PROCESSED_TTL
     retention_batches: int = 4
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS
+    """Receives of a record failing with an unexpected error before the worker dead-letters it."""
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None,
@@ -163,6 +176,7 @@ class AwsSettings:
                        if env.get("DURASTATE_RETENTION_SECONDS") else None),
             tombstone_ttl=_positive_int(env, "DURASTATE_TOMBSTONE_TTL_SECONDS", DEFAULT_PROCESSED_TTL),
             retention_batches=_positive_int(env, "DURASTATE_RETENTION_BATCHES", 4),
+            max_attempts=_positive_int(env, "DURASTATE_MAX_ATTEMPTS", DEFAULT_MAX_ATTEMPTS),
         )
 
 
@@ -236,9 +250,12 @@ class AwsRuntime:
         """One SQS record, end to end: parse, apply, dead-letter what can never succeed.
 
         Returns the outcome; raises only on a failure that is not permanent, which the handler reports as
-        a batch item failure so SQS redelivers the record (and, FIFO, the rest of its group) later — until
-        the queue's redrive policy moves it to the DLQ. ``attempts`` (the record's receive count) goes
-        with a dead letter.
+        a batch item failure so SQS redelivers the record (and, FIFO, the rest of its group) later, after
+        :meth:`back_off`. As in the local runtime: a transient failure (:func:`is_transient`) is never
+        dead-lettered, however many receives it takes; an unexpected error (most likely a bug) is, once the
+        record was received ``max_attempts`` times — kept with its reason, it stops holding back its
+        execution's later events, and a replay applies it once the cause is fixed. ``attempts`` (the
+        record's receive count) goes with a dead letter.
         """
         try:
             env = self.parse(body)
@@ -256,7 +273,41 @@ class AwsRuntime:
             self.dead_letter(body, exc, message_id=message_id, group_id=group_id, target_id=env.target_id,
                              event=env.event, attempts=attempts)
             return "dead-lettered"
+        except Exception as exc:
+            if is_transient(exc) or attempts < self.settings.max_attempts:
+                raise
+            log.error("event %s (%s) for %s failed %d times with an unexpected %s: %s; dead-lettering it so "
+                      "that it stops holding back its execution's later events (replay it once the cause is "
+                      "fixed)", env.event.id, env.event.name, env.target_id, attempts, type(exc).__name__, exc,
+                      exc_info=exc)
+            self.dead_letter(body, exc, message_id=message_id, group_id=group_id, target_id=env.target_id,
+                             event=env.event, attempts=attempts)
+            return "dead-lettered"
         return outcome_of(result)
+
+    def back_off(self, failed: Sequence[tuple[str, int]]) -> None:
+        """Hide failed records of the event queue for :data:`RETRY_BACKOFF`'s delay for their receive count.
+
+        ``failed``: ``(receipt handle, receive count)`` of each record the worker hands back. Without it,
+        SQS would deliver a record again only after the queue's visibility timeout (180 s) every time: too
+        late for a short blip, too soon — and a receive too many — for a long outage. Best effort: if the
+        change fails, the record comes back after the visibility timeout, as without it.
+        """
+        if not failed or not self.settings.queue_url:
+            return
+        entries = [{"Id": str(i), "ReceiptHandle": receipt,
+                    "VisibilityTimeout": max(1, math.ceil(RETRY_BACKOFF.delay(count)))}
+                   for i, (receipt, count) in enumerate(failed)]
+        for start in range(0, len(entries), 10):
+            try:
+                got = self.sqs.change_message_visibility_batch(QueueUrl=self.settings.queue_url,
+                                                               Entries=entries[start:start + 10])
+            except Exception:
+                log.warning("could not delay %d failed record(s); SQS redelivers them after the visibility "
+                            "timeout", len(entries[start:start + 10]), exc_info=True)
+                continue
+            for fail in got.get("Failed") or []:
+                log.warning("could not delay a failed record: %s", fail.get("Message") or fail.get("Code"))
 
     def dead_letter(self, body: str, exc: BaseException, *, message_id: str, group_id: str | None,
                     target_id: str | None = None, event: Event | None = None, attempts: int = 1) -> None:

@@ -1,4 +1,4 @@
-"""Dead letters on AWS (moto in-process, the worker handler of ``functions/``): what the worker moves to the
+"""Dead letters on AWS (moto in-process, the worker handler of ``durastate/functions/``): what the worker moves to the
 DLQ carries why, when and after how many receives; what SQS's redrive policy moved is shown as such; a
 replay after the fix applies each event once — also when it was killed between its send and its delete —
 and the worker counts dead letters, retries and redrives as metrics.
@@ -15,7 +15,7 @@ import pytest
 
 from durastate.client import DurastateClient
 from durastate.engine.model import Event
-from durastate.errors import DurastateError
+from durastate.errors import DurastateError, StoreThrottled
 from durastate.transport.base import dead_letter_id
 from durastate.transport.sqs import REDRIVE_POLICY, SqsDeadLetters, SqsTransport
 
@@ -33,16 +33,14 @@ def definitions(tmp_path: Path) -> Path:
 
 
 class Throttled(Proxy):
-    """The store throttles every load of the targets in ``down`` (a transient failure)."""
+    """The store throttles every load of the targets in ``down`` (a transient failure: the error the DynamoDB
+    store raises for ``ProvisionedThroughputExceededException`` past the SDK's retries)."""
 
     down: set[str] = set()
 
     def load_for_event(self, execution_id: str, event_id: str) -> Any:
-        from botocore.exceptions import ClientError
-
         if execution_id in self.down:
-            raise ClientError({"Error": {"Code": "ProvisionedThroughputExceededException", "Message": "slow down"}},
-                              "GetItem")
+            raise StoreThrottled("DynamoDB throttled GetItem: slow down (injected by the test)")
         return self.inner.load_for_event(execution_id, event_id)
 
 
@@ -84,7 +82,9 @@ def test_a_dead_letter_carries_why_when_and_attempts_and_a_replay_after_the_fix_
 def test_what_the_redrive_policy_moved_is_shown_as_such_and_replays(
         stack: Stack, capsys: pytest.CaptureFixture[str]) -> None:
     start(stack, "A")
-    Throttled.down = {"A"}  # every attempt fails transiently: SQS retries it, then its redrive policy moves it
+    # Every attempt fails transiently: SQS retries it, and this queue's redrive policy (5 receives; the
+    # construct's is 1000, which a transient failure backed off by the worker never reaches) moves it.
+    Throttled.down = {"A"}
     send(stack, "A", "i1")
     stack.pump()
     assert count(stack, "A") == 0

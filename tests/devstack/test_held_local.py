@@ -11,13 +11,18 @@ nothing in flight — when the stack is idle.
 
 The retrying execution calls :func:`charge` (this module) through a retry policy; the test plays the
 payment provider going down and coming back with :data:`PROVIDER`.
+
+A transient failure is the opposite case: the record *is* handed back, and then the worker hides it for a
+delay that grows with its receive count (``ChangeMessageVisibility``), and it never reaches the DLQ by its
+receives, however many it takes.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import shutil
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +30,10 @@ import pytest
 
 from durastate.cli import run
 from durastate.devstack import LocalStack, StepReport
+from durastate.engine.model import Execution
+from durastate.errors import StoreThrottled
+from durastate.runtime.aws import RETRY_BACKOFF
+from durastate.store.base import ExecutionStore
 
 from .helpers import QUIET, FakeClock, drain_queue, executions, reset_moto, send, start
 
@@ -167,3 +176,65 @@ def test_the_cli_reports_the_held_events(stack: LocalStack, capsys: pytest.Captu
                 "--json"]) == 0
     shown = json.loads(capsys.readouterr().out)
     assert shown["status"] == "suspended" and [e["id"] for e in shown["held"]] == ["c-1"]
+
+
+class ThrottledFor:
+    """The worker's store, except that the first ``times`` commits of ``execution_id`` are refused with the
+    ``StoreThrottled`` the DynamoDB store raises when DynamoDB keeps throttling past the SDK's retries.
+
+    An INJECTED FAULT: moto never throttles. Everything around it is the real path — the packaged worker
+    handler, the partial batch response, the visibility change, SQS FIFO (moto) counting receives and
+    applying the redrive policy the template declares.
+    """
+
+    def __init__(self, store: ExecutionStore, execution_id: str, times: int) -> None:
+        self._store, self.execution_id, self.left = store, execution_id, times
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    def commit(self, exe: Execution, emits: Sequence[Any], processed_event_id: str | None = None,
+               **rest: Any) -> None:
+        if exe.id == self.execution_id and self.left > 0:
+            self.left -= 1
+            raise StoreThrottled(f"DynamoDB kept throttling the writes of {exe.id} (injected by the test)")
+        self._store.commit(exe, emits, processed_event_id, **rest)
+
+
+def test_a_transient_failure_backs_off_by_visibility_and_never_reaches_the_dlq(stack: LocalStack) -> None:
+    sqs, q = stack.client("sqs"), stack.queue_url
+    start(sqs, q, "tr-x")
+    settle_without_failures(stack)
+    redrive = json.loads(sqs.get_queue_attributes(QueueUrl=q, AttributeNames=["RedrivePolicy"])
+                         ["Attributes"]["RedrivePolicy"])
+    failures = 7  # more receives than the old redrive policy's 5 allowed
+    assert int(redrive["maxReceiveCount"]) > failures
+
+    delays: list[list[tuple[str, int]]] = []  # what the worker asked SQS for, request by request
+
+    def record(params: dict[str, Any], **_: Any) -> None:
+        delays.append([(e["ReceiptHandle"], e["VisibilityTimeout"]) for e in params["Entries"]])
+
+    stack.runtime.sqs.meta.events.register("provide-client-params.sqs.ChangeMessageVisibilityBatch", record)
+    stack.runtime.worker.store = ThrottledFor(stack.runtime.worker.store, "tr-x", failures)
+    send(sqs, q, "tr-x", "add_item", {"price": 20}, event_id="x-1")
+    send(sqs, q, "tr-x", "submit", event_id="x-2")  # behind it in the group: handed back with it
+
+    for receive in range(1, failures + 1):
+        report = stack.step()
+        assert (report.worker_received, report.worker_failed) == (2, 2), receive
+        [entries] = delays[-1:]
+        assert len(entries) == 2
+        ceiling = RETRY_BACKOFF.ceiling(receive)
+        assert all(math.floor(ceiling / 2) <= v <= math.ceil(ceiling) for _, v in entries), (receive, entries)
+        attrs = sqs.get_queue_attributes(QueueUrl=q, AttributeNames=[
+            "ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"])["Attributes"]
+        assert attrs == {"ApproximateNumberOfMessages": "0", "ApproximateNumberOfMessagesNotVisible": "2"}
+        for receipt, _ in entries:  # the test lets the delay pass (moto's visibility runs on real time)
+            sqs.change_message_visibility(QueueUrl=q, ReceiptHandle=receipt, VisibilityTimeout=0)
+    assert min(v for _, v in delays[-1]) > max(v for _, v in delays[0])  # they grew with the receives
+
+    settle_without_failures(stack)  # the eighth receive applies both, in order
+    exe = execution(stack, "tr-x")
+    assert (exe["context"], exe["active_path"]) == ({"items": 1, "total": 20}, "processing.payment")
+    assert drain_queue(sqs, stack.dlq_url) == []

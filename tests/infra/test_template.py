@@ -107,7 +107,7 @@ def test_event_queue_is_high_throughput_fifo_with_a_dlq(tpl: Template, template_
         "DeduplicationScope": "messageGroup",
         "FifoThroughputLimit": "perMessageGroupId",
         "SqsManagedSseEnabled": True,
-        "RedrivePolicy": {"deadLetterTargetArn": {"Fn::GetAtt": [dlq, "Arn"]}, "maxReceiveCount": 5},
+        "RedrivePolicy": {"deadLetterTargetArn": {"Fn::GetAtt": [dlq, "Arn"]}, "maxReceiveCount": 1000},
     })
     queue = template_json["Resources"][_logical_id(template_json, "AWS::SQS::Queue",
                                                    QueueName="durastate-events.fifo")]["Properties"]
