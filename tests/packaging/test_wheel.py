@@ -37,7 +37,7 @@ CORE_CLOSURE = {"durastate", "pydantic", "pydantic-core", "annotated-types", "ty
 #: What the `cli` extra adds on top.
 CLI_CLOSURE = CORE_CLOSURE | {"typer", "rich", "click", "shellingham", "markdown-it-py", "mdurl", "pygments",
                               "annotated-doc", "colorama"}
-EXTRAS = {"cli", "png", "postgres", "dynamodb", "aio-dynamodb", "aws", "ui"}
+EXTRAS = {"cli", "png", "postgres", "dynamodb", "aio-dynamodb", "aws", "cdk", "ui"}
 def normalize(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
