@@ -23,8 +23,7 @@ Why this shape:
   ``Duplicates``, ``EventsIgnored``, ``EventsHeld`` (kept in a suspended or retrying execution, applied
   when it resumes); ``DeadLettered`` (moved to the DLQ with a reason); ``Failures``
   (records handed back for SQS to redeliver) and ``Retries`` (records received again after such a
-  failure: ``ApproximateReceiveCount`` > 1 — a record that keeps failing is moved to the DLQ by the
-  queue's redrive policy after ``maxReceiveCount``); ``Redrives`` (records replayed from the dead-letter
+  failure: ``ApproximateReceiveCount`` > 1); ``Redrives`` (records replayed from the dead-letter
   queue, e.g. ``durastate dead-letters replay``, recognised by their ``durastate.replay_of`` attribute);
   ``Conflicts`` (commits that lost the compare-and-swap and were retried). One value per metric per
   batch. With metrics disabled (``POWERTOOLS_METRICS_DISABLED``, ``POWERTOOLS_DEV``) Powertools skips the
