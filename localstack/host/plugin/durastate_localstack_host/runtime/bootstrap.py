@@ -101,7 +101,7 @@ _invocations = Queue()
 
 
 class _Invoke(BaseHTTPRequestHandler):
-    def do_POST(self):  # noqa: N802  (http.server's naming)
+    def do_POST(self):
         body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
         if self.path != "/invoke":
             self.send_response(404)
@@ -111,7 +111,7 @@ class _Invoke(BaseHTTPRequestHandler):
         self.send_response(200)
         self.end_headers()
 
-    def log_message(self, format, *args):  # noqa: A002  (quiet: LocalStack logs each invocation itself)
+    def log_message(self, format, *args):
         pass
 
 
@@ -140,7 +140,15 @@ def _run(handler, invocation):
     _post(f"/invocations/{request_id}/{'error' if failed else 'response'}", body)
 
 
+def _exit_with_parent(parent):
+    """A container dies with LocalStack; this process exits when its parent (LocalStack) is gone."""
+    while os.getppid() == parent:
+        time.sleep(1)
+    os._exit(0)
+
+
 def main():
+    threading.Thread(target=_exit_with_parent, args=(os.getppid(),), daemon=True).start()
     server = HTTPServer(("127.0.0.1", PORT), _Invoke)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
