@@ -1,7 +1,7 @@
 """Real LocalStack 4.14 community for the deploy test: on the host (no Docker) or as the official image.
 
 ``DURASTATE_LOCALSTACK=host`` (the default) runs ``localstack-core`` 4.14.0 as a host process, installed by
-``localstack/host/install.py`` (cached under ``localstack/build/host``). Two pieces of LocalStack are
+``localstack/host/run.py`` (cached under ``localstack/build/host``). Two pieces of LocalStack are
 downloads at first use that this machine cannot have, and only those two are replaced, by the plugins that
 install puts into LocalStack's own venv: DynamoDB (DynamoDB Local, a Java program; and its streams, which
 LocalStack serves from kinesis-mock, another download) comes from the moto LocalStack bundles, through
@@ -85,36 +85,23 @@ def lambda_architecture() -> str:
 
 @contextlib.contextmanager
 def host_localstack(workdir: Path) -> Iterator[str]:
-    """LocalStack 4.14 as a host process on a free loopback port; yields its endpoint URL."""
-    proc = subprocess.run([sys.executable, str(ROOT / "localstack" / "host" / "install.py")],
-                          capture_output=True, text=True, timeout=1800, check=False)
+    """LocalStack 4.14 as a host process (``localstack/host/run.py serve``) on a free loopback port; yields
+    its endpoint URL."""
+    run = [sys.executable, str(ROOT / "localstack" / "host" / "run.py")]
+    proc = subprocess.run([*run, "install"], capture_output=True, text=True, timeout=1800, check=False)
     if proc.returncode != 0:
         raise AssertionError(f"installing LocalStack failed:\n{proc.stdout}\n{proc.stderr}")
-    paths = json.loads(proc.stdout.strip().splitlines()[-1])
     port = free_port()
-    services = compose_environment()["SERVICES"]
-    run_dir = workdir / "localstack"
-    (run_dir / "tmp").mkdir(parents=True)
-    env = {
-        "PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": os.environ.get("HOME", str(run_dir)),
-        "TMPDIR": str(run_dir / "tmp"),  # where LocalStack's Lambda unzips each function's code
-        "FILESYSTEM_ROOT": str(run_dir / "fs"),
-        "GATEWAY_LISTEN": f"127.0.0.1:{port}", "LOCALSTACK_HOST": f"127.0.0.1:{port}",
-        "SERVICES": services,
-        "PROVIDER_OVERRIDE_DYNAMODB": "moto", "PROVIDER_OVERRIDE_DYNAMODBSTREAMS": "moto",
-        "LAMBDA_RUNTIME_EXECUTOR": "host-process", "LAMBDA_HOST_RUNTIMES_DIR": paths["runtimes_dir"],
-        "DNS_ADDRESS": "0", "SKIP_SSL_CERT_DOWNLOAD": "1", "DISABLE_EVENTS": "1",
-    }
-    log_path = run_dir / "localstack.log"
-    with log_path.open("wb") as log:
-        server = subprocess.Popen([paths["python"], "-m", "localstack.runtime.main"], cwd=run_dir, env=env,
+    log_path = workdir / "localstack.log"
+    with log_path.open("wb") as log:  # `serve` becomes the LocalStack process (exec): same pid
+        server = subprocess.Popen([*run, "serve", "--port", str(port), "--workdir", str(workdir / "localstack")],
                                   stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     endpoint = f"http://127.0.0.1:{port}"
     try:
         def ready() -> bool:
             if server.poll() is not None:
                 raise AssertionError(f"LocalStack exited ({server.returncode}):\n{log_path.read_text()[-4000:]}")
-            return _health(endpoint, services.split(","))
+            return _health(endpoint, compose_environment()["SERVICES"].split(","))
 
         wait_for(ready, "LocalStack's health endpoint", timeout=120)
         yield endpoint
@@ -125,7 +112,9 @@ def host_localstack(workdir: Path) -> Iterator[str]:
         except subprocess.TimeoutExpired:
             os.killpg(server.pid, signal.SIGKILL)
             server.wait()
-        print(f"LocalStack log: {log_path}")
+        kept = ROOT / "localstack" / "build" / "host" / "last-test.log"  # pytest's temp folders rotate
+        shutil.copyfile(log_path, kept)
+        print(f"LocalStack log: {kept}")
 
 
 @contextlib.contextmanager

@@ -6,10 +6,12 @@ serves ``POST /invoke`` and calls back to ``/_localstack_lambda/<executor-id>/..
 status and each invocation's logs and result. This executor keeps that contract with a process instead of a
 container: ``runtime/bootstrap.py`` on the host Python of the function's runtime (a virtualenv holding only
 boto3, as Lambda's image does), with the function's unzipped code as its only other import path. The
-function's layers are ignored exactly as the community executor ignores them.
+function's layers are ignored exactly as the community executor ignores them. Unlike a container, the
+process is not confined (it sees this host's files) and an invocation past the function's timeout is not
+cut off by the environment (LocalStack's own invoke deadline still applies).
 
 The host runtimes live in ``$LAMBDA_HOST_RUNTIMES_DIR/<runtime>/bin/python`` (``python3.12``, ...), which
-``localstack/host/install.py`` creates.
+``localstack/host/run.py`` creates.
 """
 
 from __future__ import annotations
@@ -22,12 +24,13 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from localstack import config
 from localstack.services.lambda_.invocation.executor_endpoint import ExecutorEndpoint
 from localstack.services.lambda_.invocation.lambda_models import FunctionVersion, InvocationResult
 from localstack.services.lambda_.invocation.plugins import RuntimeExecutorPlugin
 from localstack.services.lambda_.invocation.runtime_executor import LambdaRuntimeException, RuntimeExecutor
 from localstack.utils.net import get_free_tcp_port
+
+from localstack import config
 
 BOOTSTRAP = Path(__file__).resolve().parent / "runtime" / "bootstrap.py"
 #: Logs kept per environment for ``get_logs`` (LocalStack prints them when a start fails or times out).
@@ -40,7 +43,7 @@ def host_python(runtime: str) -> Path:
     if not root or not python.is_file():
         raise LambdaRuntimeException(
             f"no host runtime for {runtime}: expected {python} (set LAMBDA_HOST_RUNTIMES_DIR; "
-            "localstack/host/install.py creates one per Lambda Python runtime)")
+            "localstack/host/run.py creates one per Lambda Python runtime)")
     return python
 
 

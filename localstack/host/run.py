@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Install LocalStack 4.14 to run as a host process (no Docker), with the two stand-ins it needs here.
+"""LocalStack 4.14 community as a host process (no Docker), with stand-ins for the two pieces it downloads.
 
-Creates, under ``localstack/build/host/`` (cached: redone only when these inputs change; safe to run
+``run.py install`` creates, under ``localstack/build/host/`` (cached: redone only when these inputs change; safe to run
 concurrently and again):
 
 * ``localstack-venv/`` — ``localstack-core[runtime]==4.14.0`` on Python 3.13 (4.14 does not run on 3.11),
@@ -13,17 +13,23 @@ concurrently and again):
 * ``runtimes/python3.12/`` — the Lambda runtime those processes run: Python 3.12 with boto3 (pinned by the
   project's ``constraints.txt``) and nothing else, as Lambda's image has; the function's code brings the rest.
 
-Interpreters: ``$LOCALSTACK_HOST_PYTHON`` / ``$LAMBDA_HOST_PYTHON312``, else ``python3.13`` / ``python3.12`` on
-``PATH``, else pyenv's. Prints the paths as JSON: ``{"python": ..., "runtimes_dir": ...}``.
+Interpreters: ``$LOCALSTACK_HOST_PYTHON`` / ``$LAMBDA_HOST_PYTHON312``, else pyenv's, else ``python3.13`` /
+``python3.12`` on ``PATH``. Prints the paths as JSON: ``{"python": ..., "runtimes_dir": ...}``.
+
+``run.py serve [--port 4566]`` installs (a no-op when cached), then becomes LocalStack on ``127.0.0.1:PORT``
+with the services of ``localstack/docker-compose.yml`` and the two stand-ins selected; Ctrl-C stops it.
+Its working files go to ``localstack/build/host/run-PORT/``.
 """
 
 from __future__ import annotations
 
+import argparse
 import fcntl
 import glob
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -60,7 +66,7 @@ def digest(*parts: str | bytes) -> str:
 
 def tree_bytes(folder: Path) -> bytes:
     return b"".join(p.relative_to(folder).as_posix().encode() + p.read_bytes() for p in sorted(folder.rglob("*"))
-                    if p.is_file() and "__pycache__" not in p.parts and ".egg-info" not in str(p))
+                    if p.is_file() and "__pycache__" not in p.parts)
 
 
 def run(cmd: list[str]) -> None:
@@ -85,6 +91,14 @@ def ensure_venv(target: Path, python: str, key: str, installs: list[list[str]]) 
     return target
 
 
+def plugin_copy() -> Path:
+    """The plugin's sources copied out of the checkout (pip's build leaves ``build/`` next to them)."""
+    target = OUT / "plugin-src"
+    shutil.rmtree(target, ignore_errors=True)
+    shutil.copytree(PLUGIN, target, ignore=shutil.ignore_patterns("__pycache__", "build", "*.egg-info"))
+    return target
+
+
 def runtime_pins() -> list[str]:
     wanted = {d.replace("_", "-").lower() for d in RUNTIME_DISTRIBUTIONS}
     pins = [line.strip() for line in (ROOT / "constraints.txt").read_text().splitlines()
@@ -94,7 +108,7 @@ def runtime_pins() -> list[str]:
     return pins
 
 
-def main() -> int:
+def install() -> dict[str, str]:
     OUT.mkdir(parents=True, exist_ok=True)
     with (OUT / ".lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -103,12 +117,55 @@ def main() -> int:
         venv = ensure_venv(
             OUT / "localstack-venv", python313,
             digest(python313, LOCALSTACK, CONSTRAINTS.read_bytes(), tree_bytes(PLUGIN)),
-            [["-c", str(CONSTRAINTS), LOCALSTACK], ["--no-deps", str(PLUGIN)]],
+            [["-c", str(CONSTRAINTS), LOCALSTACK], ["--no-deps", str(plugin_copy())]],
         )
         pins = runtime_pins()
         runtime = ensure_venv(OUT / "runtimes" / "python3.12", python312, digest(python312, *pins), [pins])
-        print(json.dumps({"python": str(venv / "bin" / "python"), "runtimes_dir": str(runtime.parent)}))
-    return 0
+    return {"python": str(venv / "bin" / "python"), "runtimes_dir": str(runtime.parent)}
+
+
+def compose_services() -> str:
+    """The ``SERVICES`` list of ``localstack/docker-compose.yml``: the host run enables exactly those."""
+    found = re.search(r"^\s*-\s*SERVICES=([\w,-]+)\s*$", (HERE.parent / "docker-compose.yml").read_text(), re.M)
+    if found is None:
+        raise SystemExit("error: localstack/docker-compose.yml sets no SERVICES=... list")
+    return found.group(1)
+
+
+def serve_environment(port: int, paths: dict[str, str], workdir: Path) -> dict[str, str]:
+    """LocalStack's configuration for a host run on ``127.0.0.1:port`` (its files under ``workdir``)."""
+    (workdir / "tmp").mkdir(parents=True, exist_ok=True)
+    return {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": os.environ.get("HOME", str(workdir)),
+        "TMPDIR": str(workdir / "tmp"),  # where LocalStack's Lambda unzips each function's code
+        "FILESYSTEM_ROOT": str(workdir / "fs"),
+        "GATEWAY_LISTEN": f"127.0.0.1:{port}", "LOCALSTACK_HOST": f"127.0.0.1:{port}",
+        "SERVICES": compose_services(),
+        "PROVIDER_OVERRIDE_DYNAMODB": "moto", "PROVIDER_OVERRIDE_DYNAMODBSTREAMS": "moto",
+        "LAMBDA_RUNTIME_EXECUTOR": "host-process", "LAMBDA_HOST_RUNTIMES_DIR": paths["runtimes_dir"],
+        # No DNS server (port 53), no download of the TLS certificate, no usage analytics.
+        "DNS_ADDRESS": "0", "SKIP_SSL_CERT_DOWNLOAD": "1", "DISABLE_EVENTS": "1",
+        "DEBUG": os.environ.get("DEBUG", "0"),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("install", help="install (or reuse) the LocalStack venv and the Lambda host runtimes")
+    serve = sub.add_parser("serve", help="install, then run LocalStack on 127.0.0.1:PORT until Ctrl-C")
+    serve.add_argument("--port", type=int, default=4566)
+    serve.add_argument("--workdir", type=Path, default=None, help="default localstack/build/host/run-PORT")
+    ns = parser.parse_args(argv)
+    paths = install()
+    if ns.command == "install":
+        print(json.dumps(paths))
+        return 0
+    workdir = (ns.workdir or OUT / f"run-{ns.port}").resolve()
+    env = serve_environment(ns.port, paths, workdir)
+    os.chdir(workdir)  # not the repository: its localstack/ folder must not shadow the package
+    os.execve(paths["python"], [paths["python"], "-m", "localstack.runtime.main"], env)
+    return 1  # not reached
 
 
 if __name__ == "__main__":
