@@ -12,7 +12,7 @@ NODE_STAMP  := node_modules/.installed
 DEMO_STAMP := $(VENV)/.installed-demo
 FULL_STAMP := $(VENV)/.installed-full
 
-.PHONY: demo test lint typecheck unit bench synth layer local clean
+.PHONY: demo test lint typecheck unit bench synth layer local localstack-host clean
 
 # The venv's own pip (from ensurepip) is enough for both installs; upgrading it would cost the demo seconds.
 $(PY):
@@ -66,9 +66,14 @@ layer: $(FULL_STAMP)
 synth: $(FULL_STAMP) $(NODE_STAMP)
 	PATH="$(CURDIR)/node_modules/.bin:$(CURDIR)/$(VENV)/bin:$$PATH" npx cdk synth --quiet
 
-## local: the no-Docker local stack (moto server + the three handlers)
+## local: the no-Docker local stack (moto server + the four handlers)
 local: synth
 	$(VENV)/bin/durastate local
 
+## localstack-host: LocalStack 4.14 community as a host process on :4566, no Docker (installed on first use;
+## needs Python 3.13 and 3.12). Deploy to it with cdklocal: see localstack/README.md
+localstack-host:
+	$(PYTHON) localstack/host/run.py serve --port 4566
+
 clean:
-	rm -rf $(VENV) node_modules cdk.out layers/build .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) node_modules cdk.out layers/build localstack/build .mypy_cache .ruff_cache .pytest_cache

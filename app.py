@@ -14,6 +14,8 @@ Settings come from CDK context (``cdk.json`` or ``-c key=value``):
   durastate:workerMaxConcurrency  the worker event source's maximum concurrency (default 10)
   durastate:taskFunctions   Lambda functions definitions run as tasks, names or ARNs, comma-separated
                             (the relay may invoke exactly these; default: none)
+  durastate:bundleLayer     no Lambda layer: the engine goes into each function's code (default false;
+                            true for LocalStack community, which runs no layers)
   durastate:nag             run cdk-nag's AwsSolutions checks      (default true)
 """
 
@@ -75,6 +77,7 @@ def main() -> None:
         timer_hops=_flag(_context(app, "timerHops", "true"), "timerHops"),
         worker_max_concurrency=int(_context(app, "workerMaxConcurrency", "10")),
         task_functions=[f.strip() for f in _context(app, "taskFunctions", "").split(",") if f.strip()],
+        bundle_layer=_flag(_context(app, "bundleLayer", "false"), "bundleLayer"),
     )
     if _context(app, "nag", "true").lower() not in ("false", "0", "no"):
         # Findings fail the synth; acknowledged ones are written into the template's Metadata with reasons.

@@ -162,10 +162,14 @@ def definition_files(folder: Path) -> list[tuple[str, Path]]:
     return files
 
 
-def stage_function_code(name: str, functions_dir: Path, definitions_dir: Path, build_root: Path) -> Path:
+def stage_function_code(name: str, functions_dir: Path, definitions_dir: Path, build_root: Path,
+                        layer_dir: Path | None = None) -> Path:
     """Lay out one function's code: its handler, the shared ``_*.py`` helpers, and the definitions.
 
-    The engine itself comes from the layer, so this stays a few kilobytes and deploys in seconds.
+    The engine itself comes from the layer, so this stays a few kilobytes and deploys in seconds. With
+    ``layer_dir`` (a built layer: the folder holding ``python/``, named by its content hash, as
+    :func:`durastate.cdk.layer.build_layer` returns it) the layer's contents are bundled in as well, at the
+    code's root — for LocalStack community, whose Lambda gives a function its own code and no layers.
     The folder name is a content hash, so an unchanged function is an unchanged asset.
     """
     module = HANDLERS[name].split(".", 1)[0]
@@ -175,10 +179,15 @@ def stage_function_code(name: str, functions_dir: Path, definitions_dir: Path, b
     files = [(handler.name, handler)]
     files += [(p.name, p) for p in sorted(functions_dir.glob("_*.py")) if p.name != "__init__.py"]
     files += definition_files(definitions_dir)
-    out = build_root / "functions" / f"{name}-{_digest(files)}"
+    digest = _digest(files)
+    if layer_dir is not None:
+        digest = hashlib.sha256(f"{digest}+{layer_dir.name}".encode()).hexdigest()[:20]
+    out = build_root / "functions" / f"{name}-{digest}"
     if not (out / ".complete").is_file():
         staging = out.with_name(out.name + ".staging")
         shutil.rmtree(staging, ignore_errors=True)
+        if layer_dir is not None:
+            shutil.copytree(layer_dir / "python", staging)
         for rel, src in files:
             dest = staging / rel
             dest.parent.mkdir(parents=True, exist_ok=True)
@@ -236,6 +245,8 @@ class DurastateEngine(Construct):
       build_root: where the layer and the functions' code are built and cached (default
         :func:`durastate.cdk.layer.default_build_root`: ``DURASTATE_CDK_BUILD_DIR``, a checkout's
         ``layers/build``, else ``~/.cache/durastate/cdk``).
+      bundle_layer: no layer: the engine layer's contents go into each function's code instead (default
+        off). For LocalStack community, whose Lambda runs a function's own code and ignores its layers.
       trace: record a trace step per commit (off by default: it makes state-only commits transactions).
       processed_ttl / trace_ttl: how long dedupe marks (default 14 days, longer than the queue's
         retention) and trace steps (default 7 days) live before DynamoDB's TTL may delete them.
@@ -290,6 +301,7 @@ class DurastateEngine(Construct):
         schedules: Mapping[str, Mapping[str, Any]] | None = None,
         task_functions: Sequence[lambda_.IFunction | str] = (),
         build_root: str | Path | None = None,
+        bundle_layer: bool = False,
     ) -> None:
         super().__init__(scope, construct_id)
         self.table_prefix = table_prefix
@@ -354,6 +366,7 @@ class DurastateEngine(Construct):
 
         # ---- layer + functions --------------------------------------------------------------------------
         arch_name = architecture.name  # "arm64" | "x86_64"
+        layer_dir: Path | None = None
         if layer_code is None:
 
             layer_dir = build_layer(architecture=arch_name, python_version="3.12", build_root=build)
@@ -361,13 +374,19 @@ class DurastateEngine(Construct):
                 str(layer_dir), asset_hash=layer_dir.name, asset_hash_type=cdk.AssetHashType.CUSTOM,
                 exclude=[".complete"],
             )
-        self.layer = lambda_.LayerVersion(
-            self, "EngineLayer",
-            code=layer_code,
-            compatible_runtimes=[runtime],
-            compatible_architectures=[architecture],
-            description="durastate engine, stores and runtime with pydantic, PyYAML and Powertools",
-        )
+        elif bundle_layer:
+            raise ValueError("bundle_layer bundles the layer this construct builds, not a given layer_code: "
+                             "leave layer_code unset")
+        # LocalStack community runs no layers: bundle_layer puts the layer's contents into each function.
+        self.layer: lambda_.LayerVersion | None = None
+        if not bundle_layer:
+            self.layer = lambda_.LayerVersion(
+                self, "EngineLayer",
+                code=layer_code,
+                compatible_runtimes=[runtime],
+                compatible_architectures=[architecture],
+                description="durastate engine, stores and runtime with pydantic, PyYAML and Powertools",
+            )
 
         environment = {
             "DURASTATE_TABLE_PREFIX": table_prefix,
@@ -398,7 +417,8 @@ class DurastateEngine(Construct):
         if self.timers_queue is not None:
             roles.append(("timers", cdk.Duration.seconds(30)))
         for name, timeout in roles:
-            code_dir = stage_function_code(name, Path(functions_dir), definitions, build)
+            code_dir = stage_function_code(name, Path(functions_dir), definitions, build,
+                                           layer_dir if bundle_layer else None)
             self.functions[name] = self._function(
                 name, code_dir, runtime, architecture, memory_size, timeout, log_retention,
                 {**environment, "POWERTOOLS_SERVICE_NAME": f"durastate-{name}"},
@@ -558,7 +578,7 @@ class DurastateEngine(Construct):
             handler=HANDLERS[name],
             code=lambda_.Code.from_asset(str(code_dir), asset_hash=code_dir.name,
                                          asset_hash_type=cdk.AssetHashType.CUSTOM, exclude=[".complete"]),
-            layers=[self.layer],
+            layers=[self.layer] if self.layer is not None else None,
             memory_size=memory_size,
             timeout=timeout,
             role=role,

@@ -51,6 +51,7 @@ class DurastateStack(cdk.Stack):
         timer_hops: bool = True,
         worker_max_concurrency: int | None = DEFAULT_WORKER_MAX_CONCURRENCY,
         task_functions: Sequence[str] = (),
+        bundle_layer: bool = False,
         **kwargs: Any,
     ) -> None:
         super().__init__(scope, construct_id, description="durastate: durable Harel statecharts on AWS", **kwargs)
@@ -68,6 +69,7 @@ class DurastateStack(cdk.Stack):
             timer_hops=timer_hops,
             worker_max_concurrency=worker_max_concurrency,
             task_functions=task_functions,
+            bundle_layer=bundle_layer,
         )
         outputs = {
             "QueueUrl": (self.engine.queue.queue_url,

@@ -1,4 +1,4 @@
-"""``durastate local``: the AWS stack on this machine without Docker — moto's server plus the three handlers.
+"""``durastate local``: the AWS stack on this machine without Docker — moto's server plus the four handlers.
 
 It reads the synthesized template (``cdk synth`` / ``make synth`` write
 ``cdk.out/DurastateStack.template.json``), creates the stack's tables, queues and bus in moto's HTTP
@@ -89,7 +89,7 @@ def local(
         help="A Lambda function definitions run as tasks (invoke: {task: {lambda: NAME}}), as a handler "
              "importable here (PYTHONPATH); repeatable. moto runs function code only in Docker.")] = None,
 ) -> None:
-    """Run the AWS stack locally on moto's server (no Docker): queue, tables, bus and the three handlers."""
+    """Run the AWS stack locally on moto's server (no Docker): queues, tables, bus and the four handlers."""
     from durastate.devstack import LocalStack, StepReport
 
     env = {} if verbose else {"POWERTOOLS_LOG_LEVEL": "WARNING", "POWERTOOLS_METRICS_DISABLED": "true"}
