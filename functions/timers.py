@@ -44,7 +44,7 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     records = [(str(r.get("messageId") or ""), str(r.get("body") or "")) for r in event.get("Records") or []]
     outcomes, failed = rt.fire_timers(records)
     names = {"applied": "TimersApplied", "duplicate": "Duplicates", "ignored": "EventsIgnored",
-             "dead-lettered": "DeadLettered"}
+             "held": "EventsHeld", "dead-lettered": "DeadLettered"}
     # Always one metric: an invocation whose messages all went back to the sweeper (or had nothing to
     # apply) would otherwise publish none, and Powertools warns about it on every such invocation.
     metrics.add_metric(name="TimerMessages", unit=MetricUnit.Count, value=len(records))

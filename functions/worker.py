@@ -15,7 +15,8 @@ Why this shape:
   block its group until ``maxReceiveCount``. A transient failure (throttling, a conflict past the retry
   bound) raises, so SQS redelivers the record later, in order.
 * **Metrics** (EMF through Powertools, namespace ``POWERTOOLS_METRICS_NAMESPACE``): ``EventsApplied``,
-  ``Duplicates``, ``EventsIgnored``; ``DeadLettered`` (moved to the DLQ with a reason); ``Failures``
+  ``Duplicates``, ``EventsIgnored``, ``EventsHeld`` (kept by a suspended, retrying or failed execution,
+  applied later); ``DeadLettered`` (moved to the DLQ with a reason); ``Failures``
   (records handed back for SQS to redeliver) and ``Retries`` (records received again after such a
   failure: ``ApproximateReceiveCount`` > 1 — a record that keeps failing is moved to the DLQ by the
   queue's redrive policy after ``maxReceiveCount``); ``Redrives`` (records replayed from the dead-letter
@@ -71,7 +72,7 @@ processor.raise_on_entire_batch_failure = False
 
 _RECORD_KEYS = ["message_id", "message_group_id", "execution_id", "event_id", "event_name"]
 _OUTCOME_METRIC = {"applied": "EventsApplied", "duplicate": "Duplicates", "ignored": "EventsIgnored",
-                   "dead-lettered": "DeadLettered"}
+                   "held": "EventsHeld", "dead-lettered": "DeadLettered"}
 
 
 _batch: dict[str, int] = {}

@@ -89,11 +89,12 @@ MAX_HOP_WAIT = 1.5
 """The longest the timers function waits for a hop to be due (SQS delays in whole seconds); sooner still,
 it goes back to the timers queue."""
 
-Outcome = Literal["applied", "duplicate", "ignored", "dead-lettered"]
+Outcome = Literal["applied", "duplicate", "ignored", "held", "dead-lettered"]
 
 
 _OUTCOMES: dict[HandleResult, Outcome] = {
     HandleResult.APPLIED: "applied", HandleResult.DUPLICATE: "duplicate", HandleResult.IGNORED: "ignored",
+    HandleResult.HELD: "held",  # kept in the execution (committed): processed, not a failure to redeliver
 }
 
 
