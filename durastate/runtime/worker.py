@@ -336,6 +336,9 @@ class Worker:
                          trace=_control_record(exe, event, effects, now))
             return HandleResult.APPLIED
         if control.redrivable(exe):
+            if name in (SUSPEND, RESUME, START):  # nothing to pause, resume or start: as for a running one
+                self._ignore(exe, event, blind, now, f"{name.removeprefix(RESERVED_PREFIX)} of a failed execution")
+                return HandleResult.IGNORED
             # Failed, and a redrive can bring it back: kept, and applied after the redriven event (as a
             # fault-free run would have applied it after that step), never dropped.
             return self._hold(exe, event, blind, now)

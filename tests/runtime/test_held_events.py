@@ -206,6 +206,23 @@ def test_past_the_cap_a_failed_execution_dead_letters_with_the_reason(
     assert letter.event.id == "n2" and "holds 2 events" in letter.reason and "redrive" in letter.reason
 
 
+def test_a_failed_execution_ignores_suspend_and_resume_and_holds_a_cancel(rt: LocalRuntime) -> None:
+    rt.start("order", execution_id="o")
+    run(rt, "o", Event(id="sub", name="submit"))
+    rt.suspend("o")
+    rt.resume("o")
+    rt.cancel("o", reason="changed my mind")
+    stats = rt.run_until_idle()
+    o = rt.get("o")
+    assert o is not None and o.status == "failed" and (stats.ignored, stats.held) == (2, 1)
+    assert [e.name for e in o.held] == ["durastate.cancel"]
+    reasons = [s.get("reason") for s in rt.store.read_trace("o") if s.get("ignored")]
+    assert reasons == ["suspend of a failed execution", "resume of a failed execution"]
+    redrive(rt.store, "o", clock=rt.clock)  # the provider is still down: it fails again, the cancel waits
+    rt.run_until_idle()
+    assert [e.name for e in rt.get("o").held] == ["durastate.cancel"]  # type: ignore[union-attr]
+
+
 @pytest.mark.parametrize("end", ["finish", "cancel", "terminate"])
 def test_events_sent_to_an_ended_execution_are_traced_and_ignored(rt: LocalRuntime, provider: Provider,
                                                                     end: str) -> None:
