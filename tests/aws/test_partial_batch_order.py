@@ -227,7 +227,7 @@ def run(sqs: Any, queues: tuple[str, str], seed: int, rate: float, mode: str = "
         if all((exe := p.load(o)) is not None and exe.status != "running" for o in names):
             break
     p.drain()
-    assert len(sent) == 2 * orders, f"seed {seed}: an order never got to fulfilment ({sorted(sent)})"
+    # (an order that never got to fulfilment differs from the fault-free run below: it is still in its cart)
     ids = sorted({*names, *(d for o in names for d in _descendants(p, o))})
     return {i: _end(p.load(i)) for i in ids}
 
