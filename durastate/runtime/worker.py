@@ -299,10 +299,7 @@ class Worker:
             controlled = self._control(exe, event, now, blind)
             if controlled is not None:
                 return controlled
-            if event.name == FINISHED and not self._finished_is_true(exe, event):
-                log.warning("ignored %s %s for %s: its child has not ended as it claims", event.name, event.id,
-                            target_id)
-                self._ignore(exe, event, blind, now, "the notice does not match the child's stored state")
+            if self._untrue_notice(exe, event, blind, now):
                 return HandleResult.IGNORED
             defn = self.versions.of(exe)
         if exe.secret is None and defn.tables.has_tasks:
@@ -381,9 +378,7 @@ class Worker:
         A child's ``finished`` notice is checked here, on arrival, while the child's record still says how
         it ended; once held it is true for good, and is not checked again when it is applied (retention
         may have purged the child by then, leaving only a tombstone to compare with)."""
-        if event.name == FINISHED and not self._finished_is_true(exe, event):
-            log.warning("ignored %s %s for %s: its child has not ended as it claims", event.name, event.id, exe.id)
-            self._ignore(exe, event, blind, now, "the notice does not match the child's stored state")
+        if self._untrue_notice(exe, event, blind, now):
             return HandleResult.IGNORED
         try:
             control.hold(exe, event)
@@ -521,6 +516,15 @@ class Worker:
         if child_id not in (None, target_id) or not _is_child_of(target_id, parent):
             raise MalformedEvent(f"durastate.start for {target_id!r} names parent {parent_id!r}, which never "
                                  "invoked it; invoked children are started by their parent, not from outside")
+
+    def _untrue_notice(self, exe: Execution, event: Event, blind: bool, now: float) -> bool:
+        """Consume and ignore (traced) a ``durastate.finished`` notice that does not match its child's stored
+        state; True if it was one."""
+        if event.name != FINISHED or self._finished_is_true(exe, event):
+            return False
+        log.warning("ignored %s %s for %s: its child has not ended as it claims", event.name, event.id, exe.id)
+        self._ignore(exe, event, blind, now, "the notice does not match the child's stored state")
+        return True
 
     def _finished_is_true(self, exe: Execution, event: Event) -> bool:
         """A ``durastate.finished`` notice must agree with its child's stored state.
