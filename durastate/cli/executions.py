@@ -28,6 +28,7 @@ from durastate.cli.delivery import QUEUED_UNKNOWN, deliver, queued_start
 from durastate.cli.introspect import handled_events
 from durastate.cli.session import UsageError
 from durastate.cli.timeline import TraceView
+from durastate.engine.control import redrivable
 from durastate.engine.expressions import did_you_mean
 from durastate.engine.ids import MAX_ID_LENGTH, start_event_id
 from durastate.engine.model import CANCEL, ENDED, RESERVED_PREFIX, START, STATUSES, Event, new_id
@@ -120,7 +121,10 @@ def send(
     definition_id: str | None
     if exe is not None:
         definition_id = exe.definition_id
-        if exe.status not in ("running", "suspended") and not force and not inspect:  # suspended: holds events
+        if redrivable(exe) and not inspect:
+            output.note(f"execution {execution_id} has failed: the event is held, and applies after "
+                        f"`durastate redrive {execution_id}`")
+        elif exe.status not in ("running", "suspended") and not force and not inspect:  # suspended: holds
             outcome = f" ({exe.outcome})" if exe.outcome else ""
             ended = "was purged" if exe.status == "purged" else f"has {exe.status}"
             raise UsageError(f"execution {execution_id} {ended}{outcome} and takes no more events "

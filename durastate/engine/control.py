@@ -13,7 +13,9 @@ crash anywhere leaves either the old execution or the new one.
   difference from ``cancel``), disarms its timers, terminates its running children and tells its parent.
 - **redrive**: a failed execution keeps the event whose step failed and the state before that step
   (:class:`~durastate.engine.model.Failure`, committed with the failure). A redrive restores that state
-  and hands back the event to apply again, under a new id (the original is marked applied).
+  and hands back the event to apply again, under a new id (the original is marked applied). Events that
+  reach a failed execution meanwhile are held as by a suspended one (up to :data:`MAX_HELD`) and applied,
+  in order, once the redriven event has been applied.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ __all__ = [
     "fail",
     "hold",
     "record_failure",
+    "redrivable",
     "redrive",
     "resume",
     "suspend",
@@ -47,7 +50,7 @@ __all__ = [
 ]
 
 MAX_HELD = 1_000
-"""How many events a suspended (or retry-waiting) execution keeps before it refuses more: the held
+"""How many events a suspended (retry-waiting, or failed) execution keeps before it refuses more: the held
 events live in the execution, which must stay within the backend's item size (DynamoDB: 400 KB)."""
 
 RESTORED_FIELDS = ("active_path", "leaves", "history", "context", "timers", "children", "invoke_seq", "maps")
@@ -106,10 +109,13 @@ def _resume_children(exe: Execution) -> list[Emit]:
 
 
 def hold(exe: Execution, event: Event) -> None:
-    """Keep ``event`` for later (the execution is suspended or waits for a retry)."""
+    """Keep ``event`` for later (the execution is suspended, waits for a retry, or failed and awaits a
+    redrive)."""
     if len(exe.held) >= MAX_HELD:
-        raise ControlError(f"execution {exe.id} already holds {MAX_HELD} events while {exe.status}; resume it "
-                           "(or let its retry run) before sending more")
+        then = ("redrive it once its failure is fixed" if exe.status == "failed"
+                else "resume it (or let its retry run)")
+        raise ControlError(f"execution {exe.id} already holds {MAX_HELD} events while {exe.status}; {then} "
+                           "before sending more, and replay this dead letter then")
     exe.held.append(event)
 
 
@@ -166,6 +172,12 @@ def record_failure(exe: Execution, before: Execution | None, event: Event) -> No
         restored = before.model_dump(include=set(RESTORED_FIELDS), mode="json")
     redrives = exe.failure.redrives if exe.failure is not None else 0
     exe.failure = Failure(event=event, before=restored, redrives=redrives)
+
+
+def redrivable(exe: Execution) -> bool:
+    """Whether ``exe`` failed and kept what a redrive needs: it may step again, so the events that reach
+    it meanwhile are held for after the redrive (an execution ended any other way never steps again)."""
+    return exe.status == "failed" and exe.failure is not None
 
 
 def redrive(exe: Execution, now: float) -> tuple[Effects, Event]:

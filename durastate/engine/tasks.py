@@ -58,6 +58,7 @@ __all__ = [
     "compile_task",
     "invoked",
     "task_result",
+    "timeout_error",
 ]
 
 TaskKind = Literal["python", "lambda", "http"]
@@ -174,6 +175,13 @@ class TaskRequest:
                 "attempt": self.attempt, "input": self.input}
 
 
+def timeout_error(task_id: str, timeout: float | None) -> str:
+    """The error of a task that did not answer in time: the same whether its durable timer fired first or
+    the runner stopped waiting for it (a Python task's deadline)."""
+    after = f" within {timeout:g}s" if timeout is not None else ""
+    return f"TaskTimeout: task {task_id} did not answer{after}"
+
+
 def task_result(request: TaskRequest, output: Any = None, error: str | None = None) -> Event:
     """The answer to ``request``: the ``durastate.finished`` notice the execution routes to ``on_done``
     (``output``, when ``error`` is ``None``) or ``on_error`` (``error``). Same request, same event id."""
@@ -233,8 +241,7 @@ def timed_out(run: Run, path: str, ev: Event) -> bool:
     tid, _ = running[-1]
     s = run.t.index.get(path, -1)
     task = run.t.task[s] if s >= 0 else None
-    after = f" within {task.timeout:g}s" if task is not None and task.timeout is not None else ""
-    error = f"TaskTimeout: task {tid} did not answer{after}"
+    error = timeout_error(tid, task.timeout if task is not None else None)
     return run.on_finished(Event.model_construct(
         id=ev.id, name=FINISHED,
         data={"child_id": tid, "status": "failed", "outcome": None, "output": None, "error": error,

@@ -20,8 +20,8 @@ Why this shape:
   most 15 minutes; :meth:`~durastate.runtime.aws.AwsRuntime.back_off`), instead of the queue's 180 s
   visibility timeout each time: a blip is retried within seconds, an outage does not run up receives.
 * **Metrics** (EMF through Powertools, namespace ``POWERTOOLS_METRICS_NAMESPACE``): ``EventsApplied``,
-  ``Duplicates``, ``EventsIgnored``, ``EventsHeld`` (kept in a suspended or retrying execution, applied
-  when it resumes); ``DeadLettered`` (moved to the DLQ with a reason); ``Failures``
+  ``Duplicates``, ``EventsIgnored``, ``EventsHeld`` (kept by a suspended, retrying or failed execution,
+  applied later); ``DeadLettered`` (moved to the DLQ with a reason); ``Failures``
   (records handed back for SQS to redeliver) and ``Retries`` (records received again after such a
   failure: ``ApproximateReceiveCount`` > 1); ``Redrives`` (records replayed from the dead-letter
   queue, e.g. ``durastate dead-letters replay``, recognised by their ``durastate.replay_of`` attribute);

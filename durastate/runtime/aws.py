@@ -103,8 +103,9 @@ it goes back to the timers queue."""
 
 Outcome = Literal["applied", "duplicate", "ignored", "held", "dead-lettered"]
 """What became of one record. Every one of them is a success for SQS (the record is deleted): ``held`` is
-an event kept in its suspended or retrying execution, applied when it resumes — it is in the store, so
-redelivering the record would only block the execution's FIFO group (a ``resume`` included)."""
+an event kept by its suspended, retrying or failed execution, applied when it resumes, after the retry or
+after the redrive — it is in the store, so redelivering the record would only block the execution's FIFO
+group (a ``resume`` included)."""
 
 
 def outcome_of(result: HandleResult) -> Outcome:

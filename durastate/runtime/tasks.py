@@ -13,6 +13,11 @@ Every kind receives the same JSON document (:meth:`~durastate.engine.tasks.TaskR
 
 - ``python: "package.module:function"`` — the function is imported (in this process) and called with the
   document; what it returns is the output, what it raises the error (``"<ExceptionType>: <message>"``).
+  With a ``timeout`` it runs in a thread of its own and the runner waits for it that long at most (wall
+  time, as for an HTTP task): then the answer is ``TaskTimeout`` — the error the task's durable timer gives
+  — and what the call returns later is never sent. So the timeout wins over a late answer, and a call that
+  hangs holds up the relay (and ``serve``) for its timeout, not for ever; the thread itself cannot be
+  stopped and ends when the call does. Without a ``timeout`` the call is not bounded.
 - ``lambda: "<function name or ARN>"`` — invoked synchronously (``RequestResponse``) with boto3; the
   function's JSON answer is the output, a function error (``errorType``, ``errorMessage``) the error.
 - ``http: "https://..."`` — POSTed as JSON (with an ``Idempotency-Key: <task id>`` header) with the
@@ -28,6 +33,7 @@ from __future__ import annotations
 import importlib
 import json
 import logging
+import threading
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Sequence
@@ -35,7 +41,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from durastate.engine.model import Event
-from durastate.engine.tasks import TaskRequest, task_result
+from durastate.engine.tasks import TaskRequest, task_result, timeout_error
 from durastate.engine.values import check_json
 from durastate.errors import InvalidValue
 from durastate.store.base import OutboxEntry
@@ -83,7 +89,7 @@ class TaskRunner:
         """Call the task once; its answer (output or error) as the event to send to the execution."""
         try:
             if request.kind == "python":
-                output = self._function(request.target)(request.payload())
+                output = self._python(request)
             elif request.kind == "http":
                 output = self._http(request)
             else:
@@ -129,6 +135,12 @@ class TaskRunner:
                 raise _TaskFailed(f"TaskNotFound: {target!r} is not callable")
             fn = self._functions[target] = obj
         return fn
+
+    def _python(self, request: TaskRequest) -> Any:
+        function, payload = self._function(request.target), request.payload()
+        if request.timeout is None:
+            return function(payload)
+        return _call_within(function, payload, request)
 
     # -- http --------------------------------------------------------------------------------------------
     def _http(self, request: TaskRequest) -> Any:
@@ -183,6 +195,40 @@ class TaskRunner:
 
 class _TaskFailed(Exception):
     """A task failed in a way the runner words itself (the message is the error the execution sees)."""
+
+
+def _call_within(function: Callable[[dict[str, Any]], Any], payload: dict[str, Any], request: TaskRequest) -> Any:
+    """``function(payload)`` in a daemon thread, waited for ``request.timeout`` seconds at most.
+
+    A daemon thread, not a pool's: a call that never returns must not hold up the process's exit (a pool
+    joins its threads then). Past the deadline the call is abandoned: ``TaskTimeout``, and its late result
+    or error is logged and dropped, never sent (the execution has its timeout already)."""
+    assert request.timeout is not None
+    done = threading.Event()
+    outcome: list[tuple[bool, Any]] = []
+    late = False
+
+    def call() -> None:
+        try:
+            outcome.append((True, function(payload)))
+        except BaseException as exc:  # handed to the waiting thread, which words it as the task's error
+            outcome.append((False, exc))
+        finally:
+            done.set()
+            if late:
+                log.info("task %s (python %s) answered after its timeout; its answer is dropped",
+                         request.task_id, request.target)
+
+    threading.Thread(target=call, name=f"durastate-task-{request.task_id[:40]}", daemon=True).start()
+    if not done.wait(request.timeout):
+        late = True
+        log.warning("task %s (python %s) did not answer within %gs: TaskTimeout", request.task_id,
+                    request.target, request.timeout)
+        raise _TaskFailed(timeout_error(request.task_id, request.timeout))
+    ok, value = outcome[0]
+    if not ok:
+        raise value
+    return value
 
 
 def _short(error: str) -> str:

@@ -94,9 +94,11 @@ class HandleResult(enum.StrEnum):
     DUPLICATE = "duplicate"
     """The event id was already processed for this execution; nothing changed."""
     IGNORED = "ignored"
-    """The event was consumed but changed nothing: unhandled, a stale timeout, or the execution ended."""
+    """The event was consumed but changed nothing: unhandled, a stale timeout, a notice that is not true, or
+    the execution ended for good (it can never step again)."""
     HELD = "held"
-    """The execution is suspended or waits for a retry: the event is kept in it and applied later."""
+    """The execution is suspended, waits for a retry, or failed and awaits a redrive: the event is kept in it
+    and applied later."""
 
 
 def returns_live_objects(store: object) -> bool:
@@ -297,10 +299,7 @@ class Worker:
             controlled = self._control(exe, event, now, blind)
             if controlled is not None:
                 return controlled
-            if event.name == FINISHED and not self._finished_is_true(exe, event):
-                log.warning("ignored %s %s for %s: its child has not ended as it claims", event.name, event.id,
-                            target_id)
-                self._ignore(exe, event, blind, now, "the notice does not match the child's stored state")
+            if self._untrue_notice(exe, event, blind, now):
                 return HandleResult.IGNORED
             defn = self.versions.of(exe)
         if exe.secret is None and defn.tables.has_tasks:
@@ -333,8 +332,17 @@ class Worker:
             self._commit(exe, effects.emits, event.id, blind, timers=effects.timers,
                          trace=_control_record(exe, event, effects, now))
             return HandleResult.APPLIED
+        if control.redrivable(exe):
+            if name in (SUSPEND, RESUME, START):  # nothing to pause, resume or start: as for a running one
+                self._ignore(exe, event, blind, now, f"{name.removeprefix(RESERVED_PREFIX)} of a failed execution")
+                return HandleResult.IGNORED
+            # Failed, and a redrive can bring it back: kept, and applied after the redriven event (as a
+            # fault-free run would have applied it after that step), never dropped.
+            return self._hold(exe, event, blind, now)
         if status in ENDED:
-            # Ended: consumed and ignored, without needing its definition (it may be gone by now).
+            # Ended for good: consumed and ignored (traced), without needing its definition (it may be
+            # gone by now). No step can ever apply it: a finished, cancelled, terminated or purged execution
+            # never steps again, nor does a failed one that kept nothing a redrive needs.
             self._ignore(exe, event, blind, now, None)
             return HandleResult.IGNORED
         if status == "suspended":
@@ -365,6 +373,13 @@ class Worker:
         return None
 
     def _hold(self, exe: Execution, event: Event, blind: bool, now: float) -> HandleResult:
+        """Keep ``event`` in ``exe`` (suspended, waiting for a retry, or failed and awaiting a redrive).
+
+        A child's ``finished`` notice is checked here, on arrival, while the child's record still says how
+        it ended; once held it is true for good, and is not checked again when it is applied (retention
+        may have purged the child by then, leaving only a tombstone to compare with)."""
+        if self._untrue_notice(exe, event, blind, now):
+            return HandleResult.IGNORED
         try:
             control.hold(exe, event)
         except control.ControlError as err:
@@ -402,9 +417,7 @@ class Worker:
                 queue.remove(fire)
                 batch.step(self, defn, exe, fire, now, detached_copy(exe), fresh=False)
                 continue
-            ev = queue.pop(0)
-            if ev.name == FINISHED and not self._finished_is_true(exe, ev):
-                continue
+            ev = queue.pop(0)  # (a held notice was checked when it arrived: see _hold)
             batch.step(self, defn, exe, ev, now, detached_copy(exe), fresh=False)
 
     def _ignore(self, exe: Execution, event: Event, blind: bool, now: float, reason: str | None) -> None:
@@ -503,6 +516,15 @@ class Worker:
         if child_id not in (None, target_id) or not _is_child_of(target_id, parent):
             raise MalformedEvent(f"durastate.start for {target_id!r} names parent {parent_id!r}, which never "
                                  "invoked it; invoked children are started by their parent, not from outside")
+
+    def _untrue_notice(self, exe: Execution, event: Event, blind: bool, now: float) -> bool:
+        """Consume and ignore (traced) a ``durastate.finished`` notice that does not match its child's stored
+        state; True if it was one."""
+        if event.name != FINISHED or self._finished_is_true(exe, event):
+            return False
+        log.warning("ignored %s %s for %s: its child has not ended as it claims", event.name, event.id, exe.id)
+        self._ignore(exe, event, blind, now, "the notice does not match the child's stored state")
+        return True
 
     def _finished_is_true(self, exe: Execution, event: Event) -> bool:
         """A ``durastate.finished`` notice must agree with its child's stored state.

@@ -192,6 +192,23 @@ def test_duplicate_delivery_changes_nothing(stack: Stack, capsys: pytest.Capture
     assert totals["EventsApplied"] == 1 and totals["Duplicates"] == 2
 
 
+def test_an_event_a_suspended_execution_holds_is_processed_not_failed(
+        stack: Stack, capsys: pytest.CaptureFixture[str]) -> None:
+    """Held (suspended, retrying, failed awaiting a redrive) is a success: not a batch item failure that
+    SQS would redeliver after the visibility timeout, holding back the execution's later events."""
+    start(stack, "A")
+    stack.runtime.worker.handle("A", Event(id="s", name="durastate.suspend"))
+    SqsTransport(stack.sqs, stack.queue_url).send([("A", Event(id="i1", name="inc")),
+                                                   ("A", Event(id="i2", name="inc"))])
+    batch = receive_batch(stack)
+    capsys.readouterr()
+    assert stack.call_worker(lambda_event(batch, stack))["batchItemFailures"] == []
+    exe = stack.raw_store.load("A")
+    assert exe is not None and exe.status == "suspended" and [e.id for e in exe.held] == ["i1", "i2"]
+    totals = metrics_out(capsys.readouterr().out)
+    assert totals["EventsHeld"] == 2 and "Failures" not in totals
+
+
 def test_relay_crash_between_send_and_ack_duplicates_nothing(queues: tuple[str, str],
                                                              definitions: Path) -> None:
     crash = {"armed": True}

@@ -151,3 +151,46 @@ def test_events_sent_to_a_suspended_execution_are_held_not_refused(ok: Callable[
     ok("resume", "s1")
     ok("serve", "--until-idle")
     assert show(ok, "s1")["context"] == {"count": 1}
+
+
+NOTED_SHOP = """
+id: noted_shop
+initial: open
+context: {amount: 25}
+states:
+  open:
+    initial: cart
+    on: {note: {actions: [{assign: {note: "$event.data.text"}}]}}
+    states:
+      cart: {on: {submit: paying}}
+      paying:
+        entry: [{call: "shop_hooks:charge"}]
+        on: {ship: shipped}
+  shipped: {type: final, outcome: shipped}
+"""
+
+
+def test_an_event_sent_to_a_failed_execution_is_held_and_applies_after_the_redrive(
+        ok: Callable[..., Outcome], env: Env) -> None:
+    (env.definitions / "noted_shop.yaml").write_text(NOTED_SHOP)
+    up = Path(env.tmp / "provider-up")
+    up.write_text("")  # the fault-free run first
+    ok("start", "noted_shop", "--id", "fine")
+    for event in ("submit", "note", "ship"):
+        ok("send", "fine", event, *(["--data", '{"text": "ring twice"}'] if event == "note" else []))
+    ok("serve", "--until-idle")
+    up.unlink()
+    ok("start", "noted_shop", "--id", "o1")
+    ok("send", "o1", "submit")
+    ok("serve", "--until-idle")
+    sent = ok("send", "o1", "note", "--data", '{"text": "ring twice"}')  # taken, not refused
+    assert "held, and applies after `durastate redrive o1`" in " ".join(sent.stderr.split())
+    ok("serve", "--until-idle")
+    assert "1 event(s) waiting: note" in ok("show", "o1").stdout
+    up.write_text("")  # the fix
+    ok("redrive", "o1")
+    ok("send", "o1", "ship")
+    ok("serve", "--until-idle")
+    done, fine = show(ok, "o1"), show(ok, "fine")
+    assert (done["status"], done["outcome"], done["context"]) == (fine["status"], fine["outcome"], fine["context"])
+    assert done["context"] == {"amount": 25, "charged": 25, "note": "ring twice"}

@@ -115,6 +115,23 @@ def test_the_timers_function_waits_out_the_second_and_sends_back_what_is_early(
     assert entry["DelaySeconds"] == 100 and '"b"' in entry["MessageBody"]
 
 
+def test_the_timers_function_counts_a_timeout_a_suspended_execution_holds_as_held(
+        registry: DefinitionRegistry, clock: ManualClock) -> None:
+    """Held is done, not a failure: SQS would redeliver the hop, and the execution hold nothing new."""
+    from durastate.runtime import Worker
+
+    store = DictStore()
+    waiting(store, registry, clock, "a")
+    Worker(store, registry, clock).handle("a", Event(id="s", name="durastate.suspend"))
+    settings = AwsSettings(timers_queue_url="https://sqs.local/123/durastate-timers", definitions_dir=Path("."))
+    rt = AwsRuntime(settings, store, registry, InMemoryTransport(), LogSink(), FakeSqs(), clock=clock)
+    clock.advance(30)
+    outcomes, failed = rt.fire_timers([("m1", dump_envelope("a", timeout_event("a", "waiting", ARMED)))])
+    assert outcomes == {"held": 1} and failed == []
+    a = store.load("a")
+    assert a is not None and a.status == "suspended" and [e.name for e in a.held] == [TIMEOUT]
+
+
 class Reads(DictStore):
     """Records the ranges the sweeper asks for."""
 
