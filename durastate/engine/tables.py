@@ -141,6 +141,8 @@ class CompiledTransition:
     source_depth: int
     guard_site: str = ""
     actions_site: str = ""
+    defer: bool = False
+    """Taken for an event only when no state below its source takes one (XState's selection)."""
 
     def __post_init__(self) -> None:
         self.guard_site = self.site + ".guard"
@@ -661,21 +663,23 @@ class _Builder:
         if len(issues) > n0:
             return None
         if target < 0:
-            return CompiledTransition(source, -1, guard, actions, -1, (), -1, site, t.depth[source])
+            return CompiledTransition(source, -1, guard, actions, -1, (), -1, site, t.depth[source],
+                                      defer=spec.defer)
         history = -1
         dest = target
         if t.kind[target] == "history":
             history, dest = target, t.parent[target]
+        keep = spec.parallel_domain  # (XState: the domain may be an inline parallel state)
         if (
             spec.internal
             and target != source
             and t.is_proper_ancestor(source, target)
-            and t.kind[source] == "compound"
+            and (t.kind[source] == "compound" or (keep and t.inline[source]))
         ):
             domain = source
         else:
             domain = t.parent[source]
-            while not (t.is_proper_ancestor(domain, target)) or t.inline[domain]:
+            while not (t.is_proper_ancestor(domain, target)) or (t.inline[domain] and not keep):
                 domain = t.parent[domain]  # (SCXML: the domain is a compound state, never a parallel one)
         chain: list[int] = []
         s = dest
@@ -684,7 +688,7 @@ class _Builder:
             s = t.parent[s]
         chain.reverse()
         return CompiledTransition(
-            source, target, guard, actions, domain, tuple(chain), history, site, t.depth[source]
+            source, target, guard, actions, domain, tuple(chain), history, site, t.depth[source], defer=spec.defer
         )
 
     def _chains(self) -> None:

@@ -103,7 +103,9 @@ def test_targets_by_id_child_and_reentry() -> None:
     doc = xstate.convert(json.dumps(config)).document
     on = doc["states"]["a"]["on"]
     assert on["IN"] == [{"target": "a.y", "internal": True}]
-    assert on["SELF"] == [{}]  # v5: a transition to its own source does not re-enter it
+    # v5: a transition to its own source does not re-enter it, but it does leave the source's children and
+    # enter its initial one again: an internal transition to the initial child
+    assert on["SELF"] == [{"target": "a.x", "internal": True}]
     assert on["AGAIN"] == [{"target": "a"}]
     assert on["JUMP"] == [{"target": "a.y", "internal": True}]
 
