@@ -30,6 +30,7 @@ from durastate.engine.expressions import (
     Guard,
     Issues,
     Value,
+    action_state_refs,
     compile_actions,
     compile_guard,
     compile_value,
@@ -497,6 +498,8 @@ class _Builder:
         # actions, transitions, timers, invoke
         t.entry[i] = compile_actions(node.entry, at("entry"), issues)
         t.exit[i] = compile_actions(node.exit, at("exit"), issues)
+        self._action_refs(node.entry, at("entry"))
+        self._action_refs(node.exit, at("exit"))
         if not (declarative_actions(node.entry) and declarative_actions(node.exit)):
             t.runs_user_code = True
         for event, trans in node.on.items():
@@ -627,6 +630,15 @@ class _Builder:
         self.issues.append(f"{where}: no state {target!r}{hint}")
         return -1
 
+    def _action_refs(self, actions: list[Any], site: str) -> None:
+        """The ``in_state`` guards of ``choose`` actions: checked, and the step then tracks what is active."""
+        t = self.t
+        for ref in action_state_refs(actions):
+            t.in_state = True
+            if ref not in t.index:
+                self.issues.append(f"{site}: choose: in_state: no state {ref!r}{did_you_mean(ref, t.paths[1:])} "
+                                   "(write the state's full dotted path)")
+
     def _transition(self, source: int, spec: Transition | After, site: str) -> CompiledTransition | None:
         t, issues = self.t, self.issues
         n0 = len(issues)
@@ -637,6 +649,7 @@ class _Builder:
                 issues.append(f"{site}.guard.in_state: no state {ref!r}{did_you_mean(ref, t.paths[1:])} "
                               "(write the state's full dotted path)")
         actions = compile_actions(spec.actions, f"{site}.actions", issues)
+        self._action_refs(spec.actions, f"{site}.actions")
         if not ((spec.guard is None or declarative_guard(spec.guard)) and declarative_actions(spec.actions)):
             t.runs_user_code = True
         target = -1

@@ -25,6 +25,7 @@ since a durastate region is a compound state.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import PurePath
 from typing import Any
@@ -64,6 +65,13 @@ class _El:
     text: str = ""
     seen: dict[str, int] = field(default_factory=dict)
     """How many children of each tag were parsed so far (the index of the next one's path, in constant time)."""
+
+
+def _iter(el: _El) -> Iterator[_El]:
+    """``el`` and every element below it, in document order."""
+    yield el
+    for child in el.children:
+        yield from _iter(child)
 
 
 class _Refused(Exception):
@@ -249,6 +257,10 @@ class _Converter:
 
         walk(root)
         self.variables = {d.attrs["id"] for d in found if "id" in d.attrs}
+        # a <foreach> item or index that the datamodel does not declare is declared by the loop
+        loops = {el.attrs[a] for el in _iter(root) if el.tag == "foreach" and not el.foreign
+                 for a in ("item", "index") if _IDENTIFIER.match(el.attrs.get(a, ""))}
+        self.variables |= loops
         context: dict[str, Any] = {}
         for data in found:
             ident = data.attrs.get("id")
@@ -558,9 +570,10 @@ class _Converter:
                 assigns = assigns or (el.tag == "assign" and not el.foreign)
                 continue
             if assigns:
-                self.report(el, "<if> after an <assign> is not supported: the <if> becomes guarded transitions, "
-                                "whose conditions are tested before any of the transition's content runs")
-                ok = False
+                # its conditions must see what the content before it assigned: a choose action, tested then
+                choice = self.choose(el)
+                ok = ok and choice is not None
+                alternatives = [(conds, [*done, choice]) for conds, done in alternatives]
                 continue
             arms = self._if_arms(el)
             if arms is None:
@@ -653,19 +666,68 @@ class _Converter:
             self.report(el, "<script> is not supported: durastate never runs code from a definition (write the "
                             "logic as assign/raise/send/log actions or a 'package.module:function' call)")
             return None
-        if tag in ("if", "elseif", "else"):
-            self.report(el, "<if> is not supported here: durastate's entry and exit actions have no branches (an "
-                            "<if> in a transition's content is split into guarded transitions, one per branch)")
+        if tag == "if":
+            return self.choose(el)
+        if tag in ("elseif", "else"):
+            self.report(el, f"<{tag}> outside an <if>")
             return None
         if tag == "foreach":
-            self.report(el, "<foreach> is not supported: durastate actions have no loops")
-            return None
+            return self.foreach(el)
         if tag == "cancel":
             self.report(el, "<cancel> is not supported (durastate has no delayed sends to cancel; use a "
                             "state's `after` timer, cancelled when the state is left)")
             return None
         self.report(el, f"<{tag}> is not executable content durastate supports")
         return None
+
+    def choose(self, el: _El) -> Any:
+        """``<if>``/``<elseif>``/``<else>`` as a ``choose`` action: its conditions are tested when it runs."""
+        branches: list[dict[str, Any]] = []
+        current: dict[str, Any] = {}
+        body = _El("block", {}, el.line, el.path)
+        ok = True
+
+        def close() -> None:
+            current["actions"] = self.actions(body)
+            branches.append(dict(current))
+
+        marker = el
+        for child in [el, *el.children]:
+            if child is el or (child.tag in ("elseif", "else") and not child.foreign):
+                if child is not el:
+                    close()
+                marker, current, body = child, {}, _El("block", {}, child.line, child.path)
+                if marker.tag != "else":
+                    cond = marker.attrs.get("cond")
+                    guard = _NOTHING if cond is None else self.guard(marker, cond)
+                    if cond is None:
+                        self.report(marker, f"<{marker.tag}> without a cond")
+                    ok = ok and guard is not _NOTHING
+                    current["guard"] = guard
+                continue
+            body.children.append(child)
+        close()
+        return {"choose": branches} if ok else None
+
+    def foreach(self, el: _El) -> Any:
+        """``<foreach array item index>``: a ``foreach`` action over a copy of the array, item and index
+        assigned to their datamodel variables (declared by the loop if the datamodel has not)."""
+        refs: dict[str, str] = {}
+        for attr in ("item", "index"):
+            name = el.attrs.get(attr)
+            if name is None:
+                continue
+            if not _IDENTIFIER.match(name):
+                self.report(el, f"{attr}={name!r} is not a variable name")
+                return None
+            refs[attr] = name
+        if "item" not in refs or "array" not in el.attrs:
+            self.report(el, "<foreach> needs an array and an item")
+            return None
+        array = self.value(el, el.attrs["array"], "array")
+        if array is _NOTHING:
+            return None
+        return {"foreach": {"array": array, **refs, "actions": self.actions(el)}}
 
     def log(self, el: _El) -> Any:
         expr = el.attrs.get("expr")
@@ -829,6 +891,7 @@ class _Converter:
             return _NOTHING
 
 
+_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _PLATFORM_EVENTS = ("done.state", "done.invoke", "error.execution", "error.communication", "error.platform")
 """The events an SCXML processor raises itself; durastate raises none of them."""
 _DELAY = re.compile(r"^\s*(\d*\.?\d+)\s*(ms|s)\s*$")

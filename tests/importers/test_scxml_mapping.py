@@ -201,25 +201,43 @@ def test_an_if_in_a_transition_becomes_one_guarded_transition_per_branch() -> No
     assert rt.get(eid).context == {"n": 21}  # type: ignore[union-attr]
 
 
-def test_an_if_after_an_assign_or_outside_a_transition_is_reported() -> None:
+def test_if_and_foreach_are_choose_and_foreach_actions_tested_when_they_run() -> None:
+    doc = _doc("""
+      <datamodel><data id="n" expr="0"/><data id="items" expr="[1, 2, 3]"/><data id="sum" expr="0"/></datamodel>
+      <state id="s">
+        <onentry>
+          <foreach array="items" item="x" index="i"><assign location="sum" expr="sum + x"/></foreach>
+          <if cond="sum == 6"><raise event="six"/><elseif cond="sum &gt; 6"/><raise event="more"/>
+          <else/><raise event="less"/></if>
+        </onentry>
+        <transition event="six" target="t">
+          <assign location="n" expr="1"/>
+          <if cond="n == 1"><assign location="n" expr="10"/><else/><assign location="n" expr="20"/></if>
+        </transition>
+      </state>
+      <final id="t"/>""")
+    assert doc["states"]["s"]["entry"][0] == {"foreach": {
+        "array": "$context.items", "item": "x", "index": "i",
+        "actions": [{"assign": {"sum": {"add": ["$context.sum", "$context.x"]}}}]}}
+    assert [b.get("guard") for b in doc["states"]["s"]["entry"][1]["choose"]] == [
+        {"eq": ["$context.sum", 6]}, {"gt": ["$context.sum", 6]}, None]
+    exe = run_to_end(doc, max_seconds=0)
+    # the <if> after the <assign> sees n == 1; the loop's item and index stay in the datamodel, as in SCXML
+    assert (exe.status, exe.context) == ("finished", {"n": 10, "items": [1, 2, 3], "sum": 6, "x": 3, "i": 2})
+
+
+def test_what_an_if_holds_that_does_not_map_is_reported() -> None:
     result = scxml.convert(f"""<scxml {NS}>
       <datamodel><data id="n" expr="0"/></datamodel>
       <state id="s">
-        <onentry><if cond="n == 0"><raise event="zero"/></if></onentry>
-        <transition event="go" target="s">
-          <assign location="n" expr="1"/>
-          <if cond="n == 1"><raise event="one"/></if>
-        </transition>
         <transition event="other">
-          <if cond="Math.random() &lt; 0.5"><script>n++</script><else/><foreach array="n" item="i"/></if>
+          <if cond="Math.random() &lt; 0.5"><script>n++</script><else/><foreach array="n" item="i.j"/></if>
         </transition>
       </state></scxml>""")
     assert [(i.location, i.message.split(":")[0]) for i in result.issues] == [
-        ("scxml/state[@id='s']/onentry[1]/if[1]", "<if> is not supported here"),
-        ("scxml/state[@id='s']/transition[1]/if[1]", "<if> after an <assign> is not supported"),
-        ("scxml/state[@id='s']/transition[2]/if[1]", "cond='Math.random() < 0.5'"),  # every branch is read
-        ("scxml/state[@id='s']/transition[2]/if[1]/script[1]", "<script> is not supported"),
-        ("scxml/state[@id='s']/transition[2]/if[1]/foreach[1]", "<foreach> is not supported"),
+        ("scxml/state[@id='s']/transition[1]/if[1]", "cond='Math.random() < 0.5'"),  # every branch is read
+        ("scxml/state[@id='s']/transition[1]/if[1]/script[1]", "<script> is not supported"),
+        ("scxml/state[@id='s']/transition[1]/if[1]/foreach[1]", "item='i.j' is not a variable name"),
     ]
 
 

@@ -224,7 +224,9 @@ def _compare(case: tuple[dict[str, Any], list[str]], theirs: Any) -> None:
         want = {k: v for k, v in want.items() if k != "value"}
         if want["status"] == "done":
             mine, want = {**mine, "nodes": []}, {**want, "nodes": []}  # (XState keeps the final configuration)
-        assert mine == want, f"after {after}:\n{json.dumps(config)}\nevents {events}"
+        if mine != want:
+            raise AssertionError(f"after {after}:\n{json.dumps(config)}\nevents {events}\ndurastate {mine}\n"
+                                 f"xstate    {want}")
         if want["status"] == "done":
             break
 
