@@ -10,10 +10,11 @@ What maps (see docs/importing.md): ``<state>``, ``<parallel>``, ``<final>``, ``<
 ``initial`` attribute and ``<initial>`` (naming a child), ``<transition event cond target type>`` (one
 ``on`` key per event descriptor, eventless ones to ``always``), ``<onentry>``/``<onexit>``, and the
 executable content ``<raise>``, ``<send>`` (to the session itself, ``#_internal`` or ``#_parent``, without
-a delay), ``<assign>``, ``<log>``; ``<datamodel>``/``<data>`` with constant values become the context.
-Conditions and values go through :mod:`durastate.importers.ecma` (the ``ecmascript`` datamodel's subset).
-Everything else (``<script>``, ``<if>``, ``<foreach>``, ``<cancel>``, ``<invoke>``, ``<donedata>``, delayed
-sends, expressions outside the subset, several targets) is reported with its element path and line.
+a delay), ``<assign>``, ``<log>``, ``<if>`` (guarded transitions in a transition's content, else a ``choose``
+action) and ``<foreach>`` (a ``foreach`` action); ``<datamodel>``/``<data>`` with constant values become the
+context. Conditions and values go through :mod:`durastate.importers.ecma` (the ``ecmascript`` datamodel's
+subset). Everything else (``<script>``, ``<cancel>``, ``<invoke>``, ``<donedata>``, delayed sends, expressions
+outside the subset, several targets) is reported with its element path and line.
 
 SCXML ids are global and durastate paths are nested, so each id becomes a state name and each target the
 full dotted path of the state with that id (which durastate resolves from the top), as does ``In('id')``
