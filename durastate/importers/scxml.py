@@ -560,13 +560,21 @@ class _Converter:
         alternatives, _ = found
         return alternatives
 
-    def _sequence(self, content: list[_El]) -> tuple[list[tuple[list[Any], list[Any]]], bool] | None:
-        """The alternatives of ``content`` and whether it assigns (a later ``<if>`` would see the change)."""
+    def _sequence(self, content: list[_El], branch: str = "block") -> tuple[list[tuple[list[Any], list[Any]]],
+                                                                           bool] | None:
+        """The alternatives of ``content`` and whether it assigns (a later ``<if>`` would see the change);
+        ``branch``: the tag of the ``<if>`` branch it is the content of (``block``: the transition's own)."""
         alternatives: list[tuple[list[Any], list[Any]]] = [([], [])]
         assigns, ok = False, True
         for el in content:
             if el.tag != "if" or el.foreign:
-                actions = self.actions(_El("block", {}, el.line, el.path, children=[el]))
+                actions = self.actions(_El(branch, {}, el.line, el.path, children=[el]))
+                if self.static_error(el) is not None:
+                    if branch != "block":  # reported by actions(): SCXML would end the content around it too
+                        ok = False
+                        break
+                    # error.execution raised: the rest of the transition's content is skipped
+                    return [(conds, [*done, *actions]) for conds, done in alternatives], assigns
                 alternatives = [(conds, [*done, *actions]) for conds, done in alternatives]
                 assigns = assigns or (el.tag == "assign" and not el.foreign)
                 continue
@@ -616,7 +624,7 @@ class _Converter:
                 ok = ok and guard is not _NOTHING
                 conds.append(guard)
                 earlier.append(guard)
-            found = self._sequence(content)
+            found = self._sequence(content, marker.tag)
             if found is None or not ok:
                 ok = False
                 continue
@@ -644,10 +652,39 @@ class _Converter:
                 if timer is not None:
                     timers.append(timer)
                 continue
+            error = self.static_error(el)
+            if error is not None and block.tag in ("foreach", "if", "elseif", "else"):
+                # SCXML ends the enclosing blocks too, which only running it can say for a loop or a branch
+                self.report(el, f"{error}: SCXML raises error.execution and ends the loop or branch and the "
+                                "content around it, which has no durastate equivalent here")
+                break
+            if error is not None:
+                # SCXML raises error.execution and skips the rest of the block: so does the import
+                out.append(_raised_error(error))
+                break
             action = self.action(el)
             if action is not None:
                 out.append(action)
         return out
+
+    def static_error(self, el: _El) -> str | None:
+        """Why ``el`` is an error SCXML meets when it runs it (then it raises ``error.execution``), seen in
+        the document itself: a ``<send>`` to a target that is no URI nor ``#_...``, an ``<assign>`` to a
+        variable the datamodel does not declare, a ``<foreach>`` whose item or index is no variable name."""
+        if el.tag == "send":
+            target = el.attrs.get("target")
+            if target is not None and not target.startswith("#") and not _URI.match(target):
+                return f"<send target={target!r}>: not a valid target"
+        elif el.tag == "assign":
+            head = re.split(r"[.\[]", el.attrs.get("location", "").strip(), maxsplit=1)[0]
+            if _IDENTIFIER.match(head) and not head.startswith("_") and head not in self.variables:
+                return f"<assign location={el.attrs.get('location')!r}>: {head!r} is not declared"
+        elif el.tag == "foreach":
+            for attr in ("item", "index"):
+                name = el.attrs.get(attr)
+                if name is not None and not _IDENTIFIER.match(name):
+                    return f"<foreach {attr}={name!r}>: not a variable name"
+        return None
 
     def action(self, el: _El) -> Any:
         tag = el.tag
@@ -685,7 +722,7 @@ class _Converter:
         """``<if>``/``<elseif>``/``<else>`` as a ``choose`` action: its conditions are tested when it runs."""
         branches: list[dict[str, Any]] = []
         current: dict[str, Any] = {}
-        body = _El("block", {}, el.line, el.path)
+        body = _El("if", {}, el.line, el.path)
         ok = True
 
         def close() -> None:
@@ -697,7 +734,7 @@ class _Converter:
             if child is el or (child.tag in ("elseif", "else") and not child.foreign):
                 if child is not el:
                     close()
-                marker, current, body = child, {}, _El("block", {}, child.line, child.path)
+                marker, current, body = child, {}, _El(child.tag, {}, child.line, child.path)
                 if marker.tag != "else":
                     cond = marker.attrs.get("cond")
                     guard = _NOTHING if cond is None else self.guard(marker, cond)
@@ -893,10 +930,18 @@ class _Converter:
 
 
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_PLATFORM_EVENTS = ("done.state", "done.invoke", "error.execution", "error.communication", "error.platform")
-"""The events an SCXML processor raises itself; durastate raises none of them."""
+_URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
+"""A target with a URI scheme (``http:``...): a real address, reported as not supported, not an error."""
+_PLATFORM_EVENTS = ("done.state", "done.invoke", "error.communication", "error.platform")
+"""The events an SCXML processor raises itself that durastate never raises (``error.execution`` it raises
+for the errors :meth:`_Converter.static_error` sees in the document)."""
 _DELAY = re.compile(r"^\s*(\d*\.?\d+)\s*(ms|s)\s*$")
 """An SCXML delay (CSS2 time): ``1s``, ``.5s``, ``500ms``."""
+
+def _raised_error(error: str | None) -> dict[str, Any]:
+    """What an element SCXML would fail on becomes: ``error.execution`` raised, saying why."""
+    return {"raise": {"event": "error.execution", "data": {"error": error}}}
+
 
 def _literal_delay(el: _El) -> _El:
     """``<send delayexpr="'1s'">`` (a string constant, as the W3C tests write it) is ``<send delay="1s">``."""

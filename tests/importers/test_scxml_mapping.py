@@ -121,7 +121,7 @@ def test_what_does_not_map_is_reported_once_each_with_its_place() -> None:
     result = scxml.convert(f"""<scxml {NS} initial="a b">
       <parallel id="p"><state id="a"/><state id="b"/></parallel>
       <state id="s"><invoke src="other.scxml"/>
-        <transition event="error.execution" target="p"/>
+        <transition event="done.invoke" target="p"/>
         <transition event="go" target="a b"/></state>
     </scxml>""")
     assert [(i.location, i.line) for i in result.issues if i.location != "(definition)"] == [
@@ -237,7 +237,7 @@ def test_what_an_if_holds_that_does_not_map_is_reported() -> None:
     assert [(i.location, i.message.split(":")[0]) for i in result.issues] == [
         ("scxml/state[@id='s']/transition[1]/if[1]", "cond='Math.random() < 0.5'"),  # every branch is read
         ("scxml/state[@id='s']/transition[1]/if[1]/script[1]", "<script> is not supported"),
-        ("scxml/state[@id='s']/transition[1]/if[1]/foreach[1]", "item='i.j' is not a variable name"),
+        ("scxml/state[@id='s']/transition[1]/if[1]/foreach[1]", "<foreach item='i.j'>"),  # SCXML's error
     ]
 
 
@@ -301,3 +301,38 @@ def test_a_delayed_send_whose_data_would_be_read_when_it_fires_is_reported() -> 
         </onentry><transition event="later" cond="_event.data.p == 1" target="pass"/></state>
       <final id="pass"/>""")
     assert run_to_end(constant, max_seconds=2).outcome == "pass"
+
+
+def test_content_scxml_fails_on_raises_error_execution_and_skips_the_rest_of_its_block() -> None:
+    doc = _doc("""
+      <datamodel><data id="n" expr="0"/></datamodel>
+      <state id="s">
+        <onentry>
+          <assign location="n" expr="1"/>
+          <send target="nowhere" event="never"/>
+          <assign location="n" expr="2"/>
+        </onentry>
+        <transition event="go" target="t">
+          <assign location="undeclared" expr="1"/><assign location="n" expr="3"/>
+        </transition>
+        <transition event="error.execution" cond="n == 1" target="t"/>
+      </state>
+      <final id="t"/>""")
+    assert doc["states"]["s"]["entry"][1] == {"raise": {"event": "error.execution", "data": {
+        "error": "<send target='nowhere'>: not a valid target"}}}
+    assert len(doc["states"]["s"]["entry"]) == 2  # the assign after it never runs in SCXML
+    assert doc["states"]["s"]["on"]["go"][0]["actions"] == [{"raise": {"event": "error.execution", "data": {
+        "error": "<assign location='undeclared'>: 'undeclared' is not declared"}}}]
+    exe = run_to_end(doc, max_seconds=0)
+    assert (exe.status, exe.context) == ("finished", {"n": 1})
+
+
+def test_an_error_inside_a_loop_or_a_branch_is_reported() -> None:
+    result = scxml.convert(f"""<scxml {NS}>
+      <datamodel><data id="xs" expr="[1]"/></datamodel>
+      <state id="s"><onentry>
+        <foreach array="xs" item="x"><assign location="nope" expr="1"/></foreach>
+        <if cond="true"><send target="nowhere" event="e"/></if>
+      </onentry></state></scxml>""")
+    assert [i.message.split(":")[0] for i in result.issues] == ["<assign location='nope'>", "<send target='nowhere'>"]
+    assert all("ends the loop or branch" in i.message for i in result.issues)
