@@ -670,13 +670,16 @@ class _Converter:
     def static_error(self, el: _El) -> str | None:
         """Why ``el`` is an error SCXML meets when it runs it (then it raises ``error.execution``), seen in
         the document itself: a ``<send>`` to a target that is no URI nor ``#_...``, an ``<assign>`` to a
-        variable the datamodel does not declare, a ``<foreach>`` whose item or index is no variable name."""
+        variable the datamodel does not declare or to a system variable, a ``<foreach>`` whose item or index
+        is no variable name."""
         if el.tag == "send":
             target = el.attrs.get("target")
             if target is not None and not target.startswith("#") and not _URI.match(target):
                 return f"<send target={target!r}>: not a valid target"
         elif el.tag == "assign":
             head = re.split(r"[.\[]", el.attrs.get("location", "").strip(), maxsplit=1)[0]
+            if head in _SYSTEM_VARIABLES:
+                return f"<assign location={el.attrs.get('location')!r}>: the system variable {head} is read-only"
             if _IDENTIFIER.match(head) and not head.startswith("_") and head not in self.variables:
                 return f"<assign location={el.attrs.get('location')!r}>: {head!r} is not declared"
         elif el.tag == "foreach":
@@ -930,6 +933,7 @@ class _Converter:
 
 
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_SYSTEM_VARIABLES = ("_sessionid", "_name", "_ioprocessors", "_event", "_x")
 _URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
 """A target with a URI scheme (``http:``...): a real address, reported as not supported, not an error."""
 _PLATFORM_EVENTS = ("done.state", "done.invoke", "error.communication", "error.platform")

@@ -265,7 +265,7 @@ def test_initial_content_runs_first_in_the_target_entry_when_nothing_else_enters
             "(no other transition targets it or a state inside it, no history restores it)"], elsewhere
 
 
-def test_name_is_the_documents_name_and_cannot_be_assigned() -> None:
+def test_name_is_the_documents_name_and_assigning_it_is_an_error_execution() -> None:
     doc = _doc("""
       <datamodel><data id="me" expr="_name"/></datamodel>
       <state id="s"><transition cond="_name === 'chart' &amp;&amp; me == 'chart'" target="done"/></state>
@@ -273,9 +273,12 @@ def test_name_is_the_documents_name_and_cannot_be_assigned() -> None:
     assert doc["context"] == {"me": "chart"}
     assert run_to_end(doc, max_seconds=0).outcome == "done"
     result = scxml.convert(f"""<scxml {NS} name="chart"><datamodel><data id="x"/></datamodel>
-      <state id="s"><onentry><assign location="_name" expr="'other'"/></onentry></state></scxml>""")
-    assert [i.message for i in result.issues] == [
-        "location='_name': the system variable _name has no durastate equivalent"]
+      <state id="s"><onentry><assign location="_name" expr="'other'"/><raise event="skipped"/></onentry>
+      <transition event="error.execution" cond="_name == 'chart'" target="done"/></state><final id="done"/></scxml>""")
+    assert result.issues == []
+    assert result.document["states"]["s"]["entry"] == [{"raise": {"event": "error.execution", "data": {
+        "error": "<assign location='_name'>: the system variable _name is read-only"}}}]
+    assert run_to_end(result.document, max_seconds=0).outcome == "done"
     unnamed = scxml.convert(f"<scxml {NS}><datamodel><data id='me' expr='_name'/></datamodel><state id='s'/></scxml>")
     assert [i.message for i in unnamed.issues] == [
         "expr='_name': the system variable _name has no durastate equivalent"]
