@@ -234,6 +234,7 @@ def _compare(case: tuple[dict[str, Any], list[str]], theirs: Any) -> None:
 MACHINES = 400
 
 
+@pytest.mark.slow
 def test_imported_machines_step_as_xstate_steps_them() -> None:
     """Hypothesis draws the machines (no shrinking: they all go to one node process, then each is compared);
     a disagreement reports the smallest machine that shows one, with its events."""
