@@ -436,10 +436,12 @@ class _Builder:
             forbid("initial", why="parallel state: every region starts at once")
             forbid("invoke", "outcome", "history", "target", why="parallel state")
             for k in kids:
-                if t.kind[k] != "compound":
+                # inline regions may also be inline parallel states (SCXML's <parallel> in a <parallel>)
+                if t.kind[k] != "compound" and not (t.inline[i] and t.kind[k] == "parallel" and t.inline[k]):
                     checks.append(
                         f"{t.sites[k]}: a region of a parallel state must be a compound state "
                         f"(with `states` and `initial`), not {t.kind[k]}"
+                        + (" (or, in an inline parallel state, an inline parallel one)" if t.inline[i] else "")
                     )
         elif kind == "final":
             forbid(

@@ -303,9 +303,6 @@ class _Converter:
                 continue
             if child.tag in _STATE_TAGS:
                 name = self.names[id(child)]
-                if el.tag == "parallel" and child.tag == "parallel":
-                    self.report(child, "a <parallel> directly inside a <parallel> is not supported: a durastate "
-                                       "region is a compound state; put it in a <state> of its own")
                 states[name] = self.state(child, region=el.tag == "parallel")
                 if first is None and child.tag != "history":
                     first = name

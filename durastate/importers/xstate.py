@@ -134,7 +134,14 @@ class _Converter:
             if "initial" in cfg:
                 self.report("initial", "a parallel machine has no initial state")
             doc = {"id": doc["id"], "initial": self.root, **doc}
-            doc["states"] = {self.root: {"type": "parallel", "regions": "inline", "states": mapped}}
+            top: dict[str, Any] = {"type": "parallel", "regions": "inline", "states": mapped}
+            doc["states"] = {self.root: top}
+            if _can_finish(cfg):
+                # XState's machine is done once every region is in a final state: durastate's top-level
+                # parallel state then goes to a final state, which ends the execution
+                done = "_done" if self.root != "_done" else "_done_"
+                top["on_done"] = [{"target": done}]
+                doc["states"][done] = {"type": "final"}
         else:
             doc["states"] = mapped
         return doc
@@ -151,6 +158,10 @@ class _Converter:
             if key not in _STATE_KEYS:
                 self.report(f"{site}.{key}", f"the state key {key!r} is not supported")
         kind = node.get("type")
+        if kind == "parallel" and path.rpartition(".")[0] in self.parallels:
+            self.report(site, "a parallel state directly inside a parallel state is not supported: XState ends "
+                              "the outer one when the inner one is done, durastate (as SCXML) does not; put it "
+                              "in a compound state of its own")
         if kind in ("parallel", "final", "history"):
             out["type"] = kind
             if kind == "parallel":
@@ -495,6 +506,14 @@ class _Converter:
             return None
         data = {k: _escape(v) for k, v in spec.items() if k != "type"}
         return {"event": name, "data": data} if data else {"event": name}
+
+
+def _can_finish(node: dict[str, Any]) -> bool:
+    """Whether a parallel state (or machine) can be in XState's final state: every region is a compound
+    state with a final child or a parallel state that can be."""
+    regions = [c for c in (node.get("states") or {}).values() if isinstance(c, dict) and c.get("type") != "history"]
+    return bool(regions) and all(_can_finish(r) if r.get("type") == "parallel" else _has_final_child(r)
+                                 for r in regions)
 
 
 def _has_final_child(node: dict[str, Any]) -> bool:
