@@ -245,6 +245,14 @@ def _actions_events(actions: list[Any], site: str) -> Iterator[tuple[str, str]]:
         if not isinstance(action, Mapping) or len(action) != 1:
             continue
         (kind, args), = action.items()
+        if kind == "choose" and isinstance(args, list):
+            for b, branch in enumerate(args):
+                if isinstance(branch, Mapping) and isinstance(branch.get("actions"), list):
+                    yield from _actions_events(branch["actions"], f"{site}[{k}].choose[{b}].actions")
+            continue
+        if kind == "foreach" and isinstance(args, Mapping) and isinstance(args.get("actions"), list):
+            yield from _actions_events(args["actions"], f"{site}[{k}].foreach.actions")
+            continue
         if kind == "raise":
             name = args if isinstance(args, str) else args.get("event") if isinstance(args, Mapping) else None
         elif kind == "send" and isinstance(args, Mapping) and args.get("to") == "self":

@@ -88,6 +88,16 @@ class Transition(BaseModel):
     ``internal: true`` with a target strictly inside a compound source: the source is neither exited nor
     re-entered. With any other target (the source itself, or a state outside it) ``internal`` changes
     nothing: the transition is external, as in SCXML.
+
+    ``parallel_domain: true`` takes XState's domain instead of SCXML's: the innermost state holding both the
+    source and the target whatever its kind, so a transition between regions of an inline parallel state
+    exits and re-enters the regions but not the parallel state itself (SCXML leaves it), and ``internal``
+    also keeps an inline parallel source.
+
+    ``defer: true`` (XState's selection, for an ``on`` transition): where several leaves are active (inside
+    an inline parallel state), the transition is taken for an event only when no state below its source
+    takes one; SCXML lets each leaf pick its own, so a leaf that finds no transition of its own takes its
+    ancestor's while another leaf takes a transition of its region.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -96,6 +106,8 @@ class Transition(BaseModel):
     guard: Any = None
     actions: list[Any] = Field(default_factory=list)
     internal: bool = False
+    parallel_domain: bool = False
+    defer: bool = False
 
     @model_validator(mode="before")
     @classmethod
@@ -129,6 +141,8 @@ class After(BaseModel):
     guard: Any = None
     actions: list[Any] = Field(default_factory=list)
     internal: bool = False
+    parallel_domain: bool = False
+    defer: bool = False
 
     @model_validator(mode="before")
     @classmethod

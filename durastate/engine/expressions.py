@@ -39,6 +39,7 @@ __all__ = [
     "Guard",
     "Issues",
     "Value",
+    "action_state_refs",
     "compile_actions",
     "compile_guard",
     "compile_value",
@@ -310,6 +311,23 @@ def state_refs(spec: Any) -> list[str]:
     return []
 
 
+def action_state_refs(specs: Any) -> list[str]:
+    """The state paths the ``in_state`` guards of ``choose`` branches in the action list ``specs`` name."""
+    out: list[str] = []
+    for spec in specs if isinstance(specs, list) else []:
+        if not isinstance(spec, dict) or len(spec) != 1:
+            continue
+        ((kind, args),) = spec.items()
+        if kind == "choose" and isinstance(args, list):
+            for branch in args:
+                if isinstance(branch, dict):
+                    out.extend(state_refs(branch.get("guard")))
+                    out.extend(action_state_refs(branch.get("actions")))
+        elif kind == "foreach" and isinstance(args, dict):
+            out.extend(action_state_refs(args.get("actions")))
+    return out
+
+
 def _always(value: bool) -> Guard:
     return lambda ctx, ev: value
 
@@ -395,7 +413,7 @@ def compile_guard(spec: Any, where: str, issues: Issues) -> Guard:
 
 # -- actions --------------------------------------------------------------------------------------------
 
-ACTION_KINDS = ("assign", "send", "raise", "log", "call")
+ACTION_KINDS = ("assign", "send", "raise", "log", "call", "choose", "foreach")
 _SEND_KEYS = ("event", "to", "data")
 _RAISE_KEYS = ("event", "data")
 
@@ -561,12 +579,81 @@ def _compile_call(args: Any, where: str, issues: Issues, policy: RetryPolicy | N
     return call
 
 
+def _compile_choose(args: Any, where: str, issues: Issues) -> Action | None:
+    """``{choose: [{guard: G, actions: [...]}, ..., {actions: [...]}]}``: the actions of the first branch whose
+    guard holds (a branch without one always does), SCXML's ``<if>``/``<elseif>``/``<else>``; the guards are
+    tested when the action runs, so they see what the actions before it assigned."""
+    if not isinstance(args, list) or not args:
+        issues.append(f"{where}: takes a list of branches {{guard: G, actions: [...]}} (the last may have no guard)")
+        return None
+    branches: list[tuple[Guard | None, tuple[Action, ...]]] = []
+    for i, branch in enumerate(args):
+        here = f"{where}[{i}]"
+        if not isinstance(branch, dict) or not set(branch) <= {"guard", "actions"}:
+            issues.append(f"{here}: a branch is {{guard: G, actions: [...]}}")
+            continue
+        guard = compile_guard(branch["guard"], f"{here}.guard", issues) if "guard" in branch else None
+        body = branch.get("actions") or []
+        branches.append((guard, compile_actions(body if isinstance(body, list) else [body], f"{here}.actions",
+                                                issues)))
+
+    def choose(run: Run) -> None:
+        site = run.site
+        for guard, actions in branches:
+            if guard is None or guard(run.exe.context, run.event):
+                for a in actions:
+                    a(run)
+                break
+        run.site = site
+
+    return choose
+
+
+_FOREACH_KEYS = ("array", "item", "index", "actions")
+
+
+def _compile_foreach(args: Any, where: str, issues: Issues) -> Action | None:
+    """``{foreach: {array: VALUE, item: KEY, index?: KEY, actions: [...]}}``: the actions once per item of a
+    copy of the list ``array`` evaluates to, the item (and its index) assigned to the context keys first,
+    SCXML's ``<foreach>``. A value that is not a list fails the step; a loop is as long as its list."""
+    if not isinstance(args, dict) or not isinstance(args.get("item"), str) or "array" not in args:
+        issues.append(f"{where}: takes {{array: VALUE, item: KEY, index: KEY, actions: [...]}}")
+        return None
+    for k in args:
+        if k not in _FOREACH_KEYS:
+            issues.append(f"{where}.{k}: unknown key{did_you_mean(str(k), _FOREACH_KEYS)}")
+            return None
+    array = compile_value(args["array"], f"{where}.array", issues)
+    put_item = _setter(args["item"])
+    index = args.get("index")
+    put_index = _setter(index) if isinstance(index, str) and index else None
+    body = args.get("actions") or []
+    actions = compile_actions(body if isinstance(body, list) else [body], f"{where}.actions", issues)
+
+    def foreach(run: Run) -> None:
+        items = array(run.exe.context, run.event)
+        if not isinstance(items, list):
+            raise TypeError(f"foreach array must evaluate to a list, got {type(items).__name__}")
+        site = run.site
+        for i, item in enumerate(list(items)):
+            put_item(run.exe.context, copy.deepcopy(item))
+            if put_index is not None:
+                put_index(run.exe.context, i)
+            for a in actions:
+                a(run)
+        run.site = site
+
+    return foreach
+
+
 _ACTION_COMPILERS: dict[str, Callable[[Any, str, Issues], Action | None]] = {
     "assign": _compile_assign,
     "send": _compile_send,
     "raise": _compile_raise,
     "log": _compile_log,
     "call": _compile_call,
+    "choose": _compile_choose,
+    "foreach": _compile_foreach,
 }
 
 
@@ -623,7 +710,20 @@ def declarative_actions(specs: Any) -> bool:
     """Whether the action list ``specs`` (as :func:`compile_actions` takes it) runs no user code."""
     if not isinstance(specs, list):
         return False
-    return all(isinstance(spec, dict) and len(spec) == 1 and next(iter(spec)) in _PURE_ACTIONS for spec in specs)
+    return all(isinstance(spec, dict) and len(spec) == 1 and _declarative_action(*next(iter(spec.items())))
+               for spec in specs)
+
+
+def _declarative_action(kind: Any, args: Any) -> bool:
+    if kind in _PURE_ACTIONS:
+        return True
+    if kind == "choose":
+        return isinstance(args, list) and all(
+            isinstance(b, dict) and ("guard" not in b or declarative_guard(b["guard"]))
+            and declarative_actions(b.get("actions") or []) for b in args)
+    if kind == "foreach":
+        return isinstance(args, dict) and declarative_actions(args.get("actions") or [])
+    return False
 
 
 def compile_actions(specs: list[Any], where: str, issues: Issues) -> tuple[Action, ...]:

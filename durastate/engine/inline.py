@@ -256,6 +256,10 @@ class InlineRun(Run):
                 break
         if len(chosen) < 2:
             return chosen
+        if ev is not None and any(ct.defer for ct in chosen):
+            # XState's selection: a state's own transitions only when nothing below it took the event
+            chosen = [c for c in chosen if not (c.defer and any(t.is_proper_ancestor(c.source, o.source)
+                                                                for o in chosen))]
         cfg = self.conf()
         kept: list[CompiledTransition] = []
         for c1 in chosen:
@@ -331,7 +335,12 @@ class InlineRun(Run):
                 self.restore(h)
                 continue
             reach = self.complete if h < 0 else partial(self._reach_history, h)
-            self.descend(ct.enter[0], [ct.enter[-1]], reach)
+            if t.inline[ct.domain]:
+                # an inline parallel domain (``parallel_domain``) is kept, its regions were left: each
+                # region without the target starts again at its initial state, in document order
+                self.descend(ct.domain, [ct.enter[-1]], reach)
+            else:
+                self.descend(ct.enter[0], [ct.enter[-1]], reach)
         self._resummarise()
 
     def _reach_history(self, h: int, _dest: int) -> None:

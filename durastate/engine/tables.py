@@ -30,6 +30,7 @@ from durastate.engine.expressions import (
     Guard,
     Issues,
     Value,
+    action_state_refs,
     compile_actions,
     compile_guard,
     compile_value,
@@ -141,6 +142,8 @@ class CompiledTransition:
     source_depth: int
     guard_site: str = ""
     actions_site: str = ""
+    defer: bool = False
+    """Taken for an event only when no state below its source takes one (XState's selection)."""
 
     def __post_init__(self) -> None:
         self.guard_site = self.site + ".guard"
@@ -433,10 +436,12 @@ class _Builder:
             forbid("initial", why="parallel state: every region starts at once")
             forbid("invoke", "outcome", "history", "target", why="parallel state")
             for k in kids:
-                if t.kind[k] != "compound":
+                # inline regions may also be inline parallel states (SCXML's <parallel> in a <parallel>)
+                if t.kind[k] != "compound" and not (t.inline[i] and t.kind[k] == "parallel" and t.inline[k]):
                     checks.append(
                         f"{t.sites[k]}: a region of a parallel state must be a compound state "
                         f"(with `states` and `initial`), not {t.kind[k]}"
+                        + (" (or, in an inline parallel state, an inline parallel one)" if t.inline[i] else "")
                     )
         elif kind == "final":
             forbid(
@@ -495,6 +500,8 @@ class _Builder:
         # actions, transitions, timers, invoke
         t.entry[i] = compile_actions(node.entry, at("entry"), issues)
         t.exit[i] = compile_actions(node.exit, at("exit"), issues)
+        self._action_refs(node.entry, at("entry"))
+        self._action_refs(node.exit, at("exit"))
         if not (declarative_actions(node.entry) and declarative_actions(node.exit)):
             t.runs_user_code = True
         for event, trans in node.on.items():
@@ -625,6 +632,15 @@ class _Builder:
         self.issues.append(f"{where}: no state {target!r}{hint}")
         return -1
 
+    def _action_refs(self, actions: list[Any], site: str) -> None:
+        """The ``in_state`` guards of ``choose`` actions: checked, and the step then tracks what is active."""
+        t = self.t
+        for ref in action_state_refs(actions):
+            t.in_state = True
+            if ref not in t.index:
+                self.issues.append(f"{site}: choose: in_state: no state {ref!r}{did_you_mean(ref, t.paths[1:])} "
+                                   "(write the state's full dotted path)")
+
     def _transition(self, source: int, spec: Transition | After, site: str) -> CompiledTransition | None:
         t, issues = self.t, self.issues
         n0 = len(issues)
@@ -635,6 +651,7 @@ class _Builder:
                 issues.append(f"{site}.guard.in_state: no state {ref!r}{did_you_mean(ref, t.paths[1:])} "
                               "(write the state's full dotted path)")
         actions = compile_actions(spec.actions, f"{site}.actions", issues)
+        self._action_refs(spec.actions, f"{site}.actions")
         if not ((spec.guard is None or declarative_guard(spec.guard)) and declarative_actions(spec.actions)):
             t.runs_user_code = True
         target = -1
@@ -661,21 +678,23 @@ class _Builder:
         if len(issues) > n0:
             return None
         if target < 0:
-            return CompiledTransition(source, -1, guard, actions, -1, (), -1, site, t.depth[source])
+            return CompiledTransition(source, -1, guard, actions, -1, (), -1, site, t.depth[source],
+                                      defer=spec.defer)
         history = -1
         dest = target
         if t.kind[target] == "history":
             history, dest = target, t.parent[target]
+        keep = spec.parallel_domain  # (XState: the domain may be an inline parallel state)
         if (
             spec.internal
             and target != source
             and t.is_proper_ancestor(source, target)
-            and t.kind[source] == "compound"
+            and (t.kind[source] == "compound" or (keep and t.inline[source]))
         ):
             domain = source
         else:
             domain = t.parent[source]
-            while not (t.is_proper_ancestor(domain, target)) or t.inline[domain]:
+            while not (t.is_proper_ancestor(domain, target)) or (t.inline[domain] and not keep):
                 domain = t.parent[domain]  # (SCXML: the domain is a compound state, never a parallel one)
         chain: list[int] = []
         s = dest
@@ -684,7 +703,7 @@ class _Builder:
             s = t.parent[s]
         chain.reverse()
         return CompiledTransition(
-            source, target, guard, actions, domain, tuple(chain), history, site, t.depth[source]
+            source, target, guard, actions, domain, tuple(chain), history, site, t.depth[source], defer=spec.defer
         )
 
     def _chains(self) -> None:

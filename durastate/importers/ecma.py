@@ -22,6 +22,7 @@ from collections.abc import Collection, Mapping
 from typing import Any
 
 from durastate.engine.expressions import VALUE_OPS
+from durastate.engine.ids import START
 
 __all__ = ["Unsupported", "bind", "parse", "to_guard", "to_value"]
 
@@ -356,6 +357,10 @@ def to_guard(node: Node, variables: Collection[str], states: Mapping[str, str] |
         return {_COMPARE[node[1]]: [to_value(node[2], variables), to_value(node[3], variables)]}
     if kind == "call" and _path(node[1]) == ["In"]:
         return _in_state(node[2], states or {})
+    if _path(node) == ["_event"]:
+        # bound once the session processed its first event: what durastate starts an execution with is not
+        # one (SCXML runs the initial entry before any event)
+        return {"ne": ["$event.name", START]}
     if kind == "call":
         raise Unsupported(f"the call {_render(node[1])}() is outside the supported subset (no code is run)")
     try:

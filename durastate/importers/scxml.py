@@ -10,10 +10,11 @@ What maps (see docs/importing.md): ``<state>``, ``<parallel>``, ``<final>``, ``<
 ``initial`` attribute and ``<initial>`` (naming a child), ``<transition event cond target type>`` (one
 ``on`` key per event descriptor, eventless ones to ``always``), ``<onentry>``/``<onexit>``, and the
 executable content ``<raise>``, ``<send>`` (to the session itself, ``#_internal`` or ``#_parent``, without
-a delay), ``<assign>``, ``<log>``; ``<datamodel>``/``<data>`` with constant values become the context.
-Conditions and values go through :mod:`durastate.importers.ecma` (the ``ecmascript`` datamodel's subset).
-Everything else (``<script>``, ``<if>``, ``<foreach>``, ``<cancel>``, ``<invoke>``, ``<donedata>``, delayed
-sends, expressions outside the subset, several targets) is reported with its element path and line.
+a delay), ``<assign>``, ``<log>``, ``<if>`` (guarded transitions in a transition's content, else a ``choose``
+action) and ``<foreach>`` (a ``foreach`` action); ``<datamodel>``/``<data>`` with constant values become the
+context. Conditions and values go through :mod:`durastate.importers.ecma` (the ``ecmascript`` datamodel's
+subset). Everything else (``<script>``, ``<cancel>``, ``<invoke>``, ``<donedata>``, delayed sends, expressions
+outside the subset, several targets) is reported with its element path and line.
 
 SCXML ids are global and durastate paths are nested, so each id becomes a state name and each target the
 full dotted path of the state with that id (which durastate resolves from the top), as does ``In('id')``
@@ -25,6 +26,7 @@ since a durastate region is a compound state.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import PurePath
 from typing import Any
@@ -64,6 +66,13 @@ class _El:
     text: str = ""
     seen: dict[str, int] = field(default_factory=dict)
     """How many children of each tag were parsed so far (the index of the next one's path, in constant time)."""
+
+
+def _iter(el: _El) -> Iterator[_El]:
+    """``el`` and every element below it, in document order."""
+    yield el
+    for child in el.children:
+        yield from _iter(child)
 
 
 class _Refused(Exception):
@@ -249,6 +258,10 @@ class _Converter:
 
         walk(root)
         self.variables = {d.attrs["id"] for d in found if "id" in d.attrs}
+        # a <foreach> item or index that the datamodel does not declare is declared by the loop
+        loops = {el.attrs[a] for el in _iter(root) if el.tag == "foreach" and not el.foreign
+                 for a in ("item", "index") if _IDENTIFIER.match(el.attrs.get(a, ""))}
+        self.variables |= loops
         context: dict[str, Any] = {}
         for data in found:
             ident = data.attrs.get("id")
@@ -290,9 +303,6 @@ class _Converter:
                 continue
             if child.tag in _STATE_TAGS:
                 name = self.names[id(child)]
-                if el.tag == "parallel" and child.tag == "parallel":
-                    self.report(child, "a <parallel> directly inside a <parallel> is not supported: a durastate "
-                                       "region is a compound state; put it in a <state> of its own")
                 states[name] = self.state(child, region=el.tag == "parallel")
                 if first is None and child.tag != "history":
                     first = name
@@ -547,20 +557,29 @@ class _Converter:
         alternatives, _ = found
         return alternatives
 
-    def _sequence(self, content: list[_El]) -> tuple[list[tuple[list[Any], list[Any]]], bool] | None:
-        """The alternatives of ``content`` and whether it assigns (a later ``<if>`` would see the change)."""
+    def _sequence(self, content: list[_El], branch: str = "block") -> tuple[list[tuple[list[Any], list[Any]]],
+                                                                           bool] | None:
+        """The alternatives of ``content`` and whether it assigns (a later ``<if>`` would see the change);
+        ``branch``: the tag of the ``<if>`` branch it is the content of (``block``: the transition's own)."""
         alternatives: list[tuple[list[Any], list[Any]]] = [([], [])]
         assigns, ok = False, True
         for el in content:
             if el.tag != "if" or el.foreign:
-                actions = self.actions(_El("block", {}, el.line, el.path, children=[el]))
+                actions = self.actions(_El(branch, {}, el.line, el.path, children=[el]))
+                if self.static_error(el) is not None:
+                    if branch != "block":  # reported by actions(): SCXML would end the content around it too
+                        ok = False
+                        break
+                    # error.execution raised: the rest of the transition's content is skipped
+                    return [(conds, [*done, *actions]) for conds, done in alternatives], assigns
                 alternatives = [(conds, [*done, *actions]) for conds, done in alternatives]
                 assigns = assigns or (el.tag == "assign" and not el.foreign)
                 continue
             if assigns:
-                self.report(el, "<if> after an <assign> is not supported: the <if> becomes guarded transitions, "
-                                "whose conditions are tested before any of the transition's content runs")
-                ok = False
+                # its conditions must see what the content before it assigned: a choose action, tested then
+                choice = self.choose(el)
+                ok = ok and choice is not None
+                alternatives = [(conds, [*done, choice]) for conds, done in alternatives]
                 continue
             arms = self._if_arms(el)
             if arms is None:
@@ -602,7 +621,7 @@ class _Converter:
                 ok = ok and guard is not _NOTHING
                 conds.append(guard)
                 earlier.append(guard)
-            found = self._sequence(content)
+            found = self._sequence(content, marker.tag)
             if found is None or not ok:
                 ok = False
                 continue
@@ -630,10 +649,42 @@ class _Converter:
                 if timer is not None:
                     timers.append(timer)
                 continue
+            error = self.static_error(el)
+            if error is not None and block.tag in ("foreach", "if", "elseif", "else"):
+                # SCXML ends the enclosing blocks too, which only running it can say for a loop or a branch
+                self.report(el, f"{error}: SCXML raises error.execution and ends the loop or branch and the "
+                                "content around it, which has no durastate equivalent here")
+                break
+            if error is not None:
+                # SCXML raises error.execution and skips the rest of the block: so does the import
+                out.append(_raised_error(error))
+                break
             action = self.action(el)
             if action is not None:
                 out.append(action)
         return out
+
+    def static_error(self, el: _El) -> str | None:
+        """Why ``el`` is an error SCXML meets when it runs it (then it raises ``error.execution``), seen in
+        the document itself: a ``<send>`` to a target that is no URI nor ``#_...``, an ``<assign>`` to a
+        variable the datamodel does not declare or to a system variable, a ``<foreach>`` whose item or index
+        is no variable name."""
+        if el.tag == "send":
+            target = el.attrs.get("target")
+            if target is not None and not target.startswith("#") and not _URI.match(target):
+                return f"<send target={target!r}>: not a valid target"
+        elif el.tag == "assign":
+            head = re.split(r"[.\[]", el.attrs.get("location", "").strip(), maxsplit=1)[0]
+            if head in _SYSTEM_VARIABLES:
+                return f"<assign location={el.attrs.get('location')!r}>: the system variable {head} is read-only"
+            if _IDENTIFIER.match(head) and not head.startswith("_") and head not in self.variables:
+                return f"<assign location={el.attrs.get('location')!r}>: {head!r} is not declared"
+        elif el.tag == "foreach":
+            for attr in ("item", "index"):
+                name = el.attrs.get(attr)
+                if name is not None and not _IDENTIFIER.match(name):
+                    return f"<foreach {attr}={name!r}>: not a variable name"
+        return None
 
     def action(self, el: _El) -> Any:
         tag = el.tag
@@ -653,19 +704,68 @@ class _Converter:
             self.report(el, "<script> is not supported: durastate never runs code from a definition (write the "
                             "logic as assign/raise/send/log actions or a 'package.module:function' call)")
             return None
-        if tag in ("if", "elseif", "else"):
-            self.report(el, "<if> is not supported here: durastate's entry and exit actions have no branches (an "
-                            "<if> in a transition's content is split into guarded transitions, one per branch)")
+        if tag == "if":
+            return self.choose(el)
+        if tag in ("elseif", "else"):
+            self.report(el, f"<{tag}> outside an <if>")
             return None
         if tag == "foreach":
-            self.report(el, "<foreach> is not supported: durastate actions have no loops")
-            return None
+            return self.foreach(el)
         if tag == "cancel":
             self.report(el, "<cancel> is not supported (durastate has no delayed sends to cancel; use a "
                             "state's `after` timer, cancelled when the state is left)")
             return None
         self.report(el, f"<{tag}> is not executable content durastate supports")
         return None
+
+    def choose(self, el: _El) -> Any:
+        """``<if>``/``<elseif>``/``<else>`` as a ``choose`` action: its conditions are tested when it runs."""
+        branches: list[dict[str, Any]] = []
+        current: dict[str, Any] = {}
+        body = _El("if", {}, el.line, el.path)
+        ok = True
+
+        def close() -> None:
+            current["actions"] = self.actions(body)
+            branches.append(dict(current))
+
+        marker = el
+        for child in [el, *el.children]:
+            if child is el or (child.tag in ("elseif", "else") and not child.foreign):
+                if child is not el:
+                    close()
+                marker, current, body = child, {}, _El(child.tag, {}, child.line, child.path)
+                if marker.tag != "else":
+                    cond = marker.attrs.get("cond")
+                    guard = _NOTHING if cond is None else self.guard(marker, cond)
+                    if cond is None:
+                        self.report(marker, f"<{marker.tag}> without a cond")
+                    ok = ok and guard is not _NOTHING
+                    current["guard"] = guard
+                continue
+            body.children.append(child)
+        close()
+        return {"choose": branches} if ok else None
+
+    def foreach(self, el: _El) -> Any:
+        """``<foreach array item index>``: a ``foreach`` action over a copy of the array, item and index
+        assigned to their datamodel variables (declared by the loop if the datamodel has not)."""
+        refs: dict[str, str] = {}
+        for attr in ("item", "index"):
+            name = el.attrs.get(attr)
+            if name is None:
+                continue
+            if not _IDENTIFIER.match(name):
+                self.report(el, f"{attr}={name!r} is not a variable name")
+                return None
+            refs[attr] = name
+        if "item" not in refs or "array" not in el.attrs:
+            self.report(el, "<foreach> needs an array and an item")
+            return None
+        array = self.value(el, el.attrs["array"], "array")
+        if array is _NOTHING:
+            return None
+        return {"foreach": {"array": array, **refs, "actions": self.actions(el)}}
 
     def log(self, el: _El) -> Any:
         expr = el.attrs.get("expr")
@@ -829,10 +929,20 @@ class _Converter:
             return _NOTHING
 
 
-_PLATFORM_EVENTS = ("done.state", "done.invoke", "error.execution", "error.communication", "error.platform")
-"""The events an SCXML processor raises itself; durastate raises none of them."""
+_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_SYSTEM_VARIABLES = ("_sessionid", "_name", "_ioprocessors", "_event", "_x")
+_URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
+"""A target with a URI scheme (``http:``...): a real address, reported as not supported, not an error."""
+_PLATFORM_EVENTS = ("done.state", "done.invoke", "error.communication", "error.platform")
+"""The events an SCXML processor raises itself that durastate never raises (``error.execution`` it raises
+for the errors :meth:`_Converter.static_error` sees in the document)."""
 _DELAY = re.compile(r"^\s*(\d*\.?\d+)\s*(ms|s)\s*$")
 """An SCXML delay (CSS2 time): ``1s``, ``.5s``, ``500ms``."""
+
+def _raised_error(error: str | None) -> dict[str, Any]:
+    """What an element SCXML would fail on becomes: ``error.execution`` raised, saying why."""
+    return {"raise": {"event": "error.execution", "data": {"error": error}}}
+
 
 def _literal_delay(el: _El) -> _El:
     """``<send delayexpr="'1s'">`` (a string constant, as the W3C tests write it) is ``<send delay="1s">``."""

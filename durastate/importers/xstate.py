@@ -14,11 +14,15 @@ to: 'parent' | 'self' | ID, event: {...}}`` / ``{type: 'xstate.sendParent' | 'se
 ``{type: 'xstate.log' | 'log', message: VALUE}`` and ``{type: 'xstate.assign' | 'assign', assignment:
 {key: CONSTANT}}``. Targets: a sibling (``'idle'``, ``'idle.child'``), a child (``'.child'``) or an id
 path (``'#machine.a.b'``, ``'#someStateId'``). XState v5 transitions do not re-enter their source unless
-``reenter: true``: a target inside the source becomes ``internal: true`` and a target equal to the source
-a transition without a target. A parallel state (or machine) has ``regions: inline``, XState's own
-semantics (the regions are one actor's), an atomic region being given one leaf (a durastate region is a
-compound state); a ``stateIn`` guard written as data (``{type: 'xstate.stateIn', stateValue: '#id'}``,
-what ``stateIn('#id')`` holds) is ``in_state`` with the full path.
+``reenter: true``: a target inside the source becomes ``internal: true``, and a target equal to the source
+exits what is below the source and enters its initial states again (:meth:`_Converter.routed`). A parallel
+state (or machine) has ``regions: inline`` (the regions are one actor's), an atomic region being given one
+leaf (a durastate region is a compound state); where XState's rules differ from SCXML's, which inline
+regions follow, the transitions say so: ``parallel_domain`` (XState does not leave a parallel state a
+transition stays in) and ``defer`` (XState takes a state's own transition only when no state below it takes
+the event). A ``stateIn`` guard written as data (``{type: 'xstate.stateIn', stateValue: '#id'}``, what
+``stateIn('#id')`` holds) is ``in_state`` with the full path. tests/importers/test_xstate_differential.py
+checks all this against XState itself.
 """
 
 from __future__ import annotations
@@ -62,6 +66,7 @@ class _Converter:
                                                    else "imported"))
         self.by_id: dict[str, str] = {}  # XState state id -> dotted path
         self.paths: set[str] = set()
+        self.nodes: dict[str, dict[str, Any]] = {}  # dotted path -> the state's config
         self.parallels: set[str] = set()  # the paths of the parallel states
         self.root = ""
         """The path of the top-level parallel state a parallel machine becomes ('' otherwise)."""
@@ -83,6 +88,7 @@ class _Converter:
                 self.report(here, f"the state name {name!r} cannot be a durastate state name (no '.', '$', '~' "
                                   "or spaces)")
             self.paths.add(path)
+            self.nodes[path] = node
             if node.get("type") == "parallel":
                 self.parallels.add(path)
             if isinstance(node.get("id"), str):
@@ -128,7 +134,14 @@ class _Converter:
             if "initial" in cfg:
                 self.report("initial", "a parallel machine has no initial state")
             doc = {"id": doc["id"], "initial": self.root, **doc}
-            doc["states"] = {self.root: {"type": "parallel", "regions": "inline", "states": mapped}}
+            top: dict[str, Any] = {"type": "parallel", "regions": "inline", "states": mapped}
+            doc["states"] = {self.root: top}
+            if _can_finish(cfg):
+                # XState's machine is done once every region is in a final state: durastate's top-level
+                # parallel state then goes to a final state, which ends the execution
+                done = "_done" if self.root != "_done" else "_done_"
+                top["on_done"] = [{"target": done}]
+                doc["states"][done] = {"type": "final"}
         else:
             doc["states"] = mapped
         return doc
@@ -145,6 +158,10 @@ class _Converter:
             if key not in _STATE_KEYS:
                 self.report(f"{site}.{key}", f"the state key {key!r} is not supported")
         kind = node.get("type")
+        if kind == "parallel" and path.rpartition(".")[0] in self.parallels:
+            self.report(site, "a parallel state directly inside a parallel state is not supported: XState ends "
+                              "the outer one when the inner one is done, durastate (as SCXML) does not; put it "
+                              "in a compound state of its own")
         if kind in ("parallel", "final", "history"):
             out["type"] = kind
             if kind == "parallel":
@@ -191,13 +208,20 @@ class _Converter:
                 self.report(f"{site}.on", "on is an object of event -> transitions")
             else:
                 mapped: dict[str, list[Any]] = {}
-                for event, spec in on.items():
+                # XState tries the exact key first, then the wildcard ones, longest first; durastate tries
+                # the keys in the order written
+                for event, spec in sorted(on.items(), key=lambda kv: -len(kv[0]) if "*" in kv[0] else -math.inf):
                     where = f"{site}.on.{event}"
                     problem = descriptor_problem(event)
                     if problem is not None:
                         self.report(where, problem)
                         continue
                     trs = self.transitions(spec, path, where)
+                    if trs and any(p == path or p.startswith(path + ".") for p in self.parallels):
+                        # XState takes a state's own transitions only when no state below it takes the
+                        # event: with several leaves active (a parallel state at or below it) that differs
+                        # from SCXML's choice, leaf by leaf
+                        trs = [{**tr, "defer": True} for tr in trs]
                     if trs:
                         mapped[event] = trs
                 if mapped:
@@ -212,8 +236,10 @@ class _Converter:
                 out["after"] = timers
         if "onDone" in node:
             trs = self.transitions(node["onDone"], path, f"{site}.onDone")
-            if trs:
+            if trs and (kind == "parallel" or _has_final_child(node)):
                 out["on_done"] = trs
+            # else: XState accepts an onDone on a state without a final child and never takes it; leaving it
+            # out is the same chart (durastate refuses a transition that can never be taken)
         children = node.get("states")
         if isinstance(children, dict) and children:
             out["states"] = {name: self.state(child, f"{path}.{name}", f"{site}.states.{name}")
@@ -267,15 +293,12 @@ class _Converter:
         out: dict[str, Any] = {}
         target = item.get("target")
         if target is not None:
-            resolved = self.target(target, source, f"{site}.target")
-            if resolved is None:
+            path = self.resolve(target, source, f"{site}.target")
+            routed = None if path is None else self.routed(path, source, bool(item.get("reenter")), site)
+            if routed is None:
                 ok = False
-            elif resolved == source and not item.get("reenter"):
-                pass  # XState v5: a transition to its own source does not re-enter it: actions only
             else:
-                out["target"] = resolved
-                if not item.get("reenter") and resolved.startswith(source + "."):
-                    out["internal"] = True
+                out.update(routed)
         if "guard" in item:
             guard = self.guard(item["guard"], f"{site}.guard")
             if guard is None:
@@ -292,7 +315,49 @@ class _Converter:
         """Whether the state at ``path`` is a parallel state or inside one (then it is in an inline region)."""
         return any(path == p or path.startswith(p + ".") for p in self.parallels)
 
+    def routed(self, path: str, source: str, reenter: bool, site: str) -> dict[str, Any] | None:
+        """The durastate target (and ``internal`` / ``parallel_domain``) of an XState transition from
+        ``source`` to the state at full ``path`` that exits and enters what XState's does.
+
+        XState's domain (the state it does not leave) is the source when the target is the source or inside
+        it and ``reenter`` is false, else the innermost proper ancestor of the source that holds the target,
+        of any kind: a parallel state too, where SCXML (durastate's default) goes up to a compound state. A
+        target equal to the source exits the source's descendants and enters its initial ones again."""
+        out: dict[str, Any] = {}
+        if path == source and not reenter:
+            node = self.nodes.get(source, {})
+            children = [n for n, c in (node.get("states") or {}).items()
+                        if not (isinstance(c, dict) and c.get("type") == "history")]
+            if not children:
+                return out  # an atomic source: nothing is exited or entered, the actions run
+            if source in self.parallels:
+                path = f"{source}.{children[0]}"  # every region is left and starts again
+            else:
+                initial = node.get("initial")
+                path = f"{source}.{initial if isinstance(initial, str) and initial in children else children[0]}"
+        if not reenter and path.startswith(source + "."):
+            domain = source
+        else:
+            domain = source.rpartition(".")[0]
+            while domain and not path.startswith(domain + "."):
+                domain = domain.rpartition(".")[0]
+        written = self.written(path, source, site)
+        if written is None:
+            return None
+        out["target"] = written
+        if domain == source:
+            out["internal"] = True
+        if domain in self.parallels:
+            out["parallel_domain"] = True  # XState keeps the parallel state; SCXML would leave it
+        return out
+
     def target(self, spec: Any, source: str, site: str) -> str | None:
+        """A history default's ``target``: the state's durastate target from ``source``."""
+        path = self.resolve(spec, source, site)
+        return None if path is None else self.written(path, source, site)
+
+    def resolve(self, spec: Any, source: str, site: str) -> str | None:
+        """The full dotted path of the state an XState target names from ``source`` (``None``: reported)."""
         if isinstance(spec, list):
             if len(spec) != 1:
                 self.report(site, "several targets: a durastate transition has one target")
@@ -317,7 +382,7 @@ class _Converter:
         if path not in self.paths:
             self.report(site, f"no state {spec!r} (looked for {path!r})")
             return None
-        return self.written(path, source, site)
+        return path
 
     def written(self, path: str, source: str, site: str) -> str | None:
         """``path`` as a durastate target from ``source``: relative to the source's parent when it is there,
@@ -441,6 +506,20 @@ class _Converter:
             return None
         data = {k: _escape(v) for k, v in spec.items() if k != "type"}
         return {"event": name, "data": data} if data else {"event": name}
+
+
+def _can_finish(node: dict[str, Any]) -> bool:
+    """Whether a parallel state (or machine) can be in XState's final state: every region is a compound
+    state with a final child or a parallel state that can be."""
+    regions = [c for c in (node.get("states") or {}).values() if isinstance(c, dict) and c.get("type") != "history"]
+    return bool(regions) and all(_can_finish(r) if r.get("type") == "parallel" else _has_final_child(r)
+                                 for r in regions)
+
+
+def _has_final_child(node: dict[str, Any]) -> bool:
+    children = node.get("states")
+    return isinstance(children, dict) and any(isinstance(c, dict) and c.get("type") == "final"
+                                              for c in children.values())
 
 
 def _guard_message(guard: Any) -> str:

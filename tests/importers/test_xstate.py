@@ -103,7 +103,9 @@ def test_targets_by_id_child_and_reentry() -> None:
     doc = xstate.convert(json.dumps(config)).document
     on = doc["states"]["a"]["on"]
     assert on["IN"] == [{"target": "a.y", "internal": True}]
-    assert on["SELF"] == [{}]  # v5: a transition to its own source does not re-enter it
+    # v5: a transition to its own source does not re-enter it, but it does leave the source's children and
+    # enter its initial one again: an internal transition to the initial child
+    assert on["SELF"] == [{"target": "a.x", "internal": True}]
     assert on["AGAIN"] == [{"target": "a"}]
     assert on["JUMP"] == [{"target": "a.y", "internal": True}]
 
@@ -124,3 +126,13 @@ def test_code_is_reported_at_its_json_path_never_guessed() -> None:
     assert "names an implementation in code" in where["states.idle.after.SLOW"]
     assert "actor implemented in code" in where["states.busy.invoke"]
     assert "on" not in result.document["states"]["idle"]  # the guarded transitions are left out, and said so
+
+
+def test_a_parallel_state_directly_inside_a_parallel_state_is_reported() -> None:
+    """XState ends the outer parallel state when the inner one is done; durastate, as SCXML, does not."""
+    config = {"id": "m", "type": "parallel", "states": {
+        "a": {"initial": "x", "states": {"x": {}, "y": {"type": "final"}}},
+        "p": {"type": "parallel", "states": {"b": {"initial": "z", "states": {"z": {}}}}}}}
+    result = xstate.convert(json.dumps(config))
+    assert [i.location for i in result.issues] == ["states.p"]
+    assert "directly inside a parallel state is not supported" in result.issues[0].message
