@@ -19,7 +19,7 @@ import hashlib
 import json
 import re
 import shutil
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -168,6 +168,57 @@ QUEUE_GRANTS: dict[str, dict[str, tuple[str, ...]]] = {
 }
 #: EventBridge: the relay publishes the untargeted emits (notifications) on the stack's bus.
 BUS_GRANTS: dict[str, tuple[str, ...]] = {"relay": ("PutEvents",)}
+#: The queues' names, from the table prefix.
+QUEUE_NAMES: dict[str, str] = {"events": "{prefix}-events.fifo", "dlq": "{prefix}-events-dlq.fifo",
+                               "timers": "{prefix}-timers"}
+
+#: The operator's grants: what the CLI's AWS commands call (``--store dynamodb://<prefix>``, ``--queue-url``,
+#: ``--dlq-url``), the same way as the functions' grants (each is needed by a command the test drives).
+#: ``show``/``list``: the execution, a page of the ``by_status`` index with its summaries, the pending
+#: outbox entries; ``terminate``/``redrive``/``migrate``: a commit (redrive queues the failed event through
+#: the outbox, migrate renames armed timers); ``purge``: the ``ended`` index, the tombstone, the trace
+#: steps; ``cancel``/``suspend``/``resume``: an event on the queue; ``dead-letters``: the DLQ, and the
+#: queue whose redrive policy names it for ``replay``. No ``CreateTable``: the store takes a denied
+#: ``CreateTable`` to mean the tables are the stack's, and goes on.
+OPERATOR_TABLE_GRANTS: dict[str, tuple[str, ...]] = {
+    "executions": ("GetItem", "BatchGetItem", "PutItem"),
+    "outbox": ("Scan", "Query", "PutItem"),
+    "timers": ("PutItem", "DeleteItem"),
+    "counters": ("UpdateItem",),
+    "trace": ("Query", "PutItem", "DeleteItem", "BatchWriteItem"),
+}
+OPERATOR_INDEX_GRANTS: dict[tuple[str, str], tuple[str, ...]] = {
+    ("executions", "by_status"): ("Query",),
+    ("executions", "ended"): ("Query",),
+}
+OPERATOR_QUEUE_GRANTS: dict[str, tuple[str, ...]] = {
+    "events": ("SendMessage",),
+    "dlq": ("ReceiveMessage", "ChangeMessageVisibility", "DeleteMessage", "ListDeadLetterSourceQueues"),
+}
+
+
+def operator_statements(table_arn: Callable[[str], str], queue_arn: Callable[[str], str]) -> list[dict[str, Any]]:
+    """The operator policy's statements (``Effect``/``Action``/``Resource``), one per resource, with the
+    ARNs from ``table_arn(name)`` and ``queue_arn(name)`` (tokens in the construct, strings in the docs)."""
+    out: list[dict[str, Any]] = []
+    for table, actions in OPERATOR_TABLE_GRANTS.items():
+        out.append({"Effect": "Allow", "Action": [f"dynamodb:{a}" for a in actions], "Resource": table_arn(table)})
+    for (table, index), actions in OPERATOR_INDEX_GRANTS.items():
+        out.append({"Effect": "Allow", "Action": [f"dynamodb:{a}" for a in actions],
+                    "Resource": f"{table_arn(table)}/index/{index}"})
+    for queue, actions in OPERATOR_QUEUE_GRANTS.items():
+        out.append({"Effect": "Allow", "Action": [f"sqs:{a}" for a in actions], "Resource": queue_arn(queue)})
+    return out
+
+
+def operator_policy(prefix: str = "durastate", region: str = "REGION", account: str = "ACCOUNT") -> dict[str, Any]:
+    """The operator policy as IAM JSON for a deployment's table prefix, region and account (what
+    docs/aws-deploy.md prints; the construct creates the same as its ``operator_policy``)."""
+    return {"Version": "2012-10-17", "Statement": operator_statements(
+        lambda t: f"arn:aws:dynamodb:{region}:{account}:table/{table_name(prefix, t)}",
+        lambda q: f"arn:aws:sqs:{region}:{account}:{QUEUE_NAMES[q].format(prefix=prefix)}")}
+
+
 #: The worker's SQS event source: at most this many concurrent worker invocations (the event source's
 #: maximum concurrency), so a burst of events cannot take the account's whole Lambda concurrency (1000 by
 #: default) from its other functions. A message group (an execution) is handled by one invocation at a time
@@ -332,7 +383,7 @@ class DurastateEngine(Construct):
         # ---- queues -------------------------------------------------------------------------------------
         self.dead_letter_queue = sqs.Queue(
             self, "DeadLetterQueue",
-            queue_name=f"{table_prefix}-events-dlq.fifo",
+            queue_name=QUEUE_NAMES["dlq"].format(prefix=table_prefix),
             fifo=True,
             encryption=sqs.QueueEncryption.SQS_MANAGED,
             enforce_ssl=True,
@@ -343,7 +394,7 @@ class DurastateEngine(Construct):
                                         "would only hide poison messages further."))
         self.queue = sqs.Queue(
             self, "EventQueue",
-            queue_name=f"{table_prefix}-events.fifo",
+            queue_name=QUEUE_NAMES["events"].format(prefix=table_prefix),
             fifo=True,
             # High-throughput FIFO: dedupe and throughput are per message group (= per execution).
             deduplication_scope=sqs.DeduplicationScope.MESSAGE_GROUP,
@@ -363,7 +414,7 @@ class DurastateEngine(Construct):
         if timer_hops:
             self.timers_queue = sqs.Queue(
                 self, "TimersQueue",
-                queue_name=f"{table_prefix}-timers",
+                queue_name=QUEUE_NAMES["timers"].format(prefix=table_prefix),
                 encryption=sqs.QueueEncryption.SQS_MANAGED,
                 enforce_ssl=True,
                 visibility_timeout=cdk.Duration.seconds(180),  # six times the timers function's timeout
@@ -485,6 +536,14 @@ class DurastateEngine(Construct):
             self.relay.add_to_role_policy(iam.PolicyStatement(
                 actions=["lambda:InvokeFunction"],
                 resources=[self._function_arn(fn) for fn in task_functions]))
+
+        # The operator's policy (the CLI's AWS commands), to attach to the people or roles that run them.
+        self.operator_policy = iam.ManagedPolicy(
+            self, "OperatorPolicy",
+            description=f"durastate {table_prefix}: what the durastate CLI's AWS commands need",
+            document=iam.PolicyDocument.from_json({"Version": "2012-10-17", "Statement": operator_statements(
+                lambda t: self.tables[t].table_arn,
+                lambda q: {"events": self.queue, "dlq": self.dead_letter_queue}[q].queue_arn)}))
 
         # ---- triggers -----------------------------------------------------------------------------------
         self.worker.add_event_source(sources.SqsEventSource(

@@ -141,6 +141,11 @@ class RolePolicies:
                         statements += _as_list(p["PolicyDocument"]["Statement"])
             self.documents[name] = {"Version": "2012-10-17",
                                     "Statement": [self._resolved(s, attribute, ref) for s in statements]}
+        self.managed: dict[str, dict[str, Any]] = {
+            lid: {"Version": "2012-10-17", "Statement": [
+                self._resolved(s, attribute, ref) for s in _as_list(res["Properties"]["PolicyDocument"]["Statement"])]}
+            for lid, res in resources.items() if res.get("Type") == "AWS::IAM::ManagedPolicy"}
+        """Every managed policy of the template by logical id (attached to a role or not), resolved."""
 
     @staticmethod
     def _resolved(statement: Mapping[str, Any], attribute: Callable[[str, str], str],
@@ -278,8 +283,11 @@ class IamEnforcer:
     """Decides every request of the function named by :meth:`acting_as` against that function's policy."""
 
     def __init__(self, policies: Mapping[str, Mapping[str, Any]], *, region: str, account: str,
-                 enforce: bool = True) -> None:
+                 enforce: bool = True, managed: Mapping[str, Mapping[str, Any]] | None = None) -> None:
         self.policies = {k: dict(v) for k, v in policies.items()}
+        """The policy each caller is decided against, by name (add one to check another principal)."""
+        self.managed = {k: dict(v) for k, v in (managed or {}).items()}
+        """The template's managed policies by logical id (e.g. the operator's, to act as with it)."""
         self.enforce = enforce
         """Deny what the policy does not allow (``False``: only record the decisions)."""
         self.region = region
@@ -307,6 +315,26 @@ class IamEnforcer:
         events.register(f"before-parameter-build.{service_id}", self._before)
         if client.meta.service_model.service_name == "dynamodbstreams":
             events.register(f"after-call.{service_id}", self._learn_iterators)
+
+    @contextlib.contextmanager
+    def new_clients(self) -> Iterator[None]:
+        """Check every boto3 client created inside too (the CLI builds its own, from sessions of its own).
+
+        A hook on botocore's ``Session.create_client`` for the duration: each new client is attached."""
+        import botocore.session  # type: ignore[import-untyped]
+
+        original = botocore.session.Session.create_client
+
+        def create_client(session: Any, *args: Any, **kwargs: Any) -> Any:
+            client = original(session, *args, **kwargs)
+            self.attach(client)
+            return client
+
+        botocore.session.Session.create_client = create_client
+        try:
+            yield
+        finally:
+            botocore.session.Session.create_client = original
 
     def check(self, service: str, operation: str, params: Mapping[str, Any]) -> None:
         """Decide one call for the current caller; raise AWS's ``ClientError`` if any part is denied."""

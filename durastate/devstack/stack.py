@@ -406,7 +406,7 @@ class LocalStack:
         account = accounts[0] if accounts else ACCOUNT
         functions = {lid: fn.role for lid, fn in self.resources.functions.items()}
         policies = RolePolicies(self.template, functions, self._attribute(account), self._ref(account))
-        self.iam = IamEnforcer(policies.documents, region=self.region, account=account)
+        self.iam = IamEnforcer(policies.documents, region=self.region, account=account, managed=policies.managed)
         for client in self._clients.values():
             self.iam.attach(client)
 

@@ -109,8 +109,17 @@ states:
     after: {seconds: 60, target: done}
   done: {type: final}
 """
+FRAGILE = """\
+# An action that fails: the execution fails (for `durastate redrive`).
+id: fragile
+initial: a
+states:
+  a:
+    on: {go: {target: b, actions: [{assign: {x: {add: ["$context.nope", "x"]}}}]}}
+  b: {type: final}
+"""
 CHARTS = {"charge.yaml": CHARGE, "notify.yaml": NOTIFY, "fork.yaml": FORK, "tick.yaml": TICK, "busy.yaml": BUSY,
-          "schedules.yaml": SCHEDULES}
+          "fragile.yaml": FRAGILE, "schedules.yaml": SCHEDULES}
 TASK_FUNCTION = "charge-card"
 """The Lambda task function the full template lets the relay invoke (in the local stack's account)."""
 

@@ -17,17 +17,20 @@ listed in :data:`SERVICE_GRANTS` with the reason, and the test checks that they 
 from __future__ import annotations
 
 import json
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from durastate.cli import run
 from durastate.devstack import LocalStack
 from durastate.devstack.iam import Decision, Grant, grants_of, needed_grants
 from durastate.engine.ids import TIMEOUT
+from infra.construct import operator_policy
 
-from .conftest import charge_card
+from .conftest import ROOT, charge_card
 from .helpers import QUIET, FakeClock, drain_queue, executions, reset_moto, send, settle, start
 
 pytestmark = pytest.mark.slow
@@ -224,3 +227,78 @@ def test_each_grant_is_needed_is_computed_per_action_and_resource() -> None:
     assert {g.action + " " + g.resource.rsplit(":", 1)[1] for g, why in needed.items() if why} == {
         "sqs:SendMessage a.fifo", "sqs:DeleteMessage b"}
     assert needed[Grant("w", "sqs:SendMessage", "arn:aws:sqs:us-east-1:1:b")] == []
+
+
+def cli(capsys: pytest.CaptureFixture[str], argv: list[str]) -> tuple[int, str]:
+    capsys.readouterr()
+    code = run(argv)
+    return code, capsys.readouterr().out
+
+
+def test_the_operator_policy_allows_the_cli_commands_and_each_of_its_grants_is_needed(
+        stack: LocalStack, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The CLI's AWS commands under the construct's operator policy — the one docs/aws-deploy.md prints
+    (``operator_policy``) — are allowed, each of its grants is needed by one of them, and the only request
+    denied is the ``CreateTable`` the store tries first (it takes the denial to mean the stack owns them)."""
+    assert stack.iam is not None
+    (policy_id,) = [lid for lid in stack.iam.managed if lid.startswith("EngineOperatorPolicy")]
+    operator = stack.iam.managed[policy_id]
+    generated = operator_policy("durastate", stack.region, stack.iam.account)
+    assert set(grants_of({"o": operator})) == set(grants_of({"o": generated}))  # the same grants, however written
+    stack.iam.policies["operator"] = operator
+    sqs, q = stack.client("sqs"), stack.queue_url
+    for oid in ("o1", "o2", "o3"):
+        start(sqs, q, oid)
+        send(sqs, q, oid, "add_item", {"price": 5})
+    start(sqs, q, "f1", "fragile")
+    send(sqs, q, "f1", "go")  # fails: redrive
+    start(sqs, q, "long", "busy")
+    incs(stack, "long", 200)  # 200 trace steps: the ring drops one at terminate's commit
+    send(sqs, q, "ghost", "submit")  # two dead letters: one replayed, one dropped
+    send(sqs, q, "ghost", "submit")
+    settle(stack)
+    start(sqs, q, "note-1", "notify")
+    stack.poll_worker()  # committed, its notification not yet relayed: `show` lists it
+    monkeypatch.delenv("DURASTATE_QUEUE_URL", raising=False)  # an operator's shell: no function environment
+    monkeypatch.delenv("DURASTATE_DLQ_URL", raising=False)
+    v2 = tmp_path / "v2"  # the order's next version: its cart is a basket (migrate renames the armed timer)
+    v2.mkdir()
+    text = (ROOT / "examples" / "order.yaml").read_text()
+    (v2 / "order.yaml").write_text(text.replace("initial: cart", "initial: basket").replace("  cart:", "  basket:"))
+    shutil.copyfile(ROOT / "examples" / "payment.yaml", v2 / "payment.yaml")
+
+    store, dlq = "dynamodb://durastate", stack.dlq_url
+    code, out = cli(capsys, ["dead-letters", "list", "--dlq-url", dlq, "--json"])
+    letters = [d["id"] for d in json.loads(out)["items"]]
+    version = json.loads(cli(capsys, ["--store", store, "show", "o1", "--json"])[1])["definition_version"]
+    before = len(stack.iam.decisions)
+    for argv in (
+        ["--store", store, "list"],
+        ["--store", store, "list", "--status", "failed"],
+        ["--store", store, "show", "note-1"],
+        ["cancel", "o1", "--queue-url", q],
+        ["suspend", "o2", "--queue-url", q],
+        ["resume", "o2", "--queue-url", q],
+        ["--store", store, "terminate", "o3"],
+        ["--store", store, "terminate", "long"],
+        ["--store", store, "redrive", "f1"],
+        ["--store", store, "redrive", "--definition", "fragile"],
+        ["--store", store, "--definitions", str(v2), "migrate", "--definition", "order", "--from", version,
+         "--map", "cart=basket"],
+        ["--store", store, "purge", "--older-than", "0s"],
+        ["dead-letters", "list", "--dlq-url", dlq],
+        ["dead-letters", "show", letters[0], "--dlq-url", dlq],
+        ["dead-letters", "replay", "--id", letters[0], "--dlq-url", dlq, "--force"],
+        ["dead-letters", "drop", letters[1], "--dlq-url", dlq],
+    ):
+        with stack.iam.new_clients(), stack.iam.acting_as("operator"):
+            code, out = cli(capsys, argv)
+        assert code == 0, (argv, out, capsys.readouterr().err)
+    made = [d for d in stack.iam.decisions[before:] if d.function == "operator"]
+    assert {d.action for d in made if not d.allowed} == {"dynamodb:CreateTable"}
+    needed = needed_grants({"operator": operator}, made)
+    assert sorted((g.action, g.resource) for g, why in needed.items() if not why) == []
+    exes = executions(stack.client("dynamodb"))
+    assert exes["o1"]["active_path"] == "basket"  # migrated
+    assert exes["long"]["status"] == "purged"  # terminated, then purged
