@@ -4,7 +4,9 @@ What it provisions (DESIGN §6): the seven store tables ``{prefix}_{name}``; an 
 group per execution) with a FIFO dead-letter queue; an EventBridge bus for untargeted emits
 (notifications); one Lambda layer with the engine; and three functions — the worker (SQS trigger, partial
 batch responses), the relay (the outbox/spawns streams, plus a schedule as the backstop) and the timer
-sweeper (a schedule). Each function gets its own role with exactly the table actions its code path uses.
+sweeper (a schedule). Each function gets its own role allowing exactly the calls its code makes (the grant
+tables below; tests/devstack/test_iam_local.py holds the template to them), and the operator's policy (what
+the CLI's AWS commands need) is a managed policy.
 
 Why ``aws_dynamodb.Table`` and not ``TableV2``: ``TableV2`` compiles to ``AWS::DynamoDB::GlobalTable``,
 which LocalStack cannot deploy; the plain table deploys everywhere.

@@ -1,8 +1,9 @@
 """The development stack: the AWS deployment run on this machine, without Docker and without AWS.
 
 ``durastate local`` (and the local-stack and AWS tests) use it: moto's HTTP server stands in for AWS, the
-resources are created from the synthesized CDK template, and the three Lambda handlers
-(``functions/worker.py``, ``relay.py``, ``sweeper.py``) are called the way Lambda would call them.
+resources are created from the synthesized CDK template, and the four Lambda handlers
+(``functions/worker.py``, ``relay.py``, ``sweeper.py``, ``timers.py``) are called the way Lambda would call
+them, each request they make checked against their roles as IAM would.
 
 **Development only.** Production code — :mod:`durastate.runtime` and everything the deployed Lambda
 functions import — must never import this package: it emulates Lambda, it does not run in it (and it
@@ -14,6 +15,7 @@ modules are arranged by topic:
 * :mod:`~durastate.devstack.handlers` — importing the packaged handler code as Lambda does;
 * :mod:`~durastate.devstack.streams` — the DynamoDB Streams trigger of the relay;
 * :mod:`~durastate.devstack.lambda_emulator` — Lambda's event shapes, context and SQS batching;
+* :mod:`~durastate.devstack.iam` — every request of a function decided against its role in the template;
 * :mod:`~durastate.devstack.stack` — :class:`LocalStack`, which ties them together and runs the loop.
 
 boto3 and moto are imported lazily, when a stack starts: importing this package needs neither.

@@ -14,6 +14,9 @@ nothing else differs from production:
   loaded from its asset folder in ``cdk.out``, with the function's environment from the template
   (references resolved to the local queue URLs and names). The engine comes from this installation
   instead of the layer.
+* **The roles are the template's**: every request a function makes (and its event source mappings make
+  for it) is decided against that function's role policy, and denied as IAM would deny it
+  (:mod:`durastate.devstack.iam`; ``iam=False`` turns it off).
 * **The triggers are the template's**: the worker gets SQS batches of at most ``BatchSize`` (≤ 10), FIFO
   groups kept in order by SQS itself, partial batch responses honoured (failed records return to the
   queue; the redrive policy moves them to the DLQ after ``maxReceiveCount`` receives) — see
