@@ -120,18 +120,22 @@ class RolePolicies:
                  attribute: Callable[[str, str], str], ref: Callable[[str], str]) -> None:
         resources: Mapping[str, Any] = template.get("Resources") or {}
         self.documents: dict[str, dict[str, Any]] = {}
+        self.unknown: dict[str, str] = {}
+        """Functions whose policy cannot be known from the template, with why (their requests are refused:
+        :meth:`IamEnforcer.check` raises, rather than guess)."""
         for fn_id, name in functions.items():
             props = (resources.get(fn_id) or {}).get("Properties") or {}
             role = props.get("Role")
             role_id = role["Fn::GetAtt"][0] if isinstance(role, Mapping) and "Fn::GetAtt" in role else None
             if role_id is None or role_id not in resources:
-                raise LocalStackError(f"function {fn_id}: its role is not a role of the template, so the local "
-                                      "stack cannot know its policy (pass iam=False to run it unchecked)")
+                self.unknown[name] = f"function {fn_id}: its role is not a role of the template"
+                continue
             statements: list[dict[str, Any]] = []
             role_props = resources[role_id].get("Properties") or {}
             if role_props.get("ManagedPolicyArns"):
-                raise LocalStackError(f"role {role_id} has managed policies {role_props['ManagedPolicyArns']} "
-                                      "whose text is not in the template (pass iam=False to run unchecked)")
+                self.unknown[name] = (f"role {role_id} has managed policies {role_props['ManagedPolicyArns']} "
+                                      "whose text is not in the template")
+                continue
             for inline in role_props.get("Policies") or []:
                 statements += _as_list(inline["PolicyDocument"]["Statement"])
             for res in resources.values():
@@ -283,11 +287,13 @@ class IamEnforcer:
     """Decides every request of the function named by :meth:`acting_as` against that function's policy."""
 
     def __init__(self, policies: Mapping[str, Mapping[str, Any]], *, region: str, account: str,
-                 enforce: bool = True, managed: Mapping[str, Mapping[str, Any]] | None = None) -> None:
+                 enforce: bool = True, managed: Mapping[str, Mapping[str, Any]] | None = None,
+                 unknown: Mapping[str, str] | None = None) -> None:
         self.policies = {k: dict(v) for k, v in policies.items()}
         """The policy each caller is decided against, by name (add one to check another principal)."""
         self.managed = {k: dict(v) for k, v in (managed or {}).items()}
         """The template's managed policies by logical id (e.g. the operator's, to act as with it)."""
+        self.unknown = dict(unknown or {})
         self.enforce = enforce
         """Deny what the policy does not allow (``False``: only record the decisions)."""
         self.region = region
@@ -343,7 +349,9 @@ class IamEnforcer:
             return
         policy = self.policies.get(function)
         if policy is None:
-            raise LocalStackError(f"no role policy for function {function!r} in the template")
+            why = self.unknown.get(function, "it has no role policy in the template")
+            raise LocalStackError(f"the local stack cannot decide the requests of function {function!r}: {why} "
+                                  "(LocalStack(..., iam=False) runs it unchecked)")
         for action, resource in authorizations(service, operation, params, region=self.region,
                                                account=self.account, stream_of=self._stream_of):
             allowed = is_allowed(policy, action, resource)

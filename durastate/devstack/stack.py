@@ -409,7 +409,8 @@ class LocalStack:
         account = accounts[0] if accounts else ACCOUNT
         functions = {lid: fn.role for lid, fn in self.resources.functions.items()}
         policies = RolePolicies(self.template, functions, self._attribute(account), self._ref(account))
-        self.iam = IamEnforcer(policies.documents, region=self.region, account=account, managed=policies.managed)
+        self.iam = IamEnforcer(policies.documents, region=self.region, account=account, managed=policies.managed,
+                               unknown=policies.unknown)
         for client in self._clients.values():
             self.iam.attach(client)
 

@@ -26,7 +26,7 @@ import pytest
 
 from durastate.cli import run
 from durastate.devstack import LocalStack
-from durastate.devstack.iam import Decision, Grant, grants_of, needed_grants
+from durastate.devstack.iam import grants_of, needed_grants
 from durastate.engine.ids import TIMEOUT
 from infra.construct import operator_policy
 
@@ -215,18 +215,6 @@ def test_a_missing_grant_is_denied_as_aws_denies_it(full_template: Path) -> None
                 (d.function, d.action) for d in st.iam.decisions if not d.allowed] == [("sweeper", "dynamodb:Scan")]
         finally:
             reset_moto(st)
-
-
-def test_each_grant_is_needed_is_computed_per_action_and_resource() -> None:
-    """The check itself: taking one action on one resource out of a statement keeps the rest of it."""
-    doc = {"Statement": [{"Effect": "Allow", "Action": ["sqs:SendMessage", "sqs:DeleteMessage"],
-                          "Resource": ["arn:aws:sqs:us-east-1:1:a.fifo", "arn:aws:sqs:us-east-1:1:b"]}]}
-    made = [Decision("w", "sqs:SendMessage", "arn:aws:sqs:us-east-1:1:a.fifo", True, "SendMessageBatch"),
-            Decision("w", "sqs:DeleteMessage", "arn:aws:sqs:us-east-1:1:b", True, "DeleteMessage")]
-    needed = needed_grants({"w": doc}, made)
-    assert {g.action + " " + g.resource.rsplit(":", 1)[1] for g, why in needed.items() if why} == {
-        "sqs:SendMessage a.fifo", "sqs:DeleteMessage b"}
-    assert needed[Grant("w", "sqs:SendMessage", "arn:aws:sqs:us-east-1:1:b")] == []
 
 
 def cli(capsys: pytest.CaptureFixture[str], argv: list[str]) -> tuple[int, str]:
