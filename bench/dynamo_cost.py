@@ -61,7 +61,7 @@ PRICES = {
     "sfn_express_request": 1.00 / 1e6,
     "sfn_express_gb_s": 0.00001667,  # first tier; 64 MB minimum, 100 ms increments
 }
-LAMBDA_MEMORY_GB = 0.5          # the stack's default (infra/construct.py memory_size=512)
+LAMBDA_MEMORY_GB = 0.5          # the stack's default (durastate/cdk/construct.py memory_size=512)
 LAMBDA_BATCH = 10               # the worker's SQS batch size in the stack
 REQUEST_MS = 6.0                # assumed in-region latency of one DynamoDB/SQS request, in ms
 WARMUP = 40                     # events an execution has applied before the steady-state rows measure it

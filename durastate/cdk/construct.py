@@ -5,7 +5,9 @@ group per execution) with a FIFO dead-letter queue; an EventBridge bus for untar
 (notifications); one Lambda layer with the engine; and four functions — the worker (SQS trigger, partial
 batch responses), the relay (the outbox/spawns streams, plus a schedule as the backstop), the timer
 sweeper (a schedule) and the timers function (the timers queue's delayed hops; ``timer_hops=False``: none).
-Each function gets its own role with exactly the table actions its code path uses.
+Each function gets its own role allowing exactly the calls its code makes (the grant tables below;
+tests/devstack/test_iam_local.py holds the template to them), and the operator's policy (what the CLI's AWS
+commands need) is a managed policy.
 
 Why ``aws_dynamodb.Table`` and not ``TableV2``: ``TableV2`` compiles to ``AWS::DynamoDB::GlobalTable``,
 which LocalStack cannot deploy; the plain table deploys everywhere.
@@ -20,7 +22,7 @@ import hashlib
 import json
 import re
 import shutil
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -58,23 +60,44 @@ _TYPES = {"S": dynamodb.AttributeType.STRING, "N": dynamodb.AttributeType.NUMBER
           "B": dynamodb.AttributeType.BINARY}
 
 # Table actions per code path, as the DynamoDB store issues them. Transactions are authorised per item
-# (a transactional Put needs PutItem), so there is no separate TransactWriteItems permission.
-_COMMIT: dict[str, tuple[str, ...]] = {
-    "executions": ("GetItem", "BatchGetItem", "PutItem"),
-    # Dedupe marks: read with the execution, written in the commit or behind it (BatchWriteItem).
-    "processed": ("GetItem", "BatchGetItem", "PutItem", "BatchWriteItem"),
+# (a transactional Put needs PutItem), so there is no separate TransactWriteItems permission. Each action
+# here is one a test sees a function make (tests/devstack/test_iam_local.py: with any one removed, a
+# request the local stack's functions make is denied).
+#: Creating an execution (its first commit: a start, an invoked child, a region child): the item,
+#: conditional on its absence (read back after a lost race); what its initial states emit (outbox, with
+#: seqs from the counters), spawn (region children) and arm (timers); the trace step (the ring's last
+#: index is read first).
+_CREATE: dict[str, tuple[str, ...]] = {
+    "executions": ("GetItem", "PutItem"),
     "outbox": ("PutItem",),
     "spawns": ("PutItem",),
-    "timers": ("PutItem", "DeleteItem"),
+    "timers": ("PutItem",),
     "counters": ("UpdateItem",),
-    "trace": ("Query", "PutItem", "DeleteItem"),
+    "trace": ("Query", "PutItem"),
+}
+#: Applying an event to an existing execution: the dedupe read and the commit. The execution item holds
+#: the recent event ids and a filter of the older ones, spilled to ``processed`` in chunks (a Put; read by
+#: Query when the filter cannot rule an id out). An item written before filters keeps single marks there
+#: (read with the execution in one BatchGetItem, or by GetItem; written by BatchWriteItem). A commit also
+#: disarms timers and drops the trace ring's oldest step.
+_APPLY: dict[str, tuple[str, ...]] = {
+    "executions": ("BatchGetItem",),
+    "processed": ("GetItem", "BatchGetItem", "Query", "PutItem", "BatchWriteItem"),
+    "timers": ("DeleteItem",),
+    "trace": ("DeleteItem",),
 }
 _RELAY_DRAIN: dict[str, tuple[str, ...]] = {
-    # Pending entries are read oldest first by Query, one per shard.
-    "outbox": ("Query", "DeleteItem"),
-    "spawns": ("Query", "DeleteItem"),
+    # Pending entries are read oldest first by Query, one per shard. A pass that is not told which shards
+    # a stream batch touched (the scheduled backstop) first asks whether the table holds anything at all:
+    # one Scan of at most one item (Select=COUNT) — one request where a Query per shard would be four, and
+    # no data the Query on every shard does not already read.
+    "outbox": ("Query", "DeleteItem", "Scan"),
+    "spawns": ("Query", "DeleteItem", "Scan"),
 }
-_SWEEP: dict[str, tuple[str, ...]] = {"timers": ("DeleteItem",)}
+#: The sweep: "is any timer armed?" (one Scan of at most one item, Select=COUNT: an idle deployment's sweep
+#: is that one request; the items hold only the keys the ``due`` index projects), then the due ones by
+#: Query of the ``due`` index (``INDEX_GRANTS``), each deleted once fired.
+_SWEEP: dict[str, tuple[str, ...]] = {"timers": ("DeleteItem", "Scan")}
 #: Retention (the sweeper, when the construct's ``retention`` is set): read each ended execution found in the
 #: ``ended`` index, put its tombstone (conditional on its version), delete its trace steps.
 RETENTION_GRANTS: dict[str, tuple[str, ...]] = {
@@ -119,12 +142,12 @@ def _merge(*grants: Mapping[str, tuple[str, ...]]) -> dict[str, tuple[str, ...]]
 
 #: What each function may do to which table — the single source for the grants (and the tests).
 TABLE_GRANTS: dict[str, dict[str, tuple[str, ...]]] = {
-    "worker": _merge(_COMMIT),
-    # The relay creates region children (a commit) and drains the outbox and the spawn intents.
-    "relay": _merge(_COMMIT, _RELAY_DRAIN),
+    "worker": _merge(_CREATE, _APPLY),
+    # The relay creates region children (never applies an event) and drains the outbox and the spawns.
+    "relay": _merge(_CREATE, _RELAY_DRAIN),
     "sweeper": _merge(_SWEEP),
-    # The timers function applies due timeouts as the worker does: the worker's commit grants.
-    "timers": _merge(_COMMIT),
+    # The timers function applies due timeouts as the worker applies events.
+    "timers": _merge(_CREATE, _APPLY),
 }
 #: Index reads, granted on that one index's ARN (not ``table/index/*``).
 INDEX_GRANTS: dict[str, dict[tuple[str, str], tuple[str, ...]]] = {
@@ -133,6 +156,73 @@ INDEX_GRANTS: dict[str, dict[tuple[str, str], tuple[str, ...]]] = {
     "sweeper": {("timers", "due"): ("Query",)},
     "timers": {},
 }
+#: SQS actions each function's own code calls, per queue: ``events`` (the FIFO event queue), ``dlq`` (its
+#: dead-letter queue) and ``timers`` (the timer hops; only with ``timer_hops``). Batches are authorised as
+#: their single-message action (``SendMessageBatch`` needs ``sqs:SendMessage``). The event source mappings'
+#: receive/delete grants are added by CDK with the triggers.
+QUEUE_GRANTS: dict[str, dict[str, tuple[str, ...]]] = {
+    # Poison messages go to the DLQ, with their reason; a commit that arms a timer due soon sends its hop.
+    "worker": {"dlq": ("SendMessage",), "timers": ("SendMessage",)},
+    # Emits and task answers go to the event queue; a region child's commit may arm a timer due soon.
+    "relay": {"events": ("SendMessage",), "timers": ("SendMessage",)},
+    # Fired timers (and started schedules) go to the event queue; timers coming within range, as hops.
+    "sweeper": {"events": ("SendMessage",), "timers": ("SendMessage",)},
+    # A hop that came early goes back to the timers queue; what can never apply, to the DLQ.
+    "timers": {"dlq": ("SendMessage",), "timers": ("SendMessage",)},
+}
+#: EventBridge: the relay publishes the untargeted emits (notifications) on the stack's bus.
+BUS_GRANTS: dict[str, tuple[str, ...]] = {"relay": ("PutEvents",)}
+#: The queues' names, from the table prefix.
+QUEUE_NAMES: dict[str, str] = {"events": "{prefix}-events.fifo", "dlq": "{prefix}-events-dlq.fifo",
+                               "timers": "{prefix}-timers"}
+
+#: The operator's grants: what the CLI's AWS commands call (``--store dynamodb://<prefix>``, ``--queue-url``,
+#: ``--dlq-url``), the same way as the functions' grants (each is needed by a command the test drives).
+#: ``show``/``list``: the execution, a page of the ``by_status`` index with its summaries, the pending
+#: outbox entries; ``terminate``/``redrive``/``migrate``: a commit (redrive queues the failed event through
+#: the outbox, migrate renames armed timers); ``purge``: the ``ended`` index, the tombstone, the trace
+#: steps; ``cancel``/``suspend``/``resume``: an event on the queue; ``dead-letters``: the DLQ, and the
+#: queue whose redrive policy names it for ``replay``. No ``CreateTable``: the store takes a denied
+#: ``CreateTable`` to mean the tables are the stack's, and goes on.
+OPERATOR_TABLE_GRANTS: dict[str, tuple[str, ...]] = {
+    "executions": ("GetItem", "BatchGetItem", "PutItem"),
+    "outbox": ("Scan", "Query", "PutItem"),
+    "timers": ("PutItem", "DeleteItem"),
+    "counters": ("UpdateItem",),
+    "trace": ("Query", "PutItem", "DeleteItem", "BatchWriteItem"),
+}
+OPERATOR_INDEX_GRANTS: dict[tuple[str, str], tuple[str, ...]] = {
+    ("executions", "by_status"): ("Query",),
+    ("executions", "ended"): ("Query",),
+}
+OPERATOR_QUEUE_GRANTS: dict[str, tuple[str, ...]] = {
+    "events": ("SendMessage",),
+    "dlq": ("ReceiveMessage", "ChangeMessageVisibility", "DeleteMessage", "ListDeadLetterSourceQueues"),
+}
+
+
+def operator_statements(table_arn: Callable[[str], str], queue_arn: Callable[[str], str]) -> list[dict[str, Any]]:
+    """The operator policy's statements (``Effect``/``Action``/``Resource``), one per resource, with the
+    ARNs from ``table_arn(name)`` and ``queue_arn(name)`` (tokens in the construct, strings in the docs)."""
+    out: list[dict[str, Any]] = []
+    for table, actions in OPERATOR_TABLE_GRANTS.items():
+        out.append({"Effect": "Allow", "Action": [f"dynamodb:{a}" for a in actions], "Resource": table_arn(table)})
+    for (table, index), actions in OPERATOR_INDEX_GRANTS.items():
+        out.append({"Effect": "Allow", "Action": [f"dynamodb:{a}" for a in actions],
+                    "Resource": f"{table_arn(table)}/index/{index}"})
+    for queue, actions in OPERATOR_QUEUE_GRANTS.items():
+        out.append({"Effect": "Allow", "Action": [f"sqs:{a}" for a in actions], "Resource": queue_arn(queue)})
+    return out
+
+
+def operator_policy(prefix: str = "durastate", region: str = "REGION", account: str = "ACCOUNT") -> dict[str, Any]:
+    """The operator policy as IAM JSON for a deployment's table prefix, region and account (what
+    docs/aws-deploy.md prints; the construct creates the same as its ``operator_policy``)."""
+    return {"Version": "2012-10-17", "Statement": operator_statements(
+        lambda t: f"arn:aws:dynamodb:{region}:{account}:table/{table_name(prefix, t)}",
+        lambda q: f"arn:aws:sqs:{region}:{account}:{QUEUE_NAMES[q].format(prefix=prefix)}")}
+
+
 #: The worker's SQS event source: at most this many concurrent worker invocations (the event source's
 #: maximum concurrency), so a burst of events cannot take the account's whole Lambda concurrency (1000 by
 #: default) from its other functions. A message group (an execution) is handled by one invocation at a time
@@ -319,7 +409,7 @@ class DurastateEngine(Construct):
         # ---- queues -------------------------------------------------------------------------------------
         self.dead_letter_queue = sqs.Queue(
             self, "DeadLetterQueue",
-            queue_name=f"{table_prefix}-events-dlq.fifo",
+            queue_name=QUEUE_NAMES["dlq"].format(prefix=table_prefix),
             fifo=True,
             encryption=sqs.QueueEncryption.SQS_MANAGED,
             enforce_ssl=True,
@@ -330,7 +420,7 @@ class DurastateEngine(Construct):
                                         "would only hide poison messages further."))
         self.queue = sqs.Queue(
             self, "EventQueue",
-            queue_name=f"{table_prefix}-events.fifo",
+            queue_name=QUEUE_NAMES["events"].format(prefix=table_prefix),
             fifo=True,
             # High-throughput FIFO: dedupe and throughput are per message group (= per execution).
             deduplication_scope=sqs.DeduplicationScope.MESSAGE_GROUP,
@@ -350,7 +440,7 @@ class DurastateEngine(Construct):
         if timer_hops:
             self.timers_queue = sqs.Queue(
                 self, "TimersQueue",
-                queue_name=f"{table_prefix}-timers",
+                queue_name=QUEUE_NAMES["timers"].format(prefix=table_prefix),
                 encryption=sqs.QueueEncryption.SQS_MANAGED,
                 enforce_ssl=True,
                 visibility_timeout=cdk.Duration.seconds(180),  # six times the timers function's timeout
@@ -464,22 +554,29 @@ class DurastateEngine(Construct):
                 self.sweeper.add_to_role_policy(iam.PolicyStatement(
                     actions=[f"dynamodb:{a}" for a in actions],
                     resources=[f"{self.tables[table].table_arn}/index/{index}"]))
-        self.dead_letter_queue.grant_send_messages(self.worker)  # poison messages, with their reason
-        self.queue.grant_send_messages(self.relay)
-        self.queue.grant_send_messages(self.sweeper)
-        self.event_bus.grant_put_events_to(self.relay)
+        queues = {"events": self.queue, "dlq": self.dead_letter_queue, "timers": self.timers_queue}
+        for fn_name, queue_grants in QUEUE_GRANTS.items():
+            for queue_name, actions in queue_grants.items():
+                queue = queues[queue_name]
+                if fn_name in self.functions and queue is not None:
+                    self.functions[fn_name].add_to_role_policy(iam.PolicyStatement(
+                        actions=[f"sqs:{a}" for a in actions], resources=[queue.queue_arn]))
+        for fn_name, actions in BUS_GRANTS.items():
+            self.functions[fn_name].add_to_role_policy(iam.PolicyStatement(
+                actions=[f"events:{a}" for a in actions], resources=[self.event_bus.event_bus_arn]))
         if task_functions:
             # Tasks (invoke: {task: {lambda: ...}}) are run by the relay, after their commit.
             self.relay.add_to_role_policy(iam.PolicyStatement(
                 actions=["lambda:InvokeFunction"],
                 resources=[self._function_arn(fn) for fn in task_functions]))
-        if self.timers_queue is not None and self.timers is not None:
-            # Hops: the worker and the relay after a commit that armed a timer due soon, the sweeper when a
-            # timer comes within range, the timers function a hop that came early; it applies the due ones
-            # (and dead-letters what can never apply, as the worker does).
-            for fn in (self.worker, self.relay, self.sweeper, self.timers):
-                self.timers_queue.grant_send_messages(fn)
-            self.dead_letter_queue.grant_send_messages(self.timers)
+
+        # The operator's policy (the CLI's AWS commands), to attach to the people or roles that run them.
+        self.operator_policy = iam.ManagedPolicy(
+            self, "OperatorPolicy",
+            description=f"durastate {table_prefix}: what the durastate CLI's AWS commands need",
+            document=iam.PolicyDocument.from_json({"Version": "2012-10-17", "Statement": operator_statements(
+                lambda t: self.tables[t].table_arn,
+                lambda q: {"events": self.queue, "dlq": self.dead_letter_queue}[q].queue_arn)}))
 
         # ---- triggers -----------------------------------------------------------------------------------
         self.worker.add_event_source(sources.SqsEventSource(

@@ -79,6 +79,8 @@ class DurastateStack(cdk.Stack):
             "EventBusName": (self.engine.event_bus.event_bus_name, "untargeted emits (notifications)"),
             "WorkerFunctionName": (self.engine.worker.function_name, "the SQS-triggered worker"),
             "AlarmTopicArn": (self.engine.alarm_topic.topic_arn, "subscribe to hear of dead letters"),
+            "OperatorPolicyArn": (self.engine.operator_policy.managed_policy_arn,
+                                  "attach to whoever runs the durastate CLI's AWS commands"),
         }
         if self.engine.timers_queue is not None:
             outputs["TimersQueueUrl"] = (self.engine.timers_queue.queue_url,

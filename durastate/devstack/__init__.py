@@ -3,7 +3,8 @@
 ``durastate local`` (and the local-stack and AWS tests) use it: moto's HTTP server stands in for AWS, the
 resources are created from the synthesized CDK template, and the four Lambda handlers
 (``durastate/functions/worker.py``, ``relay.py``, ``sweeper.py``, ``timers.py``, as packaged in each
-function's asset) are called the way Lambda would call them.
+function's asset) are called the way Lambda would call them, each request they make checked against their
+roles as IAM would.
 
 **Development only.** Production code — :mod:`durastate.runtime` and everything the deployed Lambda
 functions import — must never import this package: it emulates Lambda, it does not run in it (and it
@@ -15,6 +16,7 @@ modules are arranged by topic:
 * :mod:`~durastate.devstack.handlers` — importing the packaged handler code as Lambda does;
 * :mod:`~durastate.devstack.streams` — the DynamoDB Streams trigger of the relay;
 * :mod:`~durastate.devstack.lambda_emulator` — Lambda's event shapes, context and SQS batching;
+* :mod:`~durastate.devstack.iam` — every request of a function decided against its role in the template;
 * :mod:`~durastate.devstack.stack` — :class:`LocalStack`, which ties them together and runs the loop.
 
 boto3 and moto are imported lazily, when a stack starts: importing this package needs neither.

@@ -14,6 +14,9 @@ nothing else differs from production:
   loaded from its asset folder in ``cdk.out``, with the function's environment from the template
   (references resolved to the local queue URLs and names). The engine comes from this installation
   instead of the layer.
+* **The roles are the template's**: every request a function makes (and its event source mappings make
+  for it) is decided against that function's role policy, and denied as IAM would deny it
+  (:mod:`durastate.devstack.iam`; ``iam=False`` turns it off).
 * **The triggers are the template's**: the worker gets SQS batches of at most ``BatchSize`` (≤ 10), FIFO
   groups kept in order by SQS itself, partial batch responses honoured (failed records return to the
   queue; the redrive policy moves them to the DLQ after ``maxReceiveCount`` receives) — see
@@ -42,8 +45,10 @@ from typing import Any
 
 from durastate.devstack.errors import LocalStackError
 from durastate.devstack.handlers import load_handler
+from durastate.devstack.iam import IamEnforcer, RolePolicies
+from durastate.devstack.lambda_emulator import ACCOUNT
 from durastate.devstack.moto_server import MotoServer, endpoint_client
-from durastate.devstack.streams import StreamCursor, open_cursor, read_new_records
+from durastate.devstack.streams import StreamCursor, open_cursor, read_new_records, stream_arn
 from durastate.devstack.task_functions import LocalTaskFunctions
 from durastate.devstack.template import (
     DEFAULT_TEMPLATE,
@@ -94,6 +99,9 @@ class LocalStack:
     are sent undelayed and held until due on ``clock`` (:mod:`durastate.devstack.timer_hops`).
     ``task_functions``: ``{function name: handler}``, the Lambda functions definitions invoke as tasks
     (``invoke: {task: {lambda: <name or ARN>}}``), which the relay calls as Lambda would.
+    ``iam``: decide every request a function makes (and its event source mappings make for it) against
+    that function's role policy in the template, and deny what AWS would deny (default on;
+    :mod:`durastate.devstack.iam`). The decisions are in ``stack.iam.decisions``.
     """
 
     def __init__(
@@ -114,6 +122,7 @@ class LocalStack:
         environment: Mapping[str, str] | None = None,
         real_time_delays: bool | None = None,
         task_functions: Mapping[str, Callable[[dict[str, Any], Any], Any]] | None = None,
+        iam: bool = True,
     ) -> None:
         if isinstance(template, Mapping):
             self.template: dict[str, Any] = dict(template)
@@ -145,7 +154,12 @@ class LocalStack:
         self._next_run: dict[tuple[str, str], float] = {}
         self._started = False
         self.runtime: Any = None
-        self.task_functions = LocalTaskFunctions(task_functions or {}, region)
+        """The worker's runtime (:class:`durastate.runtime.aws.AwsRuntime`); ``runtimes`` has each function's."""
+        self.runtimes: dict[str, Any] = {}
+        self.task_functions = LocalTaskFunctions(task_functions or {}, region, authorize=self._authorize_invoke)
+        self._enforce_iam = iam
+        self.iam: IamEnforcer | None = None
+        """The IAM decisions of this stack's functions (``None`` with ``iam=False`` or before ``start``)."""
         """The Lambda functions definitions run as tasks, by name: moto cannot run them without Docker, so
         the relay calls these handlers the way Lambda would (:mod:`durastate.devstack.task_functions`)."""
 
@@ -160,6 +174,8 @@ class LocalStack:
         """A boto3 client for this stack's endpoint (dummy credentials; moto accepts any)."""
         if service not in self._clients:
             self._clients[service] = endpoint_client(service, self.endpoint_url, self.region)
+            if self.iam is not None:
+                self.iam.attach(self._clients[service])
         return self._clients[service]
 
     def start(self) -> LocalStack:
@@ -172,6 +188,8 @@ class LocalStack:
                 self.create_resources()
             else:
                 self._lookup_resources()
+            if self._enforce_iam:
+                self._install_iam()
             self._install_runtime()
             self._load_handlers()
             self._open_streams()
@@ -194,6 +212,7 @@ class LocalStack:
         if self.runtime is not None:
             aws.set_runtime(None)
             self.runtime = None
+            self.runtimes = {}
         for key, old in self._saved_env.items():
             if old is None:
                 os.environ.pop(key, None)
@@ -205,6 +224,7 @@ class LocalStack:
             self._server = None
             self._endpoint = None
         self._clients.clear()
+        self.iam = None
         self._started = False
 
     def __enter__(self) -> LocalStack:
@@ -344,7 +364,12 @@ class LocalStack:
                     os.environ[k] = old
 
     def _install_runtime(self) -> None:
-        """The handlers' shared runtime, on this stack's clients and clock (what Lambda builds from env)."""
+        """Each function's runtime, on this stack's clients and clock (what Lambda builds from its env).
+
+        One per function, as each function runs in containers of its own on AWS: their stores' caches
+        (the versions and dedupe filters last seen, the trace ring's next index) are not shared, so each
+        function makes the reads a container of its own makes — and the IAM check sees them. They share
+        the definitions registry (every function packages the same folder); ``runtime`` is the worker's."""
         from durastate.runtime import aws
 
         env = self.environment("worker")
@@ -360,12 +385,82 @@ class LocalStack:
             from durastate.devstack.timer_hops import zero_hop_delays
 
             zero_hop_delays(self.client("sqs"), settings.timers_queue_url)
-        self.runtime = aws.build_runtime(settings, clock=self.clock, dynamodb=self.client("dynamodb"),
-                                         sqs=self.client("sqs"), events=self.client("events"))
         from durastate.runtime.tasks import TaskRunner
 
-        self.runtime.relay.tasks = TaskRunner(lambda_invoker=self.task_functions)
+        tasks = TaskRunner(lambda_invoker=self.task_functions)
+        self.runtime = aws.build_runtime(settings, clock=self.clock, dynamodb=self.client("dynamodb"),
+                                         sqs=self.client("sqs"), events=self.client("events"))
+        self.runtime.relay.tasks = tasks
+        self.runtimes = {}
+        for fn in self.resources.functions.values():
+            if fn.role == "worker":
+                self.runtimes[fn.role] = self.runtime
+                continue
+            own = aws.build_runtime(aws.AwsSettings.from_env(self.environment(fn.role)), clock=self.clock,
+                                    dynamodb=self.client("dynamodb"), sqs=self.client("sqs"),
+                                    events=self.client("events"), registry=self.runtime.registry)
+            own.relay.tasks = tasks
+            self.runtimes[fn.role] = own
         aws.set_runtime(self.runtime)
+
+    def _install_iam(self) -> None:
+        """Decide every request of the functions against their role policies (:mod:`durastate.devstack.iam`)."""
+        accounts = [url.rstrip("/").split("/")[-2] for url in self.queue_urls.values()]
+        account = accounts[0] if accounts else ACCOUNT
+        functions = {lid: fn.role for lid, fn in self.resources.functions.items()}
+        policies = RolePolicies(self.template, functions, self._attribute(account), self._ref(account))
+        self.iam = IamEnforcer(policies.documents, region=self.region, account=account, managed=policies.managed,
+                               unknown=policies.unknown)
+        for client in self._clients.values():
+            self.iam.attach(client)
+
+    def _acting_as(self, role: str) -> contextlib.AbstractContextManager[None]:
+        return self.iam.acting_as(role) if self.iam is not None else contextlib.nullcontext()
+
+    def _authorize_invoke(self, function: str) -> None:
+        """A task's ``lambda:InvokeFunction``, decided for the function running it (the relay)."""
+        if self.iam is not None:
+            self.iam.check("lambda", "Invoke", {"FunctionName": function})
+
+    def _attribute(self, account: str) -> Callable[[str, str], str]:
+        """``Fn::GetAtt`` of a role policy's resources, as the local ARNs."""
+        resources = self.template.get("Resources") or {}
+
+        def attribute(lid: str, name: str) -> str:
+            props = (resources.get(lid) or {}).get("Properties") or {}
+            if lid in self.table_names:
+                arn = f"arn:aws:dynamodb:{self.region}:{account}:table/{self.table_names[lid]}"
+                if name == "StreamArn":
+                    desc = self.client("dynamodb").describe_table(TableName=self.table_names[lid])["Table"]
+                    return str(desc.get("LatestStreamArn") or f"{arn}/stream/none")
+                return arn
+            if lid in self.queue_urls or lid in self.resources.buses:
+                return self._resolve({"Fn::GetAtt": [lid, name]}) if lid in self.queue_urls else (
+                    f"arn:aws:events:{self.region}:{account}:event-bus/{self.resources.buses[lid]}")
+            kind = (resources.get(lid) or {}).get("Type")
+            if kind == "AWS::Logs::LogGroup":
+                return f"arn:aws:logs:{self.region}:{account}:log-group:{props.get('LogGroupName', lid)}:*"
+            if kind == "AWS::Lambda::Function":
+                return f"arn:aws:lambda:{self.region}:{account}:function:{props.get('FunctionName', lid)}"
+            return f"arn:local:unresolved:{lid}.{name}"  # matches no request
+
+        return attribute
+
+    def _ref(self, account: str) -> Callable[[str], str]:
+        """``Ref`` in a role policy: pseudo parameters, and the stack's resources as their local names."""
+        pseudo = {"AWS::AccountId": account, "AWS::Region": self.region, "AWS::Partition": "aws",
+                  "AWS::URLSuffix": "amazonaws.com"}
+        resources = self.template.get("Resources") or {}
+
+        def ref(lid: str) -> str:
+            if lid in pseudo:
+                return pseudo[lid]
+            if lid in self.queue_urls or lid in self.table_names or lid in self.resources.buses:
+                return self._resolve({"Ref": lid})
+            props = (resources.get(lid) or {}).get("Properties") or {}
+            return str(props.get("FunctionName") or props.get("LogGroupName") or f"unresolved-{lid}")
+
+        return ref
 
     def _load_handlers(self) -> None:
         from durastate.devstack.lambda_emulator import FakeLambdaContext, SqsBatchInvoker
@@ -377,7 +472,7 @@ class LocalStack:
         worker_fn = self.resources.functions[trigger.function]
 
         def worker(event: dict[str, Any], context: Any) -> Any:
-            with self._function_env(worker_fn.role):
+            with self._running(worker_fn.role):
                 return self.handlers[worker_fn.role](event, context)
 
         self._invoker = SqsBatchInvoker(
@@ -416,7 +511,9 @@ class LocalStack:
             # Attach where the mapping starts; on an attached server, LATEST skips records a previous loop
             # already saw (the scheduled backstop covers anything in between, as in production).
             position = trig.starting_position if self._create else "LATEST"
-            self._cursors.append(open_cursor(ddb, streams, trig, self.table_names[trig.table], position))
+            arn = stream_arn(ddb, self.table_names[trig.table])
+            with self._acting_as(self.resources.functions[trig.function].role):
+                self._cursors.append(open_cursor(streams, trig, arn, position))
 
     # -- running -----------------------------------------------------------------------------------------
     def _context(self, role: str) -> Any:
@@ -428,27 +525,40 @@ class LocalStack:
 
     def invoke(self, role: str, event: dict[str, Any]) -> Any:
         """Call a function's handler with an event, as Lambda would."""
-        with self._function_env(role):
+        with self._running(role):
             return self.handlers[role](event, self._context(role))
+
+    @contextlib.contextmanager
+    def _running(self, role: str) -> Iterator[None]:
+        """While a function's handler runs: its environment, its runtime, its role (for the IAM check)."""
+        from durastate.runtime import aws
+
+        if self.runtimes:
+            aws.set_runtime(self.runtimes.get(role, self.runtime))
+        with self._acting_as(role), self._function_env(role):
+            yield
 
     def poll_worker(self) -> Any:
         """One SQS batch through the worker (a :class:`~durastate.devstack.lambda_emulator.BatchResult`)."""
-        return self._invoker.poll_once()
+        with self._acting_as(self.resources.functions[self._worker_trigger().function].role):
+            return self._invoker.poll_once()  # the event source mapping receives with the worker's role
 
     def poll_timers(self) -> int:
         """Hand the hops that are due to the timers function; returns how many were handed over."""
         if self._timers_invoker is None:
             return 0
-        return int(self._timers_invoker.poll_once().received)
+        with self._acting_as("timers"):
+            return int(self._timers_invoker.poll_once().received)
 
     def poll_streams(self) -> int:
         """Deliver new stream records to their functions; returns how many records were delivered."""
         streams = self.client("dynamodbstreams")
         delivered = 0
         for cursor in self._cursors:
-            records, advanced = read_new_records(streams, cursor, self.region)
+            fn = self.resources.functions[cursor.trigger.function]
+            with self._acting_as(fn.role):  # the stream's event source mapping reads with the relay's role
+                records, advanced = read_new_records(streams, cursor, self.region)
             if records:
-                fn = self.resources.functions[cursor.trigger.function]
                 try:
                     self.invoke(fn.role, {"Records": records})
                 except Exception:

@@ -16,7 +16,7 @@ from typing import Any
 from durastate.devstack.errors import LocalStackError
 from durastate.devstack.template import StreamTrigger
 
-__all__ = ["StreamCursor", "jsonable", "matches", "open_cursor", "read_new_records"]
+__all__ = ["StreamCursor", "jsonable", "matches", "open_cursor", "read_new_records", "stream_arn"]
 
 
 @dataclass
@@ -27,12 +27,18 @@ class StreamCursor:
     retries: int = 0
 
 
-def open_cursor(ddb: Any, streams: Any, trigger: StreamTrigger, table_name: str, position: str
-                ) -> StreamCursor:
-    """A cursor on the table's stream, every shard's iterator at ``position`` (``TRIM_HORIZON``/``LATEST``)."""
+def stream_arn(ddb: Any, table_name: str) -> str:
+    """The table's latest stream (what the template's ``Fn::GetAtt [Table, StreamArn]`` deploys as)."""
     arn = ddb.describe_table(TableName=table_name)["Table"].get("LatestStreamArn")
     if not arn:
         raise LocalStackError(f"table {table_name} has no stream, but the template maps one to a function")
+    return str(arn)
+
+
+def open_cursor(streams: Any, trigger: StreamTrigger, arn: str, position: str) -> StreamCursor:
+    """A cursor on a stream, every shard's iterator at ``position`` (``TRIM_HORIZON``/``LATEST``).
+
+    Only Streams calls, as the event source mapping makes them with the function's role."""
     cursor = StreamCursor(trigger, arn)
     for shard in streams.describe_stream(StreamArn=arn)["StreamDescription"].get("Shards", []):
         cursor.iterators[shard["ShardId"]] = streams.get_shard_iterator(

@@ -12,7 +12,7 @@ an ARN), calls it with the JSON event and a Lambda context as the Lambda runtime
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from durastate.devstack.lambda_emulator import FakeLambdaContext, Handler
@@ -31,13 +31,19 @@ def function_name(function: str) -> str:
 class LocalTaskFunctions:
     """A :data:`~durastate.runtime.tasks.LambdaInvoker` over handlers in this process."""
 
-    def __init__(self, handlers: Mapping[str, Handler], region: str = "us-east-1") -> None:
+    def __init__(self, handlers: Mapping[str, Handler], region: str = "us-east-1", *,
+                 authorize: Callable[[str], None] | None = None) -> None:
         self.handlers = dict(handlers)
         self.region = region
+        self.authorize = authorize
+        """Called with the function name or ARN before each call (IAM's ``lambda:InvokeFunction``
+        decision; it raises what ``Invoke`` raises when denied)."""
         self.calls: list[tuple[str, dict[str, Any]]] = []
         """Every call, in order: (function name, event)."""
 
     def __call__(self, function: str, payload: bytes) -> tuple[bytes, str | None]:
+        if self.authorize is not None:
+            self.authorize(function)
         name = function_name(function)
         handler = self.handlers.get(name)
         if handler is None:

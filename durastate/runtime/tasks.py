@@ -30,6 +30,7 @@ why — never a crash of the relay and never a silent drop.
 
 from __future__ import annotations
 
+import contextvars
 import importlib
 import json
 import logging
@@ -263,7 +264,10 @@ def run_tasks(runner: TaskRunner, entries: Sequence[OutboxEntry], transport: Tra
         # requests are acked in outbox order, after every call of the pass has returned.
         with ThreadPoolExecutor(max_workers=min(runner.max_parallel, len(todo)),
                                 thread_name_prefix="durastate-task") as pool:
-            answers = iter(list(pool.map(runner.run, todo)))
+            # Each call runs in a copy of this invocation's context (its context variables: the logger's
+            # keys, the local stack's IAM caller), as it would in a pass that runs them one by one.
+            calls = [pool.submit(contextvars.copy_context().run, runner.run, r) for r in todo]
+            answers = iter([c.result() for c in calls])
     else:
         answers = iter([runner.run(r) for r in todo])
     for entry, request in zip(entries, requests, strict=True):

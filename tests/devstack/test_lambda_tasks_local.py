@@ -5,7 +5,9 @@ not have. So the task function is given to the local stack as a handler, and the
 way it calls every handler here — with the JSON event and a Lambda context, answering as ``Invoke`` does
 (:mod:`durastate.devstack.task_functions`). The rest is the deployed path: the request is committed to the
 DynamoDB outbox with the state entry, the relay handler (woken by the outbox stream) runs it and sends the
-answer to the SQS FIFO queue (deduplicated by its event id), and the worker Lambda routes it.
+answer to the SQS FIFO queue (deduplicated by its event id), and the worker Lambda routes it. The template
+grants the relay ``lambda:InvokeFunction`` on that function (``durastate:taskFunctions``), as a deployment
+must: the local stack denies what the role does not allow.
 """
 
 from __future__ import annotations
@@ -47,9 +49,10 @@ def charge_card(event: dict[str, Any], context: Any) -> dict[str, Any]:
 
 
 @pytest.fixture()
-def stack(cloud_assembly: Path, tmp_path: Path) -> Iterator[LocalStack]:
+def stack(full_template: Path, tmp_path: Path) -> Iterator[LocalStack]:
+    """The stack synthesized with ``durastate:taskFunctions=charge-card``: the relay's role may invoke it."""
     (tmp_path / "charge.yaml").write_text(CHART)
-    with LocalStack(cloud_assembly / "DurastateStack.template.json", port=0, clock=FakeClock(), retry_delay=0,
+    with LocalStack(full_template, port=0, clock=FakeClock(), retry_delay=0,
                     definitions_dir=tmp_path, task_functions={"charge-card": charge_card},
                     environment=QUIET
                     ) as st:
