@@ -24,11 +24,11 @@ from typing import Any
 
 import pytest
 
+from durastate.cdk.construct import operator_policy
 from durastate.cli import run
 from durastate.devstack import LocalStack
 from durastate.devstack.iam import grants_of, needed_grants
 from durastate.engine.ids import TIMEOUT
-from durastate.cdk.construct import operator_policy
 
 from .conftest import ROOT, charge_card
 from .helpers import QUIET, FakeClock, drain_queue, executions, reset_moto, send, settle, start
