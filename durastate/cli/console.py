@@ -21,6 +21,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 import typer
 
 from durastate.cli import output
+from durastate.cli.clock import command_clock
 from durastate.cli.common import DefinitionsOption, StoreOption, session
 from durastate.cli.delivery import deliver
 from durastate.cli.introspect import active_paths
@@ -113,7 +114,8 @@ def build_console(sess: Session, allow_control: bool) -> Console:
         return "queued; `durastate serve` applies it" if result.queued else result.outcome
 
     return Console(store=store, registry=registry, inbox=sess.inbox, deliver=send if allow_control else None,
-                   allow_control=allow_control, store_label=redact(sess.store_url), active_paths=active_paths)
+                   allow_control=allow_control, store_label=redact(sess.store_url), active_paths=active_paths,
+                   clock=command_clock())
 
 
 def check_exists(sess: Session) -> None:
