@@ -77,6 +77,8 @@ def list_(
     for row in rows:
         row["newest"] = row["version"] == newest_version
         row["running"] = counts.get(row["version"], 0)
+    # Oldest first, the folder's newest last: also when it was archived in the same second as the one before.
+    rows.sort(key=lambda row: row["newest"])
     if not rows:
         raise UsageError(f"no versions of {definition!r}: none archived in the store (no execution started on "
                          "it yet) and no such definition in the definitions folder")
