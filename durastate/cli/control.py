@@ -14,6 +14,7 @@ from typing import Annotated
 import typer
 
 from durastate.cli import output
+from durastate.cli.clock import command_clock
 from durastate.cli.common import StoreOption, session
 from durastate.cli.delivery import deliver, queued_start
 from durastate.cli.session import Session, UsageError
@@ -134,14 +135,14 @@ def redrive_(
     sess = session(ctx, store)
     if execution_id is not None:
         try:
-            done = redrive(sess.store, execution_id)
+            done = redrive(sess.store, execution_id, command_clock())
         except ControlRefused as err:
             raise UsageError(str(err)) from None
         output.say(f"redriven {done.execution_id}: {done.event.name} is applied again as event {done.event.id}"
                    + ("" if sess.inbox is None else "; `durastate serve` applies it"))
         return
     count = refused = 0
-    for result in redrive_many(sess.store, definition, limit):
+    for result in redrive_many(sess.store, definition, limit, clock=command_clock()):
         if isinstance(result, ControlRefused):
             refused += 1
             output.warn(str(result))

@@ -20,7 +20,6 @@ an event (``--force`` replays anyway). On AWS the definitions are checked only w
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -30,7 +29,7 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from durastate.cli import output
+from durastate.cli import clock, output
 from durastate.cli.aws_queue import aws_errors
 from durastate.cli.common import DefinitionsOption, JsonOption, StoreOption, session
 from durastate.cli.session import DEFAULT_STORE, DEFINITIONS_ENV, STORE_ENV, Session, UsageError, redact
@@ -158,7 +157,7 @@ def list_(
     table = Table(show_edge=False, pad_edge=False, box=None, header_style="bold")
     for col in ("id", "execution", "event", "error", "attempts", "when", "reason"):
         table.add_column(col, justify="right" if col == "attempts" else "left", overflow="fold")
-    now = time.time()
+    now = clock.now()
     for d in page.items:
         table.add_row(*(Text(v) for v in (d.id, d.target_id or "-", describe(d), d.error, str(d.attempts),
                                           output.when(d.at, now), _clip(d.reason, 100))))

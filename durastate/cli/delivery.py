@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from durastate.cli.clock import command_clock
 from durastate.cli.session import Session
 from durastate.engine.model import START, Event, Execution
 from durastate.errors import DurastateError, StoreUnavailable
@@ -34,7 +35,7 @@ def apply_in_process(sess: Session, target_id: str, event: Event) -> Delivery:
     """Apply ``event`` with a local runtime in this process, until there is nothing left to do now."""
     from durastate.runtime import LocalRuntime
 
-    runtime = LocalRuntime(sess.store, sess.registry)
+    runtime = LocalRuntime(sess.store, sess.registry, clock=command_clock())
     runtime.send(target_id, event)
     runtime.run_until_idle()
     if getattr(runtime.transport, "pending", lambda: 0)():  # the in-memory queue LocalRuntime made

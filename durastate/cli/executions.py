@@ -15,7 +15,7 @@ from typing import Annotated, Any
 
 import typer
 
-from durastate.cli import output, waiting
+from durastate.cli import clock, output, waiting
 from durastate.cli.common import (
     DefinitionsOption,
     JsonOption,
@@ -158,7 +158,7 @@ def send(
         if explain_:
             print_explanation(explanations(defn, exe, event, sess.store.load))
         if dry_run:
-            print_dry_run(defn, exe, event, time.time(), sess.store.load)
+            print_dry_run(defn, exe, event, clock.now(), sess.store.load)
         return
     result = deliver(sess, execution_id, event)
     if quiet:
@@ -238,7 +238,7 @@ def list_(
     bad = [s for s in statuses if s not in STATUSES]
     if bad:
         raise UsageError(f"unknown status {bad[0]!r}; use one of {', '.join(STATUSES)}")
-    updated_after = time.time() - parse_duration_option(since) if since is not None else None
+    updated_after = clock.now() - parse_duration_option(since) if since is not None else None
     sess = session(ctx, store)
     page = sess.store.list_executions(definition_id=definition, status=statuses or None, roots_only=roots,
                                       limit=limit, cursor=cursor, parent_id=parent, updated_after=updated_after)

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import signal
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
@@ -25,6 +24,7 @@ from typing import Annotated, Any
 import typer
 
 from durastate.cli import output
+from durastate.cli.clock import command_clock
 from durastate.cli.common import parse_duration_option
 
 
@@ -93,7 +93,7 @@ def local(
     from durastate.devstack import LocalStack, StepReport
 
     env = {} if verbose else {"POWERTOOLS_LOG_LEVEL": "WARNING", "POWERTOOLS_METRICS_DISABLED": "true"}
-    clock: Callable[[], float] = (lambda: time.time() + advance) if advance else time.time
+    clock = command_clock(advance)
     stack = LocalStack(template, endpoint_url=endpoint_url, host=host, port=port, region=region,
                        clock=clock, retry_delay=retry_delay, visibility_timeout=visibility_timeout,
                        create_resources=create, environment=env,

@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from durastate.cli import clock
 from durastate.engine.durations import format_duration
 from durastate.engine.ids import RESUME, SUSPEND, TERMINATE, describe_timer_key
 from durastate.engine.model import CANCEL, ENDED, FINISHED, START, TIMEOUT, Event, Execution, MapProgress
@@ -72,7 +73,7 @@ def when(epoch: float | None, now: float | None = None) -> str:
     """An absolute UTC time plus how far away it is ("2026-01-01 10:00:00Z, in 29s")."""
     if epoch is None:
         return "-"
-    now = time.time() if now is None else now
+    now = clock.now() if now is None else now
     stamp = time.strftime("%Y-%m-%d %H:%M:%SZ", time.gmtime(epoch))
     delta = epoch - now
     rel = f"in {format_duration(delta)}" if delta >= 0 else f"{format_duration(-delta)} ago"

@@ -10,16 +10,15 @@ batches, each read from the store's index on the end time; ``--dry-run`` shows t
 
 from __future__ import annotations
 
-import time
 from typing import Annotated
 
 import typer
 
-from durastate.cli import output
+from durastate.cli import clock, output
 from durastate.cli.common import StoreOption, parse_duration_option, session
 from durastate.cli.session import UsageError
 from durastate.engine.durations import format_duration
-from durastate.store.retention import DEFAULT_PURGE_LIMIT, DEFAULT_TOMBSTONE_TTL, PURGEABLE
+from durastate.store.retention import DEFAULT_PURGE_LIMIT, DEFAULT_TOMBSTONE_TTL, PURGEABLE, ended_cutoff
 
 SHOWN = 20
 """Ids listed by name; beyond that only counted."""
@@ -51,8 +50,8 @@ def purge(
     """Purge executions that ended more than --older-than ago, keeping a tombstone of each."""
     statuses = _statuses(status)
     sess = session(ctx, store)
-    now = time.time()
-    cutoff = now - older_than
+    now = clock.now()
+    cutoff = ended_cutoff(now, older_than)
     what = f"ended more than {format_duration(older_than)} ago ({', '.join(statuses)}" + (
         f", definition {definition}" if definition else "") + ")"
     batch = min(DEFAULT_PURGE_LIMIT, limit) if limit is not None else DEFAULT_PURGE_LIMIT

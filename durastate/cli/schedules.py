@@ -8,7 +8,6 @@ read and change the stored ones, like the other commands over ``--store`` and ``
 from __future__ import annotations
 
 import contextlib
-import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -18,7 +17,7 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from durastate.cli import output
+from durastate.cli import clock, output
 from durastate.cli.common import DefinitionsOption, JsonOption, StoreOption, session
 from durastate.cli.session import Session
 from durastate.engine.definition import Definition, load_definition
@@ -80,7 +79,7 @@ def list_(
 ) -> None:
     """The stored schedules: what they start, when next, paused or not, and their last run."""
     sess = session(ctx, store, definitions)
-    now = time.time()
+    now = clock.now()
     states = list_schedules(sess.store, include_removed=show_all)
     if as_json:
         output.print_json([_json(s) for s in states])
@@ -107,7 +106,7 @@ def pause(ctx: typer.Context, name: NameArgument, store: StoreOption = None,
           definitions: DefinitionsOption = None) -> None:
     """Start nothing more until resumed (the ticks meanwhile are missed)."""
     sess = session(ctx, store, definitions)
-    pause_schedule(sess.store, name, time.time())
+    pause_schedule(sess.store, name, clock.now())
     output.say(f"paused {name}: no executions start until `durastate schedules resume {name}`")
 
 
@@ -116,8 +115,9 @@ def resume(ctx: typer.Context, name: NameArgument, store: StoreOption = None,
            definitions: DefinitionsOption = None) -> None:
     """Start executions again (catch_up: skip drops the ticks missed while paused; once runs one for them)."""
     sess = session(ctx, store, definitions)
-    state = resume_schedule(sess.store, name, time.time())
-    output.say(f"resumed {name}: next {_next(state, time.time())}")
+    now = clock.now()
+    state = resume_schedule(sess.store, name, now)
+    output.say(f"resumed {name}: next {_next(state, now)}")
 
 
 @schedules_app.command("trigger")
@@ -125,7 +125,7 @@ def trigger(ctx: typer.Context, name: NameArgument, store: StoreOption = None,
             definitions: DefinitionsOption = None) -> None:
     """Start one execution of the schedule now (besides its ticks; also while paused)."""
     sess = session(ctx, store, definitions)
-    execution_id = trigger_schedule(sess.store, name, time.time())
+    execution_id = trigger_schedule(sess.store, name, clock.now())
     output.say(f"triggered {name}: started {execution_id}, `durastate serve` applies it")
 
 

@@ -41,6 +41,7 @@ import typer
 from rich.text import Text
 
 from durastate.cli import output
+from durastate.cli.clock import command_clock
 from durastate.cli.common import DefinitionsOption, StoreOption, parse_duration_option, session
 from durastate.cli.dead_letters import command_hint
 from durastate.cli.dead_letters import describe as describe_letter
@@ -119,7 +120,7 @@ def serve(
     """Apply queued events, relay what executions emit and fire due timers, until stopped."""
     sess = session(ctx, store, definitions, creates=True)
     _configure_logging()
-    clock = _offset_clock(advance)
+    clock = command_clock(advance)
     transport = sess.inbox
     if transport is None:
         output.note(f"{sess.scheme}:// has no durable queue here: serving only what this process finds "
@@ -167,12 +168,6 @@ def serve(
                     break
                 _wait(stop, poll)
     _summary(sess, total, clock, interrupted=stop.is_set())
-
-
-def _offset_clock(advance: float) -> Callable[[], float]:
-    if not advance:
-        return time.time
-    return lambda: time.time() + advance
 
 
 @contextlib.contextmanager
@@ -248,7 +243,7 @@ class _ReportingWorker(Worker):
     def handle(self, target_id: str, event: Event) -> HandleResult:
         result = super().handle(target_id, event)
         line = Text()
-        line.append(time.strftime("%H:%M:%S "), style="dim")
+        line.append(time.strftime("%H:%M:%S ", time.localtime(self.clock())), style="dim")  # the command's clock
         line.append(f"{target_id:<14}", style="bold")
         line.append(f" ← {output.describe_event(event):<22}")
         if result is HandleResult.APPLIED:

@@ -16,6 +16,7 @@ from typing import Any
 
 from rich.text import Text
 
+from durastate.cli import clock as cli_clock
 from durastate.cli.output import STATUS_STYLE, compact
 from durastate.engine.durations import format_duration
 
@@ -41,7 +42,7 @@ def local_when(epoch: float | None, now: float | None = None) -> str:
     """A local time and how far away it is: ``2026-01-31 17:00:00 (in 2d 3h)`` / ``(… 15m ago)``."""
     if epoch is None:
         return "-"
-    now = time.time() if now is None else now
+    now = cli_clock.now() if now is None else now
     delta = epoch - now
     span = format_duration(round(abs(delta))) if abs(delta) >= 1 else "now"
     rel = span if span == "now" else (f"in {span}" if delta >= 0 else f"{span} ago")

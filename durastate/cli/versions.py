@@ -16,7 +16,7 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from durastate.cli import output
+from durastate.cli import clock, output
 from durastate.cli.common import DefinitionsOption, JsonOption, StoreOption, session
 from durastate.cli.session import Session, UsageError
 from durastate.engine.definition import Definition
@@ -77,6 +77,8 @@ def list_(
     for row in rows:
         row["newest"] = row["version"] == newest_version
         row["running"] = counts.get(row["version"], 0)
+    # Oldest first, the folder's newest last: also when it was archived in the same second as the one before.
+    rows.sort(key=lambda row: row["newest"])
     if not rows:
         raise UsageError(f"no versions of {definition!r}: none archived in the store (no execution started on "
                          "it yet) and no such definition in the definitions folder")
@@ -143,11 +145,12 @@ def migrate(
         output.say(f"dry run: {len(found)} execution(s) of {definition} would move from {from_version} to "
                    f"{new_version}; nothing changed")
         return
-    archive_version(sess.store, new, time.time())  # the executions moved need it after the next change
+    archive_version(sess.store, new, clock.now())  # the executions moved need it after the next change
     moved = 0
     for c in found:
         try:
-            done = migrate_execution(sess.store, c.execution.id, from_version, old, new, mapping, time.time)
+            done = migrate_execution(sess.store, c.execution.id, from_version, old, new, mapping,
+                                     clock.command_clock())
         except ValueError as err:  # it moved on since it was planned, to a state the mapping does not cover
             output.warn(f"{c.execution.id} not migrated: {err}")
             continue
@@ -252,4 +255,4 @@ def definition_of(sess: Session, exe: Execution) -> Definition:
     """The version of its definition ``exe`` runs on (the folder's, or the store's archived copy)."""
     from durastate.runtime.versions import Versions
 
-    return Versions(sess.store, sess.registry).of(exe)
+    return Versions(sess.store, sess.registry, clock.command_clock()).of(exe)

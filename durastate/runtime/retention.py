@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from durastate.runtime.clock import Clock
 from durastate.store.base import ExecutionStore
-from durastate.store.retention import DEFAULT_PURGE_LIMIT, DEFAULT_TOMBSTONE_TTL, PURGEABLE
+from durastate.store.retention import DEFAULT_PURGE_LIMIT, DEFAULT_TOMBSTONE_TTL, PURGEABLE, ended_cutoff
 
 __all__ = ["Retention", "RetentionRun"]
 
@@ -62,8 +62,8 @@ class Retention:
         run = RetentionRun()
         for _ in range(self.max_batches if max_batches is None else max(1, max_batches)):
             now = self.clock()
-            result = self.store.purge(now - self.older_than, self.statuses, self.definition_id, self.batch, now,
-                                      self.tombstone_ttl)
+            result = self.store.purge(ended_cutoff(now, self.older_than), self.statuses, self.definition_id,
+                                      self.batch, now, self.tombstone_ttl)
             run.batches += 1
             run.purged += result.purged
             run.expired += result.expired

@@ -26,6 +26,7 @@ Every store implements ``purge`` with the same contract (:func:`check_purge`):
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -40,6 +41,7 @@ __all__ = [
     "PURGED",
     "PurgeResult",
     "check_purge",
+    "ended_cutoff",
     "ended_index_value",
     "is_purgeable",
     "stamp_ended",
@@ -67,6 +69,13 @@ class PurgeResult:
     """Another call would find more to purge now (the batch was full)."""
     ids: tuple[str, ...] = ()
     """The ids purged, in the order they were."""
+
+
+def ended_cutoff(now: float, older_than: float) -> float:
+    """The ``ended_before`` of a purge of what ended at least ``older_than`` seconds before ``now``, that
+    instant included (``purge`` takes what ended strictly before its cut-off): a retention of ``0s`` takes
+    every ended execution, also one that ended at this very instant of a clock that stands still."""
+    return math.nextafter(now - older_than, math.inf)
 
 
 def check_purge(

@@ -9,6 +9,8 @@
     /api/counts?definition=ID        executions per status (capped), fetched by the pages once loaded
     POST /executions/{id}/confirm/{action}, /executions/{id}/do/{action}
                                      control (``--allow-control`` only; see :mod:`durastate.ui.control`)
+    /login                           the login page, when the console asks for a token
+                                     (:mod:`durastate.ui.guard`: host names, origins, framing, login)
 
 Route functions are plain (sync) functions: Starlette runs them in its thread pool, and one lock keeps
 the store to one request at a time (the console is for a person or two, not a fleet). Errors become
@@ -18,7 +20,6 @@ with the store's error when it does not answer.
 
 from __future__ import annotations
 
-import secrets
 import threading
 import time
 from collections.abc import Callable
@@ -29,6 +30,7 @@ from urllib.parse import parse_qsl, quote
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
@@ -50,7 +52,7 @@ from durastate.errors import (
 from durastate.runtime.versions import Versions
 from durastate.store.base import ExecutionStore
 from durastate.transport.base import DeadLetterBox, UnknownDeadLetter
-from durastate.ui import control, queries
+from durastate.ui import control, guard, queries
 from durastate.ui.chart import chart
 
 HERE = Path(__file__).parent
@@ -70,8 +72,13 @@ class Console:
     clock: Callable[[], float] = time.time
     active_paths: Callable[[Execution, Callable[[str], Execution | None]], list[str]] | None = None
     """The active leaves of an execution, its regions' included (the CLI passes its own); default: its leaf."""
-    secret: bytes = field(default_factory=lambda: secrets.token_bytes(32))
+    access: guard.Access = field(default_factory=guard.Access)
+    """The host names it answers to and its login token, if any (:mod:`durastate.ui.guard`)."""
     lock: threading.Lock = field(default_factory=threading.Lock)
+    confirmations: control.Confirmations = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.confirmations = control.Confirmations(self.clock)
 
     @property
     def box(self) -> DeadLetterBox | None:
@@ -184,15 +191,13 @@ def create_app(console: Console) -> Starlette:
         form = await _form(request)
         todo = control.plan(action, exe_id, form)
         return page(request, "confirm.html", todo=todo, exe_id=exe_id,
-                    token=control.token(console.secret, action, exe_id, todo.fields))
+                    token=console.confirmations.issue(action, exe_id, todo.fields))
 
     async def act(request: Request) -> Response:
         exe_id, action = request.path_params["execution_id"], request.path_params["action"]
         form = await _form(request)
         todo = control.plan(action, exe_id, form)
-        if not control.confirmed(console.secret, action, exe_id, todo.fields, form.get("confirm", "")):
-            raise HTTPException(400, f"{action} needs confirmation: use the button on the execution's page, "
-                                     "then confirm")
+        console.confirmations.redeem(action, exe_id, todo.fields, form.get("confirm", ""))
         from starlette.concurrency import run_in_threadpool
 
         def run() -> str:
@@ -207,6 +212,22 @@ def create_app(console: Console) -> Starlette:
 
         said = await run_in_threadpool(run)
         return RedirectResponse(f"/executions/{quote(exe_id, safe='')}?done={quote(said)}", status_code=303)
+
+    # -- login (only when the console asks for a token) ---------------------------------------------------
+    def login_page(request: Request) -> Response:
+        if console.access.login_token is None:
+            return RedirectResponse("/", status_code=303)
+        return page(request, "login.html", public=True, wrong=False,
+                    next=guard.local_path(request.query_params.get("next", "/")))
+
+    async def login(request: Request) -> Response:
+        form = await _form(request)
+        target = guard.local_path(form.get("next", "/"))
+        if not console.access.token_matches(form.get("token", "")):
+            return page(request, "login.html", status_code=401, public=True, next=target, wrong=True)
+        answer = RedirectResponse(target, status_code=303)
+        answer.headers["set-cookie"] = console.access.cookie_header()
+        return answer
 
     # -- errors --------------------------------------------------------------------------------------------
     def error_page(request: Request, status: int, title: str, message: str) -> Response:
@@ -229,6 +250,8 @@ def create_app(console: Console) -> Starlette:
             return error_page(request, 404, "Not found", message)
         if isinstance(exc, StoreUnavailable):
             return store_down(request, exc)
+        if isinstance(exc, control.ConfirmationRefused):
+            return error_page(request, exc.status, "Refused", message)
         return error_page(request, 400, "Refused", message)
 
     def store_down(request: Request, exc: BaseException) -> Response:
@@ -247,7 +270,8 @@ def create_app(console: Console) -> Starlette:
             self.app = app
 
         async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-            if scope["type"] == "http" and scope["method"] not in ("GET", "HEAD") and not console.allow_control:
+            if (scope["type"] == "http" and scope["method"] not in ("GET", "HEAD") and not console.allow_control
+                    and scope["path"] != guard.LOGIN_PATH):
                 response = read_only(Request(scope, receive))
                 await response(scope, receive, send)
                 return
@@ -273,6 +297,8 @@ def create_app(console: Console) -> Starlette:
         Route("/executions/{execution_id:path}/confirm/{action}", confirm, methods=["POST"]),
         Route("/executions/{execution_id:path}/do/{action}", act, methods=["POST"]),
         Route("/executions/{execution_id:path}", guarded(execution)),
+        Route(guard.LOGIN_PATH, login_page, methods=["GET"]),
+        Route(guard.LOGIN_PATH, login, methods=["POST"]),
         Route("/definitions", guarded(definitions)),
         Route("/definitions/{definition_id:path}", guarded(definition)),
         Route("/api/executions/{execution_id:path}/version", guarded(execution_version)),
@@ -280,9 +306,11 @@ def create_app(console: Console) -> Starlette:
         Route("/api/counts", guarded(status_counts)),
         Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),
     ]
-    app = Starlette(routes=routes, exception_handlers={HTTPException: http_error, DurastateError: durastate_error})
-    app.add_middleware(ReadOnly)
-    return app
+    # The guard outermost: a refused host, origin or login never reaches the read-only check or a route.
+    middleware = [Middleware(guard.Guard, access=lambda: console.access, error_page=error_page),
+                  Middleware(ReadOnly)]
+    return Starlette(routes=routes, middleware=middleware,
+                     exception_handlers={HTTPException: http_error, DurastateError: durastate_error})
 
 
 MAX_FORM_BYTES = 64 * 1024

@@ -7,18 +7,22 @@ queued in the store's inbox for ``durastate serve``, or applied in process for a
 :func:`durastate.runtime.local.check_replay` and moves the letter with its box's ``replay``.
 
 Confirmation: a form first posts to the *confirm* page, which changes nothing and shows what will happen,
-with a token — an HMAC, under a secret made when the console starts, of the action, the execution and
-every field. Only a post that carries the token of exactly those values acts; any other post is refused
-with 400. A page of another site cannot read the token, so it cannot make a browser act either.
+with a token (:class:`Confirmations`): random, bound to the action, the execution and every field, and good
+for one post within :data:`CONFIRMATION_TTL` seconds. Only a post that carries the token of exactly those
+values acts, once: a post without one, or with one issued for other values, is refused (400); the same
+token posted again (a double click, the browser's back button, a replay) is refused as used (409), so
+nothing is queued twice. A page of another site cannot read the token, and :mod:`durastate.ui.guard`
+refuses its posts, its frames and its rebound host names, so it cannot make a browser act either.
 """
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import json
+import secrets
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from durastate.engine.model import RESERVED_PREFIX, Event, new_id
 from durastate.engine.registry import DefinitionRegistry
@@ -55,14 +59,69 @@ class Plan:
     summary: str
 
 
-def token(secret: bytes, action: str, execution_id: str, fields: Mapping[str, str]) -> str:
-    """The confirmation token of one action on one execution with exactly these field values."""
-    message = json.dumps([action, execution_id, [fields.get(name, "") for name in ACTIONS[action]]])
-    return hmac.new(secret, message.encode(), hashlib.sha256).hexdigest()
+CONFIRMATION_TTL = 15 * 60.0
+"""Seconds a confirm page's token stays good (on the console's clock)."""
+CONFIRMATION_CAP = 1000
+"""Tokens kept at most, issued and used each: past it the oldest are forgotten (a forgotten one is refused)."""
 
 
-def confirmed(secret: bytes, action: str, execution_id: str, fields: Mapping[str, str], given: str) -> bool:
-    return bool(given) and hmac.compare_digest(token(secret, action, execution_id, fields), given)
+class ConfirmationRefused(ActionRefused):
+    """A control post without the token of its confirm page: nothing was done."""
+
+    status = 400
+
+
+class ConfirmationUsed(ConfirmationRefused):
+    """A confirm page's token posted again: its action ran once and is not repeated."""
+
+    status = 409
+
+
+def _binding(action: str, execution_id: str, fields: Mapping[str, str]) -> str:
+    return json.dumps([action, execution_id, [fields.get(name, "") for name in ACTIONS.get(action, ())]])
+
+
+@dataclass
+class Confirmations:
+    """The tokens the confirm pages handed out: each random, bound to one action on one execution with
+    exactly its values, and spent by the one post that uses it."""
+
+    clock: Callable[[], float]
+    ttl: float = CONFIRMATION_TTL
+    cap: int = CONFIRMATION_CAP
+    _issued: OrderedDict[str, tuple[str, float]] = field(default_factory=OrderedDict)
+    _used: OrderedDict[str, None] = field(default_factory=OrderedDict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def issue(self, action: str, execution_id: str, fields: Mapping[str, str]) -> str:
+        token = secrets.token_hex(32)
+        with self._lock:
+            self._issued[token] = (_binding(action, execution_id, fields), self.clock())
+            while len(self._issued) > self.cap:
+                self._issued.popitem(last=False)
+        return token
+
+    def redeem(self, action: str, execution_id: str, fields: Mapping[str, str], given: str) -> None:
+        """Spend ``given`` on this action, or raise :class:`ConfirmationRefused` (and spend nothing)."""
+        with self._lock:
+            if given in self._used:
+                raise ConfirmationUsed(f"this confirmation was already used: {action} ran once and is not "
+                                       "repeated; to do it again, start from the execution's page")
+            issued = self._issued.get(given) if given else None
+            if issued is None:
+                raise ConfirmationRefused(f"{action} needs confirmation: use the button on the execution's "
+                                          "page, then confirm")
+            binding, at = issued
+            if binding != _binding(action, execution_id, fields):
+                raise ConfirmationRefused(f"this confirmation does not match: it was given for another action, "
+                                          f"execution or values than {action} on {execution_id}; nothing was done")
+            del self._issued[given]
+            if self.clock() - at > self.ttl:
+                raise ConfirmationRefused(f"this confirmation expired (after {self.ttl / 60:.0f} minutes); "
+                                          "nothing was done: start again from the execution's page")
+            self._used[given] = None
+            while len(self._used) > self.cap:
+                self._used.popitem(last=False)
 
 
 def plan(action: str, execution_id: str, form: Mapping[str, str]) -> Plan:

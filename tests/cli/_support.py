@@ -9,6 +9,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 DEFS = Path(__file__).resolve().parent / "defs"
 EXAMPLES = ROOT / "examples"
+CLOCK = 1_767_607_200.0
+"""2026-01-05T10:00:00Z: the manual clock every command of these tests runs on (``DURASTATE_CLOCK``), so
+no assertion depends on how long the machine takes between two commands; ``--advance`` moves it."""
 
 
 def durastate_executable() -> list[str]:
@@ -38,7 +41,8 @@ class Env:
 
     def vars(self) -> dict[str, str]:
         return {"DURASTATE_STORE": self.store_url, "DURASTATE_DEFINITIONS": str(self.definitions),
-                "DURASTATE_CONNECT_RETRIES": "1", "COLUMNS": "200", "NO_COLOR": "1"}
+                "DURASTATE_CONNECT_RETRIES": "1", "COLUMNS": "200", "NO_COLOR": "1",
+                "DURASTATE_CLOCK": repr(CLOCK)}
 
 
 def assert_one_line_error(out: Outcome, *fragments: str) -> str:

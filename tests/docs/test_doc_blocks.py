@@ -32,7 +32,13 @@ repository root: it holds a copy of ``examples/``, ``.venv`` (a link to this vir
 documents under docs/, the files README.md's blocks write (``definitions/door.yaml``) — a reader who
 followed the README has them. Exported variables and the working folder carry over from one shell block
 to the next, and every block sees the exported variables; ``AWS_*`` and ``DURASTATE_*`` from the
-environment of the test run do not leak in, and no AWS credentials or config files are visible. A block
+environment of the test run do not leak in, and no AWS credentials or config files are visible.
+
+**The clock.** Every block runs on the command line's manual clock: ``DURASTATE_CLOCK`` is set to
+:data:`DOC_CLOCK` (2026-01-05T10:00:00Z), so every ``durastate`` command of a document sees that instant,
+however long the machine takes between two of them, and only ``--advance`` moves time (a retry due in 10 s
+never fires on its own, a timer armed for 15 minutes shows "in 15m"). Nothing a document shows depends on
+the speed of the machine; a Python block that wants time uses ``ManualClock``. A block
 run on its own (``-k``) first runs the blocks before it; if one of those failed, it fails saying which.
 A block that is not run (``skip``, ``needs-aws``, ``covered-by``) is only checked and needs nothing before
 it.
@@ -111,6 +117,8 @@ DIRECTIVES = {"skip", "needs-aws", "covered-by", "interrupt-on", "background", "
               "local-stack", "file", "slow"}
 NOT_RUN = {"skip", "needs-aws", "covered-by"}
 TIMEOUT = 120.0
+DOC_CLOCK = "1767607200"
+"""2026-01-05T10:00:00Z, in epoch seconds: the instant every block's commands run at (``DURASTATE_CLOCK``)."""
 SLOW_TIMEOUT = 900.0
 
 FENCE = re.compile(r"^(?P<fence>`{3,}|~{3,})\s*(?P<info>[^`]*)$")
@@ -423,7 +431,7 @@ class DocRun:
         self.env: dict[str, str] = {
             **keep, "PATH": os.pathsep.join(path), "COLUMNS": "200", "NO_COLOR": "1", "PYTHONUNBUFFERED": "1",
             "AWS_CONFIG_FILE": str(base / "no-aws-config"), "AWS_SHARED_CREDENTIALS_FILE": str(base / "no-aws-creds"),
-            "AWS_EC2_METADATA_DISABLED": "true",
+            "AWS_EC2_METADATA_DISABLED": "true", "DURASTATE_CLOCK": DOC_CLOCK,
         }
         self.cwd = self.ws
         self.status: dict[int, str] = {}
