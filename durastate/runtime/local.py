@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from durastate.engine import DefinitionRegistry
-from durastate.engine.ids import start_event_id
+from durastate.engine.ids import producer_problem, start_event_id
 from durastate.engine.model import START, Event, Execution, new_id
 from durastate.engine.schedules import ScheduleSpec
 from durastate.errors import (
@@ -45,6 +45,7 @@ from durastate.errors import (
     ExecutionTooLarge,
     GroupAborted,
     MalformedEvent,
+    ReservedId,
     StoreConflict,
     StoreUnavailable,
     UnknownDefinition,
@@ -229,7 +230,14 @@ class LocalRuntime:
 
     # -- input ----------------------------------------------------------------------------------------
     def send(self, target_id: str, event: Event) -> None:
-        """Enqueue ``event`` for execution ``target_id``; it is applied by the next round."""
+        """Enqueue ``event`` for execution ``target_id``; it is applied by the next round.
+
+        Refuses, with :class:`~durastate.errors.ReservedId`, what only the runtime may send: an event to a
+        system record, ``durastate.timeout``/``durastate.finished``, an event id starting with ``~``
+        (:func:`durastate.engine.ids.producer_problem`)."""
+        problem = producer_problem(target_id, event.name, event.id)
+        if problem is not None:
+            raise ReservedId(problem)
         self.transport.send([(target_id, event)])
 
     def start(self, definition_id: str, context: dict[str, Any] | None = None,
