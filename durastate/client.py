@@ -119,11 +119,12 @@ class DurastateClient:
     def send(self, execution_id: str, name: str, data: dict[str, Any] | None = None,
              event_id: str | None = None) -> str:
         """Enqueue event ``name`` for ``execution_id``; return its id (pass it again to retry safely)."""
-        if name.startswith("durastate.") and name != "durastate.cancel":
-            raise MalformedEvent(f"{name!r} is a reserved event name; use start() to start an execution")
         check_event_id(execution_id, "execution id")
         event = new_event(name, data, event_id)
         _check_producer(execution_id, event)
+        if name.startswith("durastate.") and name != "durastate.cancel":
+            raise MalformedEvent(f"{name!r} is a reserved event name; use start() to start an execution, "
+                                 "cancel()/suspend()/resume() to control one")
         self.transport.send([(execution_id, event)])
         return event.id
 

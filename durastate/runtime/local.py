@@ -39,6 +39,7 @@ from durastate.engine import DefinitionRegistry
 from durastate.engine.ids import producer_problem, start_event_id
 from durastate.engine.model import START, Event, Execution, new_id
 from durastate.engine.schedules import ScheduleSpec
+from durastate.engine.values import check_execution_id
 from durastate.errors import (
     DefinitionError,
     DeliveryFailed,
@@ -248,7 +249,7 @@ class LocalRuntime:
         so starting the same id twice creates one execution. An unknown definition fails here, at once.
         """
         self.registry.get(definition_id)
-        eid = execution_id or new_id()
+        eid = check_execution_id(execution_id) if execution_id is not None else new_id()
         self.send(eid, Event(id=start_event_id(eid), name=START,
                              data={"definition_id": definition_id, "context": dict(context or {})}))
         return eid
