@@ -11,7 +11,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import unquote, unquote_plus, urlsplit, urlunsplit
 
 from durastate.errors import StoreUnavailable
@@ -82,9 +82,10 @@ NUL_SUBSTITUTE = "\x1a"
 """What a NUL in a text parameter is sent as (ASCII SUB, "substitute")."""
 
 _NUL_SAFE: list[type[Any]] = []
+_Conn = TypeVar("_Conn")
 
 
-def nul_safe(conn: Any) -> Any:
+def nul_safe(conn: _Conn) -> _Conn:
     """Make ``conn`` (a psycopg connection, sync or async) send a text parameter holding NUL with each NUL
     replaced by :data:`NUL_SUBSTITUTE`, instead of raising ``psycopg.DataError``; returns ``conn``.
 
@@ -102,8 +103,9 @@ def nul_safe(conn: Any) -> Any:
         for base in (string.StrBinaryDumperName, string.StrBinaryDumperVarchar, string.StrBinaryDumper,
                      string.StrDumperName, string.StrDumperVarchar, string.StrDumper, string.StrDumperUnknown):
             _NUL_SAFE.append(type(f"NulSafe{base.__name__}", (base,), {"dump": _dump_nul_safe}))
+    adapters = conn.adapters  # type: ignore[attr-defined]
     for dumper in _NUL_SAFE:  # in psycopg's own order: the last one registered is the default
-        conn.adapters.register_dumper(str, dumper)
+        adapters.register_dumper(str, dumper)
     return conn
 
 
