@@ -193,7 +193,7 @@ def producer_problem(target_id: str, name: str, event_id: str) -> str | None:
         return (f"{target_id!r} is a system record (a schedule or an archived definition version), not an "
                 "execution: it accepts no events; use `durastate schedules pause/resume/trigger` for a schedule")
     if name.startswith(RESERVED_PREFIX) and name not in FROM_OUTSIDE:
-        return (f"{name!r} is an event only durastate itself sends; a producer may send "
+        return (f"{name!r} is a reserved event only durastate itself sends; a producer may send "
                 f"{', '.join(sorted(FROM_OUTSIDE))} and its own events")
     if event_id.startswith(SYSTEM_PREFIX):
         return (f"event id {event_id!r} starts with {SYSTEM_PREFIX!r}, the namespace of the event ids durastate "
