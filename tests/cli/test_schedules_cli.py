@@ -85,3 +85,16 @@ def test_validate_checks_schedules_files_with_their_definitions(env: Env, cli: C
     assert row["valid"] is False and len(row["issues"]) == 2
     served = cli("serve", "--until-idle", "--quiet")
     assert_one_line_error(served, "invalid schedules", "schedules.pulse.cron")
+
+
+def test_send_refuses_what_only_durastate_sends(env: Env, cli: Cli) -> None:
+    """``durastate send`` to a schedule's record, or with an id in durastate's namespace, is refused with
+    the reason, and the schedule keeps ticking."""
+    (env.definitions / "schedules.yaml").write_text(PULSE)
+    cli("serve", "--until-idle", "--quiet")
+    assert_one_line_error(cli("send", "~schedule~pulse", "durastate.cancel"), "system record")
+    cli("start", "counter", "--id", "c-1")
+    assert_one_line_error(cli("send", "c-1", "inc", "--id", "~redrive:x:1"), "namespace")
+    assert_one_line_error(cli("start", "order", "--id", "pulse~20991231T000000Z"), "reserves")
+    assert cli("serve", "--until-idle", "--quiet", "--advance", "16m").code == 0
+    assert [e for e in executions(env) if e.startswith("pulse~")] and "active" in cli("schedules", "list").stdout
