@@ -28,10 +28,18 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from durastate.engine.ids import CANCEL, RESUME, SUSPEND, cancel_event_id, derived_id, start_event_id
+from durastate.engine.ids import (
+    CANCEL,
+    RESUME,
+    SUSPEND,
+    cancel_event_id,
+    derived_id,
+    producer_problem,
+    start_event_id,
+)
 from durastate.engine.model import START, Event, Execution, new_id
 from durastate.engine.values import check_event_id, check_execution_id
-from durastate.errors import DurastateError, MalformedEvent
+from durastate.errors import DurastateError, MalformedEvent, ReservedId
 from durastate.store import control as store_control
 from durastate.store.base import ExecutionPage, ExecutionStore
 from durastate.transport.base import DeadLetter, DeadLetterBox, DeadLetterPage, Transport
@@ -46,6 +54,14 @@ def start_event(execution_id: str, definition_id: str, context: dict[str, Any] |
         raise MalformedEvent("a start needs a definition id")
     return new_event(START, {"definition_id": definition_id, "context": dict(context or {})},
                      start_event_id(execution_id))
+
+
+def _check_producer(target_id: str, event: Event) -> None:
+    """:class:`ReservedId` unless a producer may send ``event`` to ``target_id`` (the one rule:
+    :func:`durastate.engine.ids.producer_problem`)."""
+    problem = producer_problem(target_id, event.name, event.id)
+    if problem is not None:
+        raise ReservedId(problem)
 
 
 class DurastateClient:
@@ -108,16 +124,22 @@ class DurastateClient:
     def send(self, execution_id: str, name: str, data: dict[str, Any] | None = None,
              event_id: str | None = None) -> str:
         """Enqueue event ``name`` for ``execution_id``; return its id (pass it again to retry safely)."""
-        if name.startswith("durastate.") and name != "durastate.cancel":
-            raise MalformedEvent(f"{name!r} is a reserved event name; use start() to start an execution")
         check_event_id(execution_id, "execution id")
         event = new_event(name, data, event_id)
+        _check_producer(execution_id, event)
+        if name.startswith("durastate.") and name != "durastate.cancel":
+            raise MalformedEvent(f"{name!r} is a reserved event name; use start() to start an execution, "
+                                 "cancel()/suspend()/resume() to control one")
         self.transport.send([(execution_id, event)])
         return event.id
 
     def send_many(self, messages: Sequence[tuple[str, Event]]) -> None:
-        """Enqueue several prepared ``(execution_id, event)`` pairs in as few calls as the transport can."""
-        self.transport.send(list(messages))
+        """Enqueue several prepared ``(execution_id, event)`` pairs in as few calls as the transport can
+        (refused whole, :class:`~durastate.errors.ReservedId`, if one is what only durastate may send)."""
+        messages = list(messages)
+        for target_id, event in messages:
+            _check_producer(target_id, event)
+        self.transport.send(messages)
 
     # -- control -------------------------------------------------------------------------------------
     def cancel(self, execution_id: str, reason: str | None = None, *, event_id: str | None = None) -> str:

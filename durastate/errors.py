@@ -123,6 +123,19 @@ class MalformedEvent(DurastateError):
     """A message or event does not match the wire format."""
 
 
+class ReservedId(MalformedEvent):
+    """An event a producer may not send: an id in the namespace of the ids durastate derives itself (one
+    starting with ``~``), a reserved name only durastate sends (``durastate.timeout``, ``durastate.finished``),
+    or any event to a system record (a schedule, an archived definition version). Nothing was enqueued or
+    applied; the message says what to send instead. On the queue it is dead-lettered with that reason."""
+
+
+class TimerNotDue(MalformedEvent):
+    """A ``durastate.timeout`` that arrived before its timer is due by the worker's clock (more than
+    :data:`durastate.engine.ids.TIMER_SKEW` early): not applied, dead-lettered with the reason; the timer
+    stays armed and fires on time."""
+
+
 class InvalidCursor(DurastateError, ValueError):
     """A listing cursor that no listing of this store returned (mistyped, truncated, or another store's)."""
 

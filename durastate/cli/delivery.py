@@ -12,8 +12,9 @@ from dataclasses import dataclass
 
 from durastate.cli.clock import command_clock
 from durastate.cli.session import Session
+from durastate.engine.ids import producer_problem
 from durastate.engine.model import START, Event, Execution
-from durastate.errors import DurastateError, StoreUnavailable
+from durastate.errors import DurastateError, ReservedId, StoreUnavailable
 
 
 @dataclass
@@ -24,6 +25,10 @@ class Delivery:
 
 
 def deliver(sess: Session, target_id: str, event: Event) -> Delivery:
+    """Queue or apply ``event``; what only durastate may send is refused first (:class:`ReservedId`)."""
+    problem = producer_problem(target_id, event.name, event.id)
+    if problem is not None:
+        raise ReservedId(problem)
     inbox = sess.inbox
     if inbox is not None:
         inbox.send([(target_id, event)])

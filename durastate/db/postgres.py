@@ -11,7 +11,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import unquote, unquote_plus, urlsplit, urlunsplit
 
 from durastate.errors import StoreUnavailable
@@ -21,11 +21,13 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_SCHEMA",
+    "NUL_SUBSTITUTE",
     "PgLink",
     "conn_lost",
     "connect_with_retry",
     "describe_dsn",
     "is_autocommit",
+    "nul_safe",
     "quote_ident",
     "split_schema",
     "unreachable_message",
@@ -76,6 +78,43 @@ def describe_dsn(dsn: str) -> str:
     return f"{user}@{host}:{info.get('port') or 5432}/{info.get('dbname') or ''}"
 
 
+NUL_SUBSTITUTE = "\x1a"
+"""What a NUL in a text parameter is sent as (ASCII SUB, "substitute")."""
+
+_NUL_SAFE: list[type[Any]] = []
+_Conn = TypeVar("_Conn")
+
+
+def nul_safe(conn: _Conn) -> _Conn:
+    """Make ``conn`` (a psycopg connection, sync or async) send a text parameter holding NUL with each NUL
+    replaced by :data:`NUL_SUBSTITUTE`, instead of raising ``psycopg.DataError``; returns ``conn``.
+
+    PostgreSQL's TEXT cannot hold NUL, and psycopg refuses such a parameter outright, so every entry point
+    given an id with a NUL (``load``, a dead letter's ``get``/``drop``/``replay``, ``pending``…) failed with an
+    untyped error where the other stores answer "no such id". No id durastate stores can hold a NUL or the
+    substitute (both are control characters, refused by :func:`durastate.engine.values.id_problem`), so a
+    lookup by such an id now finds nothing — the same answer as SQLite's and the in-memory store's, and
+    each entry point's own typed error (``UnknownDeadLetter``, ``None``) follows — with one fix here for
+    the whole class rather than a check in each method.
+    """
+    if not _NUL_SAFE:
+        from psycopg.types import string
+
+        for base in (string.StrBinaryDumperName, string.StrBinaryDumperVarchar, string.StrBinaryDumper,
+                     string.StrDumperName, string.StrDumperVarchar, string.StrDumper, string.StrDumperUnknown):
+            _NUL_SAFE.append(type(f"NulSafe{base.__name__}", (base,), {"dump": _dump_nul_safe}))
+    adapters = conn.adapters  # type: ignore[attr-defined]
+    for dumper in _NUL_SAFE:  # in psycopg's own order: the last one registered is the default
+        adapters.register_dumper(str, dumper)
+    return conn
+
+
+def _dump_nul_safe(self: Any, obj: str) -> Any:
+    if "\x00" in obj:
+        obj = obj.replace("\x00", NUL_SUBSTITUTE)
+    return super(type(self), self).dump(obj)
+
+
 def connect_with_retry(
     dsn: str,
     *,
@@ -96,7 +135,7 @@ def connect_with_retry(
         if attempt:
             sleep(interval)
         try:
-            return psycopg.connect(dsn, **kwargs)
+            return nul_safe(psycopg.connect(dsn, **kwargs))
         except psycopg.OperationalError as exc:
             last = exc
     raise StoreUnavailable(unreachable_message(dsn, attempts, interval, last)) from last

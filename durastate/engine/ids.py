@@ -6,6 +6,38 @@ the same events and the same child executions, and every consumer can dedupe by 
 128 characters (the limit of :class:`~durastate.engine.model.Event` and of the stores' keys); a longer one
 is replaced by its SHA-256, which keeps it deterministic. Build ids here and nowhere else, so that the
 cap and the format cannot drift apart between the engine, the relay, the worker, the client and the CLI.
+
+**The rule for derived ids.** What the runtime derives belongs to the runtime: a producer (anyone who can
+put a message on the queue, the client, the CLI, a replayed dead letter) must never be able to choose one
+of those ids first, nor forge the event it names. Per kind:
+
+- *Event ids in the runtime's namespace* — ids starting with ``~``: timeouts and retries
+  (``~timeout:…``), finished notices (``~finished:…``), the control events a parent passes to its
+  children and the client's cancel (``~cancel:…``, ``~suspend:…``, …), redrives (``~redrive:…``). A
+  producer entry (``LocalRuntime.send``, ``DurastateClient.send``, ``durastate send``) refuses any such id,
+  and any reserved name the runtime alone sends (``durastate.timeout``, ``durastate.finished``), with
+  :class:`~durastate.errors.ReservedId` (:func:`producer_problem`: three prefix tests, once per event). The
+  queue itself carries the runtime's own messages too (the relay's, the sweeper's), so the wire refuses
+  only what the runtime never sends (:func:`reserved_id_problem`: an id of one kind on another event), and
+  the worker checks the rest against the state it holds (:mod:`durastate.runtime.worker`): a timeout
+  applies only if its id is the one its data derives, its timer is armed at that time and it is due by
+  the worker's clock (up to :data:`TIMER_SKEW` early); a finished notice only if its id is its child's
+  and the child's stored state bears it out; a redrive only as the redrive the execution waits for (and
+  what applies is the event the execution stored, not the message's copy). Anything else with such an id
+  is refused or left unrecorded, never marked applied — so a copy sent first cannot take the id from the
+  real event, which still applies when it comes. Checking, rather than a MAC, because the checks are
+  exact where the state exists, and these ids stay readable and derivable (``durastate show`` prints them).
+- *Execution ids the runtime derives* contain ``~`` (:data:`CHILD_SEPARATOR`), which no execution id given
+  from outside may (:func:`durastate.engine.values.check_execution_id`): children of regions, invokes and
+  maps (``{parent}~{n}``; their start is witnessed by the parent), and the runs a schedule starts
+  (``<name>~<tick in UTC>``, ``<name>~manual-<time>``: derivable, and started only with a witness that is
+  a MAC under the schedule record's secret, :func:`run_witness`).
+- *Task ids* carry a MAC under the execution's secret (:func:`task_id`): a task has no stored state a
+  forged answer could be checked against, so its unguessable id is the witness.
+- *System records* (``~schedule~<name>``, ``~definition~…``: :func:`is_system_id`) accept no event at all
+  from the queue: the wire refuses every event to one but the timer hop of a schedule's tick (which the
+  hop consumer fires by the clock, never through the worker), and the worker refuses (dead-letters, with
+  the reason) any event that reaches one anyway.
 """
 
 from __future__ import annotations
@@ -22,6 +54,7 @@ __all__ = [
     "FINISHED",
     "FROM_OUTSIDE",
     "MAX_ID_LENGTH",
+    "REDRIVE",
     "REINVOKE_PREFIX",
     "RESERVED",
     "RESERVED_PREFIX",
@@ -37,6 +70,7 @@ __all__ = [
     "TASK_TIMEOUT_PREFIX",
     "TERMINATE",
     "TIMEOUT",
+    "TIMER_SKEW",
     "after_timer_key",
     "cancel_event_id",
     "child_execution_id",
@@ -47,16 +81,20 @@ __all__ = [
     "emit_event_id",
     "finished_event_id",
     "forwarded_event_id",
+    "is_derived_event_id",
     "is_system_id",
+    "producer_problem",
     "redrive_event_id",
     "reserved_event_id",
     "reserved_id_problem",
     "retarget_timer_key",
     "retry_event_id",
+    "run_witness",
     "start_event_id",
     "task_id",
     "task_request_id",
     "timeout_event_id",
+    "timeout_problem",
     "timer_key_state",
 ]
 
@@ -119,9 +157,73 @@ SCHEDULE_RECORD = "~schedule"
 SYSTEM_RECORDS = (DEFINITION_RECORD, SCHEDULE_RECORD)
 
 
+_SYSTEM_ID_PREFIXES = tuple(kind + CHILD_SEPARATOR for kind in SYSTEM_RECORDS)
+
+REDRIVE = "redrive"
+"""The kind of a redrive's event id (``~redrive:<event id>:<n>``): the event keeps its own name, so unlike
+the reserved events' kinds this one is not tied to a name (:func:`redrive_event_id`)."""
+
+TIMER_SKEW = 5.0
+"""How many seconds before its ``fire_at`` (by the worker's clock) a ``durastate.timeout`` is still
+applied: room for the clocks of the sweeper (or the timer hop) and the worker to differ a little. One
+that comes earlier is refused (:class:`~durastate.errors.TimerNotDue`) and its timer stays armed, so the
+true one still fires on time."""
+
+
 def is_system_id(execution_id: str) -> bool:
     """Whether ``execution_id`` names a system record rather than an execution."""
-    return execution_id.startswith(tuple(kind + CHILD_SEPARATOR for kind in SYSTEM_RECORDS))
+    return execution_id.startswith(_SYSTEM_ID_PREFIXES)
+
+
+def is_derived_event_id(event_id: str) -> bool:
+    """Whether ``event_id`` is in the namespace of the event ids the runtime derives (it starts with ``~``:
+    ``~timeout:…``, ``~finished:…``, ``~cancel:…``, ``~redrive:…``; see the module docstring)."""
+    return event_id.startswith(SYSTEM_PREFIX)
+
+
+def producer_problem(target_id: str, name: str, event_id: str) -> str | None:
+    """Why a producer may not send event ``name`` with id ``event_id`` to ``target_id`` (``None``: it may).
+
+    The check of every producer entry (``LocalRuntime.send``, ``DurastateClient.send``, ``durastate send``),
+    made once per event and cheap (prefix tests): no event to a system record, no reserved name the
+    runtime alone sends, no id in the runtime's namespace. The client's and the CLI's own control helpers
+    (``cancel`` and the like) build their events themselves and do not go through it.
+    """
+    if target_id.startswith(_SYSTEM_ID_PREFIXES):
+        return (f"{target_id!r} is a system record (a schedule or an archived definition version), not an "
+                "execution: it accepts no events; use `durastate schedules pause/resume/trigger` for a schedule")
+    if name.startswith(RESERVED_PREFIX) and name not in FROM_OUTSIDE:
+        return (f"{name!r} is a reserved event only durastate itself sends; a producer may send "
+                f"{', '.join(sorted(FROM_OUTSIDE))} and its own events")
+    if event_id.startswith(SYSTEM_PREFIX):
+        return (f"event id {event_id!r} starts with {SYSTEM_PREFIX!r}, the namespace of the event ids durastate "
+                f"derives itself (timeouts, finished notices, redrives, control events); choose an id that "
+                f"does not start with {SYSTEM_PREFIX!r}")
+    return None
+
+
+def timeout_problem(target_id: str, event_id: str, data: dict[str, object], now: float) -> str | None:
+    """Why the ``durastate.timeout`` ``event_id`` for ``target_id`` with ``data`` is refused at ``now``
+    (``None``: its id is the one its data derives and it is due, up to :data:`TIMER_SKEW` early).
+
+    Whether its timer is armed is the worker's to check, against the execution it holds."""
+    path, fire_at = data.get("path"), data.get("fire_at")
+    if not isinstance(path, str) or not isinstance(fire_at, int | float) or isinstance(fire_at, bool):
+        return "a durastate.timeout needs data.path (a string) and data.fire_at (a number)"
+    if event_id != timeout_event_id(target_id, path, fire_at):
+        return (f"timeout {event_id!r} does not have the id durastate derives for the timer {path!r} of "
+                f"{target_id!r} at {fire_at!r}: durastate.timeout is sent by durastate itself")
+    if fire_at > now + TIMER_SKEW:
+        return (f"timeout {event_id!r} of the timer {path!r} is not due: it fires at {fire_at!r}, "
+                f"{fire_at - now:.1f} s from now (at most {TIMER_SKEW:g} s early is accepted)")
+    return None
+
+
+def run_witness(secret: str, execution_id: str) -> str:
+    """The witness a schedule record's start of run ``execution_id`` carries: the HMAC-SHA256 of the id
+    under the record's secret, cut to :data:`TASK_MAC_CHARS` hex characters. Run ids are derivable and in
+    the namespace no start from outside may take; the worker starts one only with a true witness."""
+    return hmac.digest(secret.encode(), execution_id.encode(), "sha256").hex()[:TASK_MAC_CHARS]
 
 
 def definition_record_id(definition_id: str, version: str) -> str:
@@ -241,8 +343,11 @@ def reserved_event_id(name: str, *parts: object) -> str:
     marked applied first and the real timeout then dropped as a duplicate. Over 128 characters the text
     after the prefix is its SHA-256 hex, so the prefix always survives.
     """
-    kind = name[len(RESERVED_PREFIX):]
-    body = ":".join(str(p) for p in parts)
+    return _namespaced(name[len(RESERVED_PREFIX):], ":".join(str(p) for p in parts))
+
+
+def _namespaced(kind: str, body: str) -> str:
+    """``~<kind>:<body>``, the body replaced by its SHA-256 hex when the whole is over 128 characters."""
     prefix = f"{SYSTEM_PREFIX}{kind}:"
     if len(prefix) + len(body) > MAX_ID_LENGTH:
         body = hashlib.sha256(body.encode()).hexdigest()
@@ -288,8 +393,9 @@ def task_request_id(task_id: str) -> str:
 
 
 def redrive_event_id(event_id: str, n: int) -> str:
-    """The failed event applied again by the ``n``-th redrive (a new id: the original is marked done)."""
-    return derived_id(event_id, "redrive", n)
+    """The failed event applied again by the ``n``-th redrive: ``~redrive:<event id>:<n>`` (a new id: the
+    original is marked done), in the runtime's namespace so no producer can send it first."""
+    return _namespaced(REDRIVE, f"{event_id}:{n}")
 
 
 def retry_event_id(execution_id: str, fire_at: float) -> str:

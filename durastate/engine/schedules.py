@@ -46,7 +46,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from durastate.engine.definition import _read_text, parse_document
 from durastate.engine.durations import format_duration, parse_duration
-from durastate.engine.ids import SCHEDULE_RECORD
+from durastate.engine.ids import CHILD_SEPARATOR, SCHEDULE_RECORD
 from durastate.engine.values import check_json
 from durastate.errors import DefinitionError, InvalidValue, ScheduleError
 
@@ -71,7 +71,7 @@ __all__ = [
 DEFAULT_GRACE = 3600.0
 """How late (seconds) a tick may be handled and still run under ``catch_up: skip``."""
 TICK_FORMAT = "%Y%m%dT%H%M%SZ"
-"""A tick's UTC time in the id of the execution it starts: ``nightly-report-20261130T010000Z``."""
+"""A tick's UTC time in the id of the execution it starts: ``nightly-report~20261130T010000Z``."""
 MAX_SEARCH_DAYS = 3700
 """How far (about ten years) a cron search looks before deciding an expression has no further tick
 (``0 0 29 2 *`` waits eight years across 2100, which is not a leap year)."""
@@ -422,14 +422,16 @@ def schedule_name(record_id: str) -> str | None:
 
 
 def tick_execution_id(name: str, tick: float) -> str:
-    """The execution a tick starts: ``<name>-<tick in UTC as 20261130T010000Z>``. The same tick always
-    names the same execution, so a tick handled twice starts it once (the start is deduplicated)."""
-    return f"{name}-{datetime.fromtimestamp(tick, UTC).strftime(TICK_FORMAT)}"
+    """The execution a tick starts: ``<name>~<tick in UTC as 20261130T010000Z>``. The same tick always
+    names the same execution, so a tick handled twice starts it once (the start is deduplicated). The
+    ``~`` puts it in the namespace no start from outside may take (:mod:`durastate.engine.ids`): the
+    worker starts it only with its schedule record's witness, so no one can start it first."""
+    return f"{name}{CHILD_SEPARATOR}{datetime.fromtimestamp(tick, UTC).strftime(TICK_FORMAT)}"
 
 
 def manual_execution_id(name: str, now: float) -> str:
-    """The execution ``schedules trigger`` starts: ``<name>-manual-<now in UTC>`` (one per second)."""
-    return f"{name}-manual-{datetime.fromtimestamp(now, UTC).strftime(TICK_FORMAT)}"
+    """The execution ``schedules trigger`` starts: ``<name>~manual-<now in UTC>`` (one per second)."""
+    return f"{name}{CHILD_SEPARATOR}manual-{datetime.fromtimestamp(now, UTC).strftime(TICK_FORMAT)}"
 
 
 # -- files -----------------------------------------------------------------------------------------------

@@ -36,15 +36,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from durastate.engine import DefinitionRegistry
-from durastate.engine.ids import start_event_id
+from durastate.engine.ids import producer_problem, start_event_id
 from durastate.engine.model import START, Event, Execution, new_id
 from durastate.engine.schedules import ScheduleSpec
+from durastate.engine.values import check_execution_id
 from durastate.errors import (
     DefinitionError,
     DeliveryFailed,
     ExecutionTooLarge,
     GroupAborted,
     MalformedEvent,
+    ReservedId,
     StoreConflict,
     StoreUnavailable,
     UnknownDefinition,
@@ -229,7 +231,14 @@ class LocalRuntime:
 
     # -- input ----------------------------------------------------------------------------------------
     def send(self, target_id: str, event: Event) -> None:
-        """Enqueue ``event`` for execution ``target_id``; it is applied by the next round."""
+        """Enqueue ``event`` for execution ``target_id``; it is applied by the next round.
+
+        Refuses, with :class:`~durastate.errors.ReservedId`, what only the runtime may send: an event to a
+        system record, ``durastate.timeout``/``durastate.finished``, an event id starting with ``~``
+        (:func:`durastate.engine.ids.producer_problem`)."""
+        problem = producer_problem(target_id, event.name, event.id)
+        if problem is not None:
+            raise ReservedId(problem)
         self.transport.send([(target_id, event)])
 
     def start(self, definition_id: str, context: dict[str, Any] | None = None,
@@ -240,7 +249,7 @@ class LocalRuntime:
         so starting the same id twice creates one execution. An unknown definition fails here, at once.
         """
         self.registry.get(definition_id)
-        eid = execution_id or new_id()
+        eid = check_execution_id(execution_id) if execution_id is not None else new_id()
         self.send(eid, Event(id=start_event_id(eid), name=START,
                              data={"definition_id": definition_id, "context": dict(context or {})}))
         return eid

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from durastate.engine.ids import SCHEDULE_RECORD, START, start_event_id
+from durastate.engine.ids import SCHEDULE_RECORD, START, run_witness, start_event_id
 from durastate.engine.model import Emit, Event, Execution, TimerOp
 from durastate.engine.registry import definition_files
 from durastate.engine.schedules import (
@@ -41,6 +41,7 @@ from durastate.engine.schedules import (
     tick_execution_id,
 )
 from durastate.errors import DurastateError, ScheduleError, StoreConflict, UnknownSchedule
+from durastate.runtime.keys import give_secret
 from durastate.store.base import ExecutionStore
 
 __all__ = [
@@ -194,9 +195,14 @@ def _arm(exe: Execution, at: float | None) -> list[TimerOp]:
     return [TimerOp("schedule", TICK_TIMER, at)]
 
 
-def _start(execution_id: str, spec: ScheduleSpec) -> Emit:
+def _start(record: Execution, execution_id: str, spec: ScheduleSpec) -> Emit:
+    """The start of run ``execution_id``, with the witness the worker asks of it (a MAC of the id under
+    the record's secret, given to the record here if it has none yet: it is committed with this start)."""
+    give_secret(record)
+    assert record.secret is not None
     return (execution_id, Event(id=start_event_id(execution_id), name=START,
-                                data={"definition_id": spec.definition, "context": dict(spec.context)}))
+                                data={"definition_id": spec.definition, "context": dict(spec.context),
+                                      "witness": run_witness(record.secret, execution_id)}))
 
 
 def _spec(exe: Execution) -> ScheduleSpec:
@@ -315,7 +321,7 @@ def fire_schedule_timer(store: ExecutionStore, record_id: str, now: float) -> Fi
             run = None
         if run is not None:
             execution_id = tick_execution_id(name, run)
-            emits.append(_start(execution_id, spec))
+            emits.append(_start(exe, execution_id, spec))
             ctx.update(last_execution_id=execution_id, last_started_at=now)
             started.append(execution_id)
         ctx["last_tick"] = plan.latest
@@ -397,7 +403,7 @@ def trigger_schedule(store: ExecutionStore, name: str, now: float) -> str:
         if exe.context.get("last_execution_id") == execution_id:
             return None  # triggered twice in the same second: one execution
         exe.context.update(last_execution_id=execution_id, last_started_at=now)
-        return [_start(execution_id, spec)], []
+        return [_start(exe, execution_id, spec)], []
 
     _update(store, name, change, now)
     return execution_id

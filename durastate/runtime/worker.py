@@ -37,7 +37,9 @@ from __future__ import annotations
 
 import copy as copy_module
 import enum
+import hmac
 import logging
+import math
 import random
 import time
 from collections import OrderedDict
@@ -52,25 +54,34 @@ from durastate.engine.ids import (
     CATCH,
     CHILD_SEPARATOR,
     FINISHED,
+    REDRIVE,
     RESERVED,
     RESERVED_PREFIX,
     RESUME,
     RETRY_PATH,
     START,
     SUSPEND,
+    SYSTEM_PREFIX,
     TERMINATE,
     TIMEOUT,
     child_execution_id,
     derived_id,
     finished_event_id,
+    is_derived_event_id,
+    is_system_id,
+    run_witness,
+    timeout_problem,
 )
 from durastate.engine.model import ENDED, Event, Execution, PendingRetry
+from durastate.engine.schedules import schedule_record_id
 from durastate.engine.tracing import step_details
 from durastate.engine.values import check_execution_id
 from durastate.errors import (
     EventAlreadyProcessed,
     MalformedEvent,
+    ReservedId,
     StoreConflict,
+    TimerNotDue,
     UnknownDefinition,
     UnknownExecution,
 )
@@ -260,16 +271,19 @@ class Worker:
                 log.debug("conflict on %s applying %s (attempt %d); reloading", target_id, event.id, attempt)
                 if attempt > 1:  # the first retry is immediate; then a tiny jittered backoff
                     self._sleep(random.uniform(0, min(0.05, 0.001 * 2**attempt)))
-            except Exception:
-                # An error judged on an unchecked copy (an event it would hold refused, a row too large)
-                # may not be what the stored state says: raised only if the copy was current.
-                if not unchecked:
-                    raise
-                unchecked = False
-                version, seen = cast(EventCheckingStore, self.store).version_for_event(target_id, event.id)
-                if not seen and version == expected:
-                    raise
-                self.stale += 1  # on a reload: the stored state decides, or reports a duplicate
+            except Exception as exc:
+                # An error judged on an unchecked copy (an event it would hold refused, a row too large, a
+                # derived event left unrecorded) may not be what the stored state says: it stands only if
+                # the copy was current.
+                if unchecked:
+                    unchecked = False
+                    version, seen = cast(EventCheckingStore, self.store).version_for_event(target_id, event.id)
+                    if seen or version != expected:
+                        self.stale += 1  # on a reload: the stored state decides, or reports a duplicate
+                        continue
+                if isinstance(exc, _NotRecorded):
+                    return HandleResult.IGNORED
+                raise
 
     def _runs_user_code(self, exe: Execution) -> bool:
         """Whether stepping ``exe`` may run a Python callable (see the module docstring); an execution whose
@@ -285,6 +299,11 @@ class Worker:
         if event.name.startswith(RESERVED_PREFIX) and event.name not in RESERVED:
             raise MalformedEvent(f"{event.name!r} is not an event durastate knows; names starting with "
                                  f"{RESERVED_PREFIX!r} are reserved (known: {', '.join(sorted(RESERVED))})")
+        if target_id.startswith(CHILD_SEPARATOR) and is_system_id(target_id):
+            raise ReservedId(f"{target_id!r} is a system record (a schedule or an archived definition version): "
+                             f"it accepts no events, and {event.name} {event.id!r} was not applied")
+        if event.name == TIMEOUT:
+            _check_timeout(target_id, event)
         before: Execution | None = None  # the execution as committed, when the worker has it at hand
         if exe is None:
             if event.name != START:
@@ -294,13 +313,13 @@ class Worker:
                 return HandleResult.APPLIED  # a failed child was recorded and its parent notified
             exe, defn = created
         else:
+            if event.name in _CHECKED or is_derived_event_id(event.id):
+                event = self._derived(exe, event, now)
             if self.copy_on_load and not blind:  # a kept copy is the worker's own already
                 before, exe = exe, detached_copy(exe)
             controlled = self._control(exe, event, now, blind)
             if controlled is not None:
                 return controlled
-            if self._untrue_notice(exe, event, blind, now):
-                return HandleResult.IGNORED
             defn = self.versions.of(exe)
         if exe.secret is None and defn.tables.has_tasks:
             give_secret(exe)  # before the first step that may start a task: its ids are unforgeable
@@ -375,11 +394,9 @@ class Worker:
     def _hold(self, exe: Execution, event: Event, blind: bool, now: float) -> HandleResult:
         """Keep ``event`` in ``exe`` (suspended, waiting for a retry, or failed and awaiting a redrive).
 
-        A child's ``finished`` notice is checked here, on arrival, while the child's record still says how
-        it ended; once held it is true for good, and is not checked again when it is applied (retention
-        may have purged the child by then, leaving only a tombstone to compare with)."""
-        if self._untrue_notice(exe, event, blind, now):
-            return HandleResult.IGNORED
+        A child's ``finished`` notice was checked on arrival (:meth:`_derived`), while the child's record
+        still said how it ended; once held it is true for good, and is not checked again when it is applied
+        (retention may have purged the child by then, leaving only a tombstone to compare with)."""
         try:
             control.hold(exe, event)
         except control.ControlError as err:
@@ -420,7 +437,44 @@ class Worker:
             ev = queue.pop(0)  # (a held notice was checked when it arrived: see _hold)
             batch.step(self, defn, exe, ev, now, detached_copy(exe), fresh=False)
 
+    def _derived(self, exe: Execution, event: Event, now: float) -> Event:
+        """Check a timeout, a finished notice or an event whose id the runtime derives (``~…``) against the
+        state of ``exe``; returns the event to apply, or raises :class:`_NotRecorded` (nothing is committed,
+        the id is not marked: the true event still applies when it comes) or a typed error (dead-lettered
+        with the reason).
+
+        The rule is :mod:`durastate.engine.ids`'s; a copy of a derived event sent first by a producer must
+        either be exactly the true one or change nothing.
+        """
+        name = event.name
+        if name == TIMEOUT:
+            path, fire_at = event.data["path"], event.data["fire_at"]  # checked by _check_timeout
+            if exe.timers.get(path) != fire_at:
+                raise _NotRecorded  # stale (re-armed, fired, cancelled) or never armed: not recorded
+            problem = timeout_problem(exe.id, event.id, event.data, now)
+            if problem is not None:
+                raise TimerNotDue(problem)  # dead-lettered with the reason; the timer stays armed
+            return event
+        if name == FINISHED:
+            child_id = event.data.get("child_id")
+            if not isinstance(child_id, str) or event.id != finished_event_id(child_id):
+                raise MalformedEvent(f"finished notice {event.id!r} does not have the id of its child "
+                                     f"{child_id!r}: durastate.finished is sent by durastate itself")
+            if child_id not in exe.children or not self._finished_is_true(exe, event):
+                log.info("%s %s for %s not applied: no such child of it has ended as it claims", name,
+                         event.id, exe.id)
+                raise _NotRecorded
+            return event
+        if event.id.startswith(_REDRIVE_PREFIX):
+            pending = exe.retry
+            if pending is None or pending.attempt != 0 or pending.event.id != event.id:
+                raise _NotRecorded  # not the redrive this execution waits for
+            return pending.event  # the event the execution stored, whatever the message says
+        return event
+
     def _ignore(self, exe: Execution, event: Event, blind: bool, now: float, reason: str | None) -> None:
+        if is_derived_event_id(event.id):
+            raise _NotRecorded  # a derived event that changes nothing leaves its id for the true one
         record: dict[str, Any] = {"event": event.name, "event_id": event.id, "from": exe.active_path,
                                   "to": exe.active_path, "status": exe.status, "ignored": True, "at": now}
         if reason:
@@ -485,7 +539,10 @@ class Worker:
                 raise MalformedEvent(f"durastate.start for {target_id!r}: data.{key} must be a string")
             refs[key] = value
         if refs["parent_id"] is None:
-            check_execution_id(target_id)  # a user's start may not take an id in the children's namespace
+            if CHILD_SEPARATOR in target_id and "witness" in data:
+                self._check_scheduled(target_id, data.get("witness"))
+            else:  # a user's start may not take an id in the runtime's namespace (children, schedule runs)
+                check_execution_id(target_id)
         else:
             self._check_invoked(target_id, refs["parent_id"], refs["child_id"])
         try:
@@ -517,14 +574,17 @@ class Worker:
             raise MalformedEvent(f"durastate.start for {target_id!r} names parent {parent_id!r}, which never "
                                  "invoked it; invoked children are started by their parent, not from outside")
 
-    def _untrue_notice(self, exe: Execution, event: Event, blind: bool, now: float) -> bool:
-        """Consume and ignore (traced) a ``durastate.finished`` notice that does not match its child's stored
-        state; True if it was one."""
-        if event.name != FINISHED or self._finished_is_true(exe, event):
-            return False
-        log.warning("ignored %s %s for %s: its child has not ended as it claims", event.name, event.id, exe.id)
-        self._ignore(exe, event, blind, now, "the notice does not match the child's stored state")
-        return True
+    def _check_scheduled(self, target_id: str, witness: object) -> None:
+        """A start of a schedule's run (``<name>~<tick>``) must carry the witness its schedule record
+        derives under its secret (:func:`durastate.engine.ids.run_witness`): no one else can start it."""
+        name = target_id.partition(CHILD_SEPARATOR)[0]
+        record = self.store.load(schedule_record_id(name)) if name else None
+        secret = record.secret if record is not None else None
+        if not secret or not isinstance(witness, str) or not hmac.compare_digest(run_witness(secret, target_id),
+                                                                                 witness):
+            raise ReservedId(f"durastate.start for {target_id!r}: ids with {CHILD_SEPARATOR!r} are durastate's "
+                             f"(children, schedule runs) and this start is not its schedule's; choose an id "
+                             f"without {CHILD_SEPARATOR!r}")
 
     def _finished_is_true(self, exe: Execution, event: Event) -> bool:
         """A ``durastate.finished`` notice must agree with its child's stored state.
@@ -574,6 +634,24 @@ class Worker:
                             "status": "failed", "error": str(err), "at": now})
 
 
+
+
+class _NotRecorded(Exception):
+    """A derived event not applied and not recorded as processed (:meth:`Worker._derived`); never leaves
+    the worker."""
+
+
+_REDRIVE_PREFIX = f"{SYSTEM_PREFIX}{REDRIVE}:"
+_CHECKED = frozenset((TIMEOUT, FINISHED))
+"""The events only the runtime sends, checked against the execution whatever their id."""
+
+
+def _check_timeout(target_id: str, event: Event) -> None:
+    """A ``durastate.timeout`` whose id is not the one its data derives is refused (before any read; that it
+    is due is checked against the execution, once its timer is known to be armed)."""
+    problem = timeout_problem(target_id, event.id, event.data, math.inf)
+    if problem is not None:
+        raise MalformedEvent(problem)
 
 
 def _is_child_of(child_id: str, parent: Execution) -> bool:

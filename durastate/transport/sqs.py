@@ -38,11 +38,13 @@ from __future__ import annotations
 
 import builtins
 import hashlib
+import hmac
 import json
 import logging
 import math
 import random
 import re
+import secrets
 import threading
 import time
 from collections import deque
@@ -50,6 +52,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from durastate.engine.ids import is_derived_event_id
 from durastate.engine.model import Event
 from durastate.errors import DeliveryFailed, DurastateError, InvalidCursor, MalformedEvent
 from durastate.transport.base import (
@@ -83,6 +86,11 @@ MAX_BATCH_BYTES = 256 * 1024
 """The conservative payload cap of one batch call (every SQS endpoint, LocalStack and moto accept it)."""
 
 _SQS_ID = re.compile(r"^[!-~]{1,128}$")  # printable ASCII without space, 1..128: what SQS allows
+
+
+def _derived_dedup_id(key: bytes, event_id: str) -> str:
+    """The ``MessageDeduplicationId`` of an event whose id the runtime derives: keyed, so unguessable."""
+    return "d-" + hmac.digest(key, event_id.encode("utf-8"), "sha256").hex()
 
 
 def sqs_id(value: str) -> str:
@@ -160,6 +168,8 @@ class SqsTransport(QueueTransport):
         self._wait_seconds = wait_seconds
         self._lock = threading.Lock()
         self.dead_letter_box = SqsDeadLetters(client, dlq_url, queue_url) if dlq_url else None
+        self._dedup_key = secrets.token_bytes(16)
+        """Keys the deduplication ids of the runtime's own events (:meth:`_dedup_id`)."""
         """The dead-letter queue as a box (``None`` without ``dlq_url``)."""
         self._inflight: dict[str, str] = {}  # receipt handle -> group handed out and not yet acked
         self._busy_groups: set[str] = set()
@@ -236,13 +246,24 @@ class SqsTransport(QueueTransport):
             raise DeliveryFailed(f"SQS queue {self.queue_url}",
                                  [(items[i][1].id, *failed[i]) for i in sorted(failed)], frozenset(permanent))
 
+    def _dedup_id(self, event_id: str) -> str:
+        """``MessageDeduplicationId = event id`` — except for an id the runtime derives (``~…``: a timeout,
+        a finished notice, a redrive): anyone who can send to the queue could send that id first, and SQS
+        would then drop the runtime's true message as a duplicate for five minutes, whatever the worker
+        does. Those get a deduplication id keyed by this transport's own random key instead: a re-send by
+        the same transport (the relay retrying) still dedupes in SQS, and one from another process (a
+        crashed relay's successor) is a duplicate the worker's dedupe marks catch."""
+        if is_derived_event_id(event_id):
+            return _derived_dedup_id(self._dedup_key, event_id)
+        return sqs_id(event_id)
+
     def _send_batch(self, batch: list[tuple[int, tuple[str, Event, str]]]
                     ) -> dict[int, tuple[str, str, bool] | None]:
         """One ``SendMessageBatch``: per entry ``None`` (sent) or ``(code, message, sender_fault)``."""
         from botocore.exceptions import ClientError  # type: ignore[import-untyped]
 
         entries = [{"Id": str(i), "MessageBody": body, "MessageGroupId": sqs_id(t),
-                    "MessageDeduplicationId": sqs_id(e.id)} for i, (t, e, body) in batch]
+                    "MessageDeduplicationId": self._dedup_id(e.id)} for i, (t, e, body) in batch]
         try:
             resp = self._sqs.send_message_batch(QueueUrl=self.queue_url, Entries=entries)
         except ClientError as exc:  # the whole call failed (botocore already retried throttling)

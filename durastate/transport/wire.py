@@ -5,6 +5,10 @@ message, a row of a queue table and what ``durastate send`` enqueues. Everything
 parsed here, once, before it can touch a store: a message that does not fit is rejected with a
 :class:`~durastate.errors.MalformedEvent` that says precisely what is wrong, so it can be dead-lettered with
 a reason instead of being retried forever.
+
+The queue carries the runtime's own messages as well as producers', so the wire refuses only what the
+runtime never sends (:mod:`durastate.engine.ids` has the rule): an id of one reserved kind on another
+event, any event to a system record but a schedule tick's timer hop. The worker checks the rest.
 """
 
 from __future__ import annotations
@@ -15,9 +19,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from durastate.engine.ids import SYSTEM_PREFIX, TIMEOUT, is_system_id, producer_problem
 from durastate.engine.model import Event, new_id
 from durastate.engine.values import MAX_DEPTH, check_event_id, printable
-from durastate.errors import MalformedEvent
+from durastate.errors import MalformedEvent, ReservedId
 
 __all__ = ["Envelope", "dump_envelope", "new_event", "parse_envelope"]
 
@@ -69,6 +74,9 @@ def parse_envelope(body: str | bytes | bytearray | Mapping[str, Any]) -> Envelop
     if "id" not in env.event.model_fields_set:
         raise MalformedEvent("malformed message: event.id is missing; give every event a stable id (it is "
                              f"the dedupe key); body: {_snippet(body)}")
+    if env.target_id.startswith(SYSTEM_PREFIX) and env.event.name != TIMEOUT and is_system_id(env.target_id):
+        # Only a schedule's tick (its timer hop) is ever sent to a system record, and never to the worker.
+        raise ReservedId(producer_problem(env.target_id, env.event.name, env.event.id) or env.target_id)
     return env
 
 

@@ -13,7 +13,7 @@ import pytest
 from durastate.devstack import queue_arn, sqs_event
 from durastate.engine.model import Event
 from durastate.store.base import ExecutionStore
-from durastate.transport.sqs import SqsTransport
+from durastate.transport.sqs import SqsTransport, sqs_id
 
 from .conftest import REGION, receive_all
 from .harness import COUNTER_YAML, Stack
@@ -340,3 +340,40 @@ def test_a_batch_publishes_one_value_per_metric(stack: Stack, capsys: pytest.Cap
     assert stack.call_worker(lambda_event(receive_batch(stack), stack))["batchItemFailures"] == []
     [doc] = [json.loads(line) for line in capsys.readouterr().out.splitlines() if '"_aws"' in line]
     assert doc["EventsApplied"] in (3.0, [3.0])
+
+
+def test_the_worker_lambda_applies_the_rule_for_derived_ids(stack: Stack) -> None:
+    """On the AWS path (SQS FIFO, the worker Lambda, DynamoDB on moto): a forged early timeout with its true
+    id, a control event to a schedule record and a pre-claimed redrive id, put on the queue as any producer
+    can, are dead-lettered or left unrecorded — and the true timeout still fires when it is due (SQS does
+    not drop it as a duplicate of the forged one: the runtime's derived ids get keyed deduplication ids)."""
+    from durastate.engine.ids import redrive_event_id, timeout_event_id
+
+    start(stack, "A")
+    stack.runtime.worker.handle("A", Event(id="w", name="wait"))
+    exe = stack.raw_store.load("A")
+    assert exe is not None
+    fire_at = exe.timers["waiting"]
+    early = timeout_event_id("A", "waiting", fire_at)
+    body = {"target_id": "A", "event": {"id": early, "name": "durastate.timeout",
+                                        "data": {"path": "waiting", "fire_at": fire_at, "swept": True}}}
+    stack.sqs.send_message(QueueUrl=stack.queue_url, MessageBody=json.dumps(body), MessageGroupId="A",
+                           MessageDeduplicationId=early.replace(":", "-")[:128])
+    SqsTransport(stack.sqs, stack.queue_url).send([
+        ("~schedule~hb", Event(id="t", name="durastate.terminate")),
+        ("A", Event(id=redrive_event_id("w", 1), name="inc")),
+    ])
+    stack.pump()
+    letters = receive_all(stack.sqs, stack.dlq_url)
+    errors = sorted(m["MessageAttributes"]["durastate.error"]["StringValue"] for m in letters)
+    assert errors == ["ReservedId", "TimerNotDue"]
+    exe = stack.raw_store.load("A")
+    assert exe is not None and (exe.active_path, exe.context["count"]) == ("waiting", 0)
+    assert not stack.raw_store.is_processed("A", redrive_event_id("w", 1))
+    # Still in the queue when the sweeper sends the true timeout, under the deduplication id the runtime
+    # used to give it (the event id): SQS drops a message whose id it saw within five minutes.
+    stack.sqs.send_message(QueueUrl=stack.queue_url, MessageBody=json.dumps(body), MessageGroupId="A",
+                           MessageDeduplicationId=sqs_id(early))
+    assert stack.advance(31) == 1
+    exe = stack.raw_store.load("A")
+    assert exe is not None and exe.active_path == "idle", "the true timeout did not fire"

@@ -65,6 +65,23 @@ def test_resend_of_same_event_is_deduplicated(sqs: Any, queues: tuple[str, str])
     assert len(receive_all(sqs, q)) == 1
 
 
+def test_a_derived_event_id_sent_first_cannot_make_sqs_drop_the_runtimes_message(
+        sqs: Any, queues: tuple[str, str]) -> None:
+    """SQS FIFO drops a message whose deduplication id it saw within five minutes. A producer who sends
+    first with the id of a timeout the runtime will send (``MessageDeduplicationId`` = that event id) must
+    not make SQS drop the true one: the runtime's derived ids get a deduplication id keyed by its
+    transport, which still dedupes its own re-sends."""
+    q, _ = queues
+    true_id = "~timeout:A:waiting:1800000030.0"
+    sqs.send_message(QueueUrl=q, MessageBody="{}", MessageGroupId="A", MessageDeduplicationId=sqs_id(true_id))
+    runtime = SqsTransport(sqs, q)
+    timeout = Event(id=true_id, name="durastate.timeout", data={"path": "waiting", "fire_at": 1800000030.0})
+    runtime.send([("A", timeout)])
+    runtime.send([("A", timeout)])  # the relay's re-send: deduplicated
+    bodies = [m["Body"] for m in receive_all(sqs, q)]
+    assert len(bodies) == 2 and parse_envelope(bodies[1]).event.id == true_id
+
+
 def test_ids_sqs_cannot_take_map_to_a_stable_hash() -> None:
     assert sqs_id("order-42:start") == "order-42:start"
     odd = "ordre n°42 with spaces"

@@ -32,7 +32,7 @@ def test_serve_stores_the_folders_schedules_and_starts_their_ticks(env: Env, cli
     assert executions(env) == []
     assert cli("serve", "--until-idle", "--quiet", "--advance", "16m").code == 0
     (started,) = executions(env)
-    assert started.startswith("pulse-") and started.endswith("Z")
+    assert started.startswith("pulse~") and started.endswith("Z")
     assert cli("serve", "--until-idle", "--quiet", "--advance", "16m").code == 0  # the same tick: once
     assert executions(env) == [started]
     (row,) = json.loads(cli("schedules", "list", "--json").stdout)
@@ -49,10 +49,10 @@ def test_pause_resume_trigger_and_unknown_names(env: Env, cli: Cli) -> None:
     cli("serve", "--until-idle", "--quiet", "--advance", "1h")
     assert executions(env) == []
     triggered = cli("schedules", "trigger", "pulse")
-    assert triggered.code == 0 and "started pulse-manual-" in triggered.stdout
+    assert triggered.code == 0 and "started pulse~manual-" in triggered.stdout
     cli("serve", "--until-idle", "--quiet")
     (manual,) = executions(env)
-    assert manual.startswith("pulse-manual-")
+    assert manual.startswith("pulse~manual-")
     resumed = cli("schedules", "resume", "pulse")
     assert resumed.code == 0 and "resumed pulse: next " in resumed.stdout
     assert_one_line_error(cli("schedules", "pause", "nope"), "unknown schedule 'nope' (known: pulse)")
@@ -85,3 +85,16 @@ def test_validate_checks_schedules_files_with_their_definitions(env: Env, cli: C
     assert row["valid"] is False and len(row["issues"]) == 2
     served = cli("serve", "--until-idle", "--quiet")
     assert_one_line_error(served, "invalid schedules", "schedules.pulse.cron")
+
+
+def test_send_refuses_what_only_durastate_sends(env: Env, cli: Cli) -> None:
+    """``durastate send`` to a schedule's record, or with an id in durastate's namespace, is refused with
+    the reason, and the schedule keeps ticking."""
+    (env.definitions / "schedules.yaml").write_text(PULSE)
+    cli("serve", "--until-idle", "--quiet")
+    assert_one_line_error(cli("send", "~schedule~pulse", "durastate.cancel"), "system record")
+    cli("start", "counter", "--id", "c-1")
+    assert_one_line_error(cli("send", "c-1", "inc", "--id", "~redrive:x:1"), "namespace")
+    assert_one_line_error(cli("start", "order", "--id", "pulse~20991231T000000Z"), "reserves")
+    assert cli("serve", "--until-idle", "--quiet", "--advance", "16m").code == 0
+    assert [e for e in executions(env) if e.startswith("pulse~")] and "active" in cli("schedules", "list").stdout

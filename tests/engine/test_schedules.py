@@ -178,8 +178,8 @@ def test_skip_runs_the_latest_tick_if_within_grace() -> None:
 
 # -- ids ---------------------------------------------------------------------------------------------------
 def test_ids_are_derived_from_the_tick() -> None:
-    assert tick_execution_id("nightly", at("2026-11-30T02:00", BERLIN)) == "nightly-20261130T010000Z"
-    assert manual_execution_id("nightly", at("2026-11-30T13:45:07")) == "nightly-manual-20261130T134507Z"
+    assert tick_execution_id("nightly", at("2026-11-30T02:00", BERLIN)) == "nightly~20261130T010000Z"
+    assert manual_execution_id("nightly", at("2026-11-30T13:45:07")) == "nightly~manual-20261130T134507Z"
     assert schedule_record_id("nightly") == "~schedule~nightly"
     assert schedule_name("~schedule~nightly") == "nightly" and schedule_name("~definition~x~1") is None
 

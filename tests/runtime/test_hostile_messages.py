@@ -15,7 +15,7 @@ import pytest
 
 from durastate.client import DurastateClient
 from durastate.engine import DefinitionRegistry, load_definition
-from durastate.engine.ids import child_execution_id
+from durastate.engine.ids import child_execution_id, timeout_event_id
 from durastate.engine.model import Event
 from durastate.errors import InvalidValue, MalformedEvent
 from durastate.runtime import LocalRuntime, ManualClock
@@ -51,7 +51,7 @@ def rt(store: ExecutionStore) -> LocalRuntime:
 def deliver(rt: LocalRuntime, body: str | dict[str, Any]) -> None:
     """What a worker does with a message body: parse it at the wire, then apply it."""
     env = parse_envelope(json.dumps(body) if isinstance(body, dict) else body)
-    rt.send(env.target_id, env.event)
+    rt.transport.send([(env.target_id, env.event)])  # on the queue: past the producer entries' checks
     rt.run_until_idle()
 
 
@@ -61,7 +61,9 @@ def snapshot(rt: LocalRuntime, execution_id: str) -> dict[str, Any]:
     return exe.model_dump(exclude={"version", "updated_at"})
 
 
-def test_a_forged_timeout_is_ignored_as_stale(rt: LocalRuntime) -> None:
+def test_a_forged_timeout_changes_nothing(rt: LocalRuntime) -> None:
+    """A timeout whose id is not the one durastate derives from its data is refused (dead-lettered, with
+    the reason); one with the true id of a timer not armed is ignored and left unrecorded."""
     rt.start("counter", execution_id="o1")
     rt.send("o1", Event(id="w", name="wait"))  # `waiting` arms a 30 s timer
     rt.run_until_idle()
@@ -69,8 +71,12 @@ def test_a_forged_timeout_is_ignored_as_stale(rt: LocalRuntime) -> None:
     for data in ({"path": "processing"}, {"path": "waiting"}, {"path": "waiting", "fire_at": 1.0}, {}):
         deliver(rt, {"target_id": "o1", "event": {"id": f"t-{len(data)}-{data.get('path')}",
                                                   "name": "durastate.timeout", "data": data}})
+    stale = timeout_event_id("o1", "processing", 1.0)
+    deliver(rt, {"target_id": "o1", "event": {"id": stale, "name": "durastate.timeout",
+                                              "data": {"path": "processing", "fire_at": 1.0}}})
     assert snapshot(rt, "o1") == before  # still running, still waiting, timer still armed
-    assert rt.dead_letters == []
+    assert [d.event.id for d in rt.dead_letters] == ["t-1-processing", "t-1-waiting", "t-2-waiting", "t-0-None"]
+    assert not rt.store.is_processed("o1", stale)
 
 
 @pytest.mark.parametrize("number", ["NaN", "Infinity", "-Infinity", "1e400"])

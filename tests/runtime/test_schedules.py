@@ -12,7 +12,7 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from durastate.engine import DefinitionRegistry, load_definition
-from durastate.engine.ids import SCHEDULE_RECORD, START, start_event_id
+from durastate.engine.ids import SCHEDULE_RECORD, START, run_witness, start_event_id
 from durastate.engine.model import Execution
 from durastate.engine.schedules import ScheduleSpec
 from durastate.errors import UnknownSchedule
@@ -103,14 +103,14 @@ def test_each_tick_starts_exactly_once_across_a_restart(embedded: Embedded, cloc
         clock.advance(15 * 60)
         rt.run_until_idle()
     assert embedded.executions() == {
-        "pulse-20260101T001500Z": "finished", "pulse-20260101T003000Z": "finished",
-        "pulse-20260101T004500Z": "finished", "pulse-20260101T010000Z": "finished",
+        "pulse~20260101T001500Z": "finished", "pulse~20260101T003000Z": "finished",
+        "pulse~20260101T004500Z": "finished", "pulse~20260101T010000Z": "finished",
     }
-    exe = rt.get("pulse-20260101T003000Z")
+    exe = rt.get("pulse~20260101T003000Z")
     assert exe is not None and exe.context == {"kind": "pulse"}
     state = get_schedule(rt.store, "pulse")
     assert state.last_tick == at("2026-01-01T01:00") and state.next_tick == at("2026-01-01T01:15")
-    assert state.last_execution_id == "pulse-20260101T010000Z"
+    assert state.last_execution_id == "pulse~20260101T010000Z"
 
 
 def test_a_tick_committed_just_before_a_stop_is_started_after_the_restart(
@@ -122,7 +122,7 @@ def test_a_tick_committed_just_before_a_stop_is_started_after_the_restart(
     rt.sync_schedules(pulse())
     rt.run_until_idle()
     rt.run_until_idle()
-    assert embedded.executions() == {"pulse-20260101T001500Z": "finished"}
+    assert embedded.executions() == {"pulse~20260101T001500Z": "finished"}
 
 
 class CrashingStore(DictStore):
@@ -148,7 +148,7 @@ def test_a_sweep_that_crashed_after_committing_a_tick_starts_nothing_twice(
         rt.sweeper.run_once()
     rt.sweeper.run_once()  # a second sweeper, or the same one again: the record moved on already
     rt.run_until_idle()
-    assert [s.id for s in store.list_executions(definition_id="report").items] == ["pulse-20260101T001500Z"]
+    assert [s.id for s in store.list_executions(definition_id="report").items] == ["pulse~20260101T001500Z"]
     assert store.due_timers(clock() + 15 * 60) == [("~schedule~pulse", "tick", at("2026-01-01T00:30"))]
 
 
@@ -159,8 +159,8 @@ def test_a_tick_relayed_twice_is_deduplicated(reg: DefinitionRegistry, clock: Ma
     clock.advance(15 * 60)
     rt.sweeper.run_once()
     (entry,) = store.pending_outbox()
-    assert entry.target_id == "pulse-20260101T001500Z" and entry.event.name == START
-    assert entry.event.id == start_event_id("pulse-20260101T001500Z")
+    assert entry.target_id == "pulse~20260101T001500Z" and entry.event.name == START
+    assert entry.event.id == start_event_id("pulse~20260101T001500Z")
     rt.send(entry.target_id, entry.event)  # the same start, delivered twice
     stats = rt.run_until_idle()
     assert (stats.applied, stats.duplicates) == (1, 1)
@@ -168,7 +168,7 @@ def test_a_tick_relayed_twice_is_deduplicated(reg: DefinitionRegistry, clock: Ma
 
 @pytest.mark.parametrize(("policy", "after_downtime"), [
     ("skip", {}),
-    ("once", {"nightly-20260104T020000Z": "finished"}),
+    ("once", {"nightly~20260104T020000Z": "finished"}),
 ])
 def test_ticks_missed_while_stopped_follow_the_catch_up_policy(
         embedded: Embedded, clock: ManualClock, policy: str, after_downtime: dict[str, str]) -> None:
@@ -183,7 +183,7 @@ def test_ticks_missed_while_stopped_follow_the_catch_up_policy(
     assert embedded.executions() == after_downtime
     clock.set(at("2026-01-05T02:00:30"))  # the next tick, on time, runs under either policy
     embedded.rt.run_until_idle()
-    assert embedded.executions() == {**after_downtime, "nightly-20260105T020000Z": "finished"}
+    assert embedded.executions() == {**after_downtime, "nightly~20260105T020000Z": "finished"}
 
 
 def test_overlap_skip_waits_for_the_previous_execution(reg: DefinitionRegistry, clock: ManualClock) -> None:
@@ -195,11 +195,11 @@ def test_overlap_skip_waits_for_the_previous_execution(reg: DefinitionRegistry, 
         clock.advance(3600)
         rt.run_until_idle()
     running = {s.id for s in store.list_executions(definition_id="counter").items}
-    assert running == {"count-20260101T010000Z", "count-all-20260101T010000Z", "count-all-20260101T020000Z"}
-    rt.send("count-20260101T010000Z", ev("stop", "stop-1"))
+    assert running == {"count~20260101T010000Z", "count-all~20260101T010000Z", "count-all~20260101T020000Z"}
+    rt.send("count~20260101T010000Z", ev("stop", "stop-1"))
     clock.advance(3600)
     rt.run_until_idle()
-    assert rt.get("count-20260101T030000Z") is not None
+    assert rt.get("count~20260101T030000Z") is not None
 
 
 def test_pause_resume_and_trigger(reg: DefinitionRegistry, clock: ManualClock) -> None:
@@ -213,7 +213,7 @@ def test_pause_resume_and_trigger(reg: DefinitionRegistry, clock: ManualClock) -
     assert store.due_timers(clock() + 86400) == []
     clock.advance(3 * 3600 + 60)
     manual = trigger_schedule(store, "skipper", clock())  # works while paused
-    assert manual == "skipper-manual-20260101T030100Z"
+    assert manual == "skipper~manual-20260101T030100Z"
     rt.run_until_idle()
     assert {s.id for s in store.list_executions(definition_id="report").items} == {manual}
     assert resume_schedule(store, "skipper", clock()).next_tick == at("2026-01-01T04:00")  # missed: dropped
@@ -222,8 +222,8 @@ def test_pause_resume_and_trigger(reg: DefinitionRegistry, clock: ManualClock) -
     clock.advance(3600)
     rt.run_until_idle()
     assert {s.id for s in store.list_executions(definition_id="report").items} == {
-        manual, "catcher-20260101T030000Z", "catcher-20260101T040000Z", "skipper-20260101T040000Z"}
-    assert get_schedule(store, "skipper").last_execution_id == "skipper-20260101T040000Z"
+        manual, "catcher~20260101T030000Z", "catcher~20260101T040000Z", "skipper~20260101T040000Z"}
+    assert get_schedule(store, "skipper").last_execution_id == "skipper~20260101T040000Z"
     with pytest.raises(UnknownSchedule, match=r"unknown schedule 'nope' \(known: catcher, skipper\)"):
         pause_schedule(store, "nope", clock())
 
@@ -258,13 +258,15 @@ def test_the_sweeper_fires_schedules_on_every_store(every_store: ExecutionStore,
     assert sweeper.run_once() == 1
     assert sweeper.run_once() == 0  # the tick moved on in the same commit that started it
     (entry,) = store.pending_outbox()
-    assert entry.target_id == "pulse-20260101T001500Z"
+    assert entry.target_id == "pulse~20260101T001500Z"
+    witness = entry.event.data.pop("witness")  # the record's MAC of the run id: no producer can start it
     assert entry.event.data == {"definition_id": "report", "context": {"kind": "pulse"}}
     assert transport.messages() == []  # a schedule's tick is no timeout: its start goes through the outbox
     assert store.due_timers(clock() + 15 * 60) == [("~schedule~pulse", "tick", at("2026-01-01T00:30"))]
     record = store.load("~schedule~pulse")
     assert record is not None and record.definition_id == SCHEDULE_RECORD
     assert record.context["last_tick"] == at("2026-01-01T00:15")
+    assert record.secret is not None and witness == run_witness(record.secret, entry.target_id)
     assert [s.name for s in list_schedules(store)] == ["pulse"]
 
 

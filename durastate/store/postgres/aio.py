@@ -22,7 +22,14 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, nullcontext, suppress
 from typing import Any, TypeVar
 
-from durastate.db.postgres import DEFAULT_SCHEMA, conn_lost, is_autocommit, split_schema, unreachable_message
+from durastate.db.postgres import (
+    DEFAULT_SCHEMA,
+    conn_lost,
+    is_autocommit,
+    nul_safe,
+    split_schema,
+    unreachable_message,
+)
 from durastate.errors import StoreUnavailable
 from durastate.store.base import DEFAULT_TRACE_MAX
 from durastate.store.driven import AsyncEventChecking
@@ -111,6 +118,7 @@ class AsyncPostgresStore(PgCore, AsyncEventChecking):
             open=False,
             timeout=pool_timeout,
             name=f"durastate-{schema}",
+            configure=_configure,
         )
         await pool.open(wait=True, timeout=pool_timeout)
         store = cls(pool, schema=schema, trace_max=trace_max, owns_pool=True)
@@ -212,3 +220,9 @@ class AsyncPostgresStore(PgCore, AsyncEventChecking):
         """Close the pool if this store opened it (``from_dsn``); a pool you passed in stays yours."""
         if self._owns_pool:
             await self._pool.close()
+
+
+async def _configure(conn: Any) -> None:
+    """Each pooled connection sends a NUL in a text parameter as the lookup of an id no store holds
+    (:func:`durastate.db.postgres.nul_safe`), not as ``psycopg.DataError``."""
+    nul_safe(conn)

@@ -254,3 +254,17 @@ def test_a_sqlite_inbox_of_an_older_durastate_gets_its_dead_letters_table_on_ope
         assert [d.event.id for d in t.dead_letter_box.list().items] == ["e1"]
         t.dead_letter_box.replay()
         assert [e.id for _, e in t.messages()] == ["e0", "e1"]  # behind what was already waiting
+
+
+def test_an_id_with_nul_is_an_unknown_letter_on_every_box(backend: Backend) -> None:
+    """PostgreSQL's TEXT cannot hold NUL: ``get``/``drop``/``replay`` by such an id raised
+    ``psycopg.DataError``; they answer as for any id that names no letter, as the other boxes do."""
+    a = letter("o-1", "e1", 1000.0)
+    backend.box.add(a)
+    bad = a.id + "\x00"
+    assert backend.box.get(bad) is None
+    with pytest.raises(UnknownDeadLetter):
+        backend.box.drop(bad)
+    with pytest.raises(UnknownDeadLetter):
+        backend.box.replay([bad])
+    assert [d.id for d in every(backend.box)] == [a.id] and backend.queued() == []
