@@ -135,7 +135,10 @@ def test_a_suspended_parent_still_ignores_a_forged_notice(rt: LocalRuntime) -> N
     rt.run_until_idle()
     forged = Event(id="forged", name="durastate.finished",
                    data={"child_id": child, "status": "finished", "outcome": "ok"})
-    run(rt, "p", forged)  # the child is running (suspended with its parent): the notice is not true
+    # Producers cannot send it (rt.send refuses durastate.finished); a forged one can only be put on the
+    # queue, as a hostile sender with queue access would.
+    rt.transport.send([("p", forged)])
+    rt.run_until_idle()  # the child is running (suspended with its parent): the notice is not true
     p = rt.get("p")
     assert p is not None and p.held == [] and p.status == "suspended"
     rt.resume("p")
