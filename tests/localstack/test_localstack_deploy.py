@@ -22,6 +22,7 @@ from typing import Any
 import boto3
 import pytest
 
+from durastate.cdk.construct import DEFAULT_MAX_RECEIVE_COUNT
 from durastate.devstack import parse_template
 from tests.devstack.helpers import count, executions
 
@@ -91,12 +92,14 @@ def test_the_template_deployed_what_it_declares(deployed: Deployed) -> None:
     assert (events["FifoQueue"], events["DeduplicationScope"], events["FifoThroughputLimit"]) == (
         "true", "messageGroup", "perMessageGroupId")
     redrive = json.loads(events["RedrivePolicy"])
-    assert redrive["maxReceiveCount"] == 5 and redrive["deadLetterTargetArn"].endswith(":durastate-events-dlq.fifo")
+    assert redrive["maxReceiveCount"] == DEFAULT_MAX_RECEIVE_COUNT
+    assert redrive["deadLetterTargetArn"].endswith(":durastate-events-dlq.fifo")
     dlq = sqs.get_queue_attributes(QueueUrl=deployed.outputs["DeadLetterQueueUrl"],
                                    AttributeNames=["FifoQueue"])["Attributes"]
     assert dlq["FifoQueue"] == "true"
     sqs.get_queue_attributes(QueueUrl=deployed.outputs["TimersQueueUrl"], AttributeNames=["QueueArn"])
-    print(f"queues {events['QueueArn']} (redrive to the DLQ after 5), the DLQ, the timers queue")
+    print(f"queues {events['QueueArn']} (redrive to the DLQ after {redrive['maxReceiveCount']} receives), "
+          "the DLQ, the timers queue")
 
     arns = deployed.function_arns()
     assert set(arns) == {"worker", "relay", "sweeper", "timers"}
