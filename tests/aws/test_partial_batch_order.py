@@ -36,10 +36,10 @@ from durastate.engine.model import Event, Execution
 from durastate.errors import DeliveryFailed, StoreUnavailable
 from durastate.runtime import LocalRuntime, ManualClock
 from durastate.runtime import aws as durastate_aws
-from durastate.runtime.worker import returns_live_objects
 from durastate.store import DictStore
 from durastate.store.base import Emit, ExecutionStore, Spawn, TimerOp
 from durastate.transport.sqs import SqsTransport
+from tests.wrapped_store import WrappedStore
 
 from .conftest import REGION
 from .harness import EXAMPLES, function
@@ -57,19 +57,13 @@ worker batches with a failed record, and such batches where a later record of th
 had to be reported failed with it."""
 
 
-class Faults:
+class Faults(WrappedStore):
     """The in-memory store, whose commits fail (before writing anything) as ``rng`` decides."""
 
     def __init__(self, inner: ExecutionStore, rng: random.Random, rate: float) -> None:
-        self.inner, self.rng, self.rate = inner, rng, rate
+        super().__init__(inner)
+        self.rng, self.rate = rng, rate
         self.injected = 0
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
-
-    @property
-    def returns_live_objects(self) -> bool:
-        return returns_live_objects(self.inner)
 
     def commit(self, exe: Execution, emits: Sequence[Emit], processed_event_id: str | None = None,
                timers: Iterable[TimerOp] = (), spawns: Iterable[Spawn] = (),

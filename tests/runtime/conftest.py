@@ -12,10 +12,10 @@ import pytest
 from durastate.engine import DefinitionRegistry, load_definition
 from durastate.engine.model import Event, Execution
 from durastate.runtime import ManualClock
-from durastate.runtime.worker import returns_live_objects
 from durastate.store import DictStore
 from durastate.store.base import Emit, ExecutionStore, Spawn, TimerOp
 from tests.store.conformance.backends import BACKENDS, BackendRequest, open_backend
+from tests.wrapped_store import WrappedStore
 
 INC = {"assign": {"count": {"add": ["$context.count", 1]}}}
 
@@ -81,25 +81,17 @@ def clock() -> ManualClock:
     return ManualClock(1_700_000_000.0)
 
 
-class HookedStore:
+class HookedStore(WrappedStore):
     """Delegates to a real store; ``before_commit`` runs inside ``commit`` before the real commit.
 
     That is exactly the window in which a concurrent writer can slip in.
     """
 
     def __init__(self, inner: ExecutionStore) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.before_commit: Callable[[Execution], None] | None = None
         self.fail_ack_outbox = 0
         self.commits = 0
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
-
-    @property
-    def returns_live_objects(self) -> bool:
-        # A wrapper must say whether the store it wraps hands out live objects (the worker copies them).
-        return returns_live_objects(self.inner)
 
     def commit(self, exe: Execution, emits: Sequence[Emit], processed_event_id: str | None = None,
                timers: Iterable[TimerOp] = (), spawns: Iterable[Spawn] = (),

@@ -20,6 +20,7 @@ from durastate.engine.ids import task_id
 from durastate.engine.model import Event, Execution
 from durastate.runtime import LocalRuntime, ManualClock
 from durastate.store.base import Emit, ExecutionStore, Spawn, TimerOp
+from tests.wrapped_store import WrappedStore
 
 TIMEOUT = 0.2
 """Seconds a task here may take: waited out once per hanging call (wall time, as for an HTTP task)."""
@@ -122,22 +123,14 @@ def test_a_task_timeout_is_retried_by_the_invokes_retry_policy(every_store: Exec
     assert late is not None and late.context["result"] == {"attempt": 2}  # the first try's answer is not taken
 
 
-class Committed:
+class Committed(WrappedStore):
     """Delegates to a real store; ``wait_for(id, test)`` returns once a commit of ``id`` passes ``test``
     (how the test synchronises with ``serve`` running in another thread, without sleeping)."""
 
     def __init__(self, inner: ExecutionStore) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self._cond = threading.Condition()
         self._seen: dict[str, Execution] = {}
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
-
-    @property
-    def returns_live_objects(self) -> bool:
-        from durastate.runtime.worker import returns_live_objects
-        return returns_live_objects(self.inner)
 
     def commit(self, exe: Execution, emits: Sequence[Emit], processed_event_id: str | None = None,
                timers: Iterable[TimerOp] = (), spawns: Iterable[Spawn] = (),
