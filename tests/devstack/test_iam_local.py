@@ -176,7 +176,7 @@ def test_every_request_is_allowed_and_every_grant_is_needed(stack: LocalStack) -
 
     exes = executions(stack.client("dynamodb"))
     assert {exes[e]["status"] for e in ("paid", "abandoned", "later", "fork-1", "tick-1")} == {"purged"}
-    assert any(e.startswith("hourly-") for e in exes)  # the schedule started its execution
+    assert any(e.startswith("hourly~") for e in exes)  # the schedule started its execution
     assert [name for name, _ in stack.task_functions.calls] == ["charge-card"]
     assert len(drain_queue(stack.client("sqs"), stack.dlq_url)) == 2  # the poison message, the bad hop
 
