@@ -30,12 +30,16 @@ RELEASE = threading.Event()
 RETURNED = threading.Event()
 """Set by a blocked call just before it returns its late answer."""
 CALLS: list[dict[str, Any]] = []
+BLOCKED: list[threading.Thread] = []
+"""The threads of the calls that blocked (each task call has a thread of its own): a test's teardown joins
+them, so that a late call of one test cannot set RETURNED after the next test has cleared it."""
 
 
 def hang(doc: dict[str, Any]) -> dict[str, Any]:
     """Blocks until the test releases it; a retry (attempt 2 and later) answers at once."""
     CALLS.append(doc)
     if doc["attempt"] == 1:
+        BLOCKED.append(threading.current_thread())
         RELEASE.wait(60)  # a bound only so that a broken test cannot leave the thread behind for ever
         RETURNED.set()
         return {"late": True}
@@ -68,8 +72,11 @@ def blocked() -> Iterator[None]:
     RELEASE.clear()
     RETURNED.clear()
     CALLS.clear()
+    BLOCKED.clear()
     yield
     RELEASE.set()  # whatever happened, no call stays blocked
+    for thread in BLOCKED:
+        thread.join(60)  # ...and each has returned before the next test clears the flags
 
 
 @pytest.fixture
