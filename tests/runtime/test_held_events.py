@@ -79,11 +79,6 @@ def provider() -> Provider:
 
 
 @pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock(1_700_000_000.0)
-
-
-@pytest.fixture
 def rt(every_store: ExecutionStore, provider: Provider, clock: ManualClock) -> LocalRuntime:
     reg = DefinitionRegistry()
     for doc in (CHILD, PARENT, order(provider)):

@@ -79,11 +79,6 @@ def blocked() -> Iterator[None]:
         thread.join(60)  # ...and each has returned before the next test clears the flags
 
 
-@pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock(1_700_000_000.0)
-
-
 def runtime(store: ExecutionStore, clock: ManualClock, **invoke: Any) -> LocalRuntime:
     reg = DefinitionRegistry([load_definition(chart(**invoke)), load_definition(COUNTER)])
     return LocalRuntime(store, reg, clock=clock)
