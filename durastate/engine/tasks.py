@@ -46,16 +46,19 @@ from durastate.engine.durations import parse_duration
 from durastate.engine.expressions import Issues, Value, compile_value
 from durastate.engine.ids import (
     FINISHED,
+    HEARTBEAT,
     HEARTBEAT_TIMEOUT_PREFIX,
     TASK,
     TASK_CANCEL,
     TASK_TIMEOUT_PREFIX,
     finished_event_id,
+    heartbeat_event_id,
     task_cancel_id,
+    task_execution_id,
     task_id,
     task_request_id,
 )
-from durastate.engine.model import ChildRef, Event, TimerOp
+from durastate.engine.model import ChildRef, Event, TimerOp, new_id
 from durastate.engine.values import _json_problem, check_json
 from durastate.errors import InvalidValue
 
@@ -72,6 +75,8 @@ __all__ = [
     "TaskRequest",
     "compile_task",
     "heartbeat_error",
+    "heartbeat_event",
+    "heartbeat_message",
     "heartbeat_problem",
     "invoked",
     "task_only",
@@ -214,6 +219,7 @@ class TaskRequest:
     timeout: float | None
     attempt: int
     heartbeat_timeout: float | None = None
+    cancel_url: str | None = None
 
     @classmethod
     def from_event(cls, target_id: str, event: Event) -> TaskRequest:
@@ -223,13 +229,13 @@ class TaskRequest:
         if event.name != TASK or kind not in TASK_KINDS or not isinstance(d.get("task_id"), str) \
                 or not isinstance(d.get("target"), str):
             raise ValueError(f"event {event.id} ({event.name}) is not a task request")
-        timeout, heartbeat_timeout = d.get("timeout"), d.get("heartbeat_timeout")
+        timeout, heartbeat_timeout, url = d.get("timeout"), d.get("heartbeat_timeout"), d.get("cancel_url")
         return cls(task_id=d["task_id"], execution_id=target_id, path=str(d.get("path", "")), kind=kind,
                    target=d["target"], input=d.get("input"),
                    timeout=float(timeout) if isinstance(timeout, int | float) else None,
                    attempt=int(d.get("attempt", 1)),
                    heartbeat_timeout=float(heartbeat_timeout) if isinstance(heartbeat_timeout, int | float)
-                   else None)
+                   else None, cancel_url=url if isinstance(url, str) else None)
 
     def payload(self) -> dict[str, Any]:
         """What the callee receives (the Lambda event, the HTTP body): the input and the ids to be
@@ -255,6 +261,13 @@ class TaskCancel:
     reason: str
 
     @classmethod
+    def of(cls, request: TaskRequest, reason: str) -> TaskCancel:
+        """The cancel of ``request`` the runner makes itself when it stops waiting for the task (its own
+        deadline passed) while the task may still run."""
+        return cls(task_id=request.task_id, execution_id=request.execution_id, path=request.path,
+                   kind=request.kind, target=request.target, cancel_url=request.cancel_url, reason=reason)
+
+    @classmethod
     def from_event(cls, target_id: str, event: Event) -> TaskCancel:
         """Read a ``durastate.task_cancel`` outbox event back; ``ValueError`` when it is not one."""
         d = event.data
@@ -269,6 +282,28 @@ class TaskCancel:
         """What an HTTP task's ``cancel_url`` receives."""
         return {"task_id": self.task_id, "execution_id": self.execution_id, "state": self.path,
                 "reason": self.reason}
+
+
+def heartbeat_event(task: str, details: Any, nonce: str) -> Event:
+    """The heartbeat of task ``task`` with ``details`` (checked: :class:`InvalidValue` saying why they
+    cannot be sent); ``nonce`` makes its id its own (:func:`~durastate.engine.ids.heartbeat_event_id`)."""
+    problem = heartbeat_problem(details)
+    if problem is not None:
+        raise InvalidValue(problem)
+    return Event(id=heartbeat_event_id(task, nonce), name=HEARTBEAT, data={"task_id": task, "details": details})
+
+
+def heartbeat_message(task: str, details: Any = None, execution_id: str | None = None) -> tuple[str, Event]:
+    """What a heartbeat of task ``task`` sends: ``(execution id, event)``. The execution is read from the
+    task id (:func:`~durastate.engine.ids.task_execution_id`) unless given; a hashed (very long) task id does
+    not hold it, and then ``execution_id`` is required (every task receives it as ``execution_id``)."""
+    if not isinstance(task, str) or not task:
+        raise InvalidValue(f"a task id is the task's `task_id` (a non-empty string), got {task!r}")
+    target = execution_id or task_execution_id(task)
+    if target is None:
+        raise InvalidValue(f"{task!r} does not name its execution (a task id is `<execution id>~<n>~<mac>`, "
+                           "or `~` and a hash when that is too long); pass the task's `execution_id` too")
+    return target, heartbeat_event(task, details, new_id()[:16])
 
 
 def heartbeat_problem(details: Any) -> str | None:
@@ -321,6 +356,8 @@ def start(run: Run, s: int, task: CompiledTask) -> None:
             "timeout": task.timeout, "attempt": run.invoke_attempt}
     if task.heartbeat_timeout is not None:
         data["heartbeat_timeout"] = task.heartbeat_timeout
+    if task.cancel_url is not None:
+        data["cancel_url"] = task.cancel_url
     run.res.emits.append((exe.id, Event.model_construct(id=task_request_id(tid), name=TASK, data=data)))
     if task.timeout is not None:
         _arm(run, TASK_TIMEOUT_PREFIX + path, run.now + task.timeout)
