@@ -19,6 +19,9 @@ from durastate.engine.ids import (
     describe_timer_key,
     heartbeat_event_id,
     task_cancel_id,
+    task_execution_id,
+    task_id,
+    task_seq,
     timeout_event_id,
     timer_key_state,
 )
@@ -178,3 +181,15 @@ def test_an_http_cancel_url_must_be_a_url_and_a_child_invoke_takes_no_task_setti
                                                        "on_done": "b"}, "b": {"type": "final"}}}
     with pytest.raises(DefinitionError, match="`heartbeat_timeout` is for tasks"):
         load_definition(doc)
+
+
+def test_a_task_id_names_its_execution_and_only_the_secret_makes_a_true_one() -> None:
+    secret = "0" * 32
+    tid = task_id("order~7", 3, secret)  # a child execution's task: its id holds a `~` of its own
+    assert task_execution_id(tid) == "order~7" and task_seq("order~7", tid, secret, 3) == 3
+    assert task_seq("order~7", tid, secret, 2) is None  # an invoke number it has not used yet
+    assert task_seq("order~7", tid, "1" * 32, 3) is None  # another secret: not its task
+    assert task_seq("order~7", "order~7~3~" + "0" * 16, secret, 3) is None  # the right shape, a guessed mac
+    long = task_id("a" * 120, 2, secret)  # hashed: it does not hold its execution, the candidates are tried
+    assert task_execution_id(long) is None and task_seq("a" * 120, long, secret, 5) == 2
+    assert task_execution_id("order-1") is None and task_execution_id("x~1") is None
