@@ -16,7 +16,7 @@ execution as a ``durastate.finished`` notice, exactly as an invoked child's: ``o
   task id (it gets it in every call) therefore runs once in effect;
 - **state**: the execution records the running task among its ``children`` (``kind: task``); leaving the
   state forgets it, so a late answer is ignored like a late child notice. A task is not an execution:
-  nothing is cancelled, suspended or terminated with it;
+  it is not suspended or terminated with it, and it is asked to stop only as below (**cancel**);
 - **timeout**: a durable timer (``~task:<path>``, like ``after``): when it fires first, the task counts as
   failed with ``TaskTimeout: ...`` (its late answer is then ignored);
 - **retry**: the invoke's retry policy (:mod:`durastate.engine.retry`): a failed try (an error, a
