@@ -38,6 +38,7 @@ from durastate.engine.ids import (
     start_event_id,
 )
 from durastate.engine.model import START, Event, Execution, new_id
+from durastate.engine.tasks import heartbeat_message
 from durastate.engine.values import check_event_id, check_execution_id
 from durastate.errors import DurastateError, MalformedEvent, ReservedId
 from durastate.store import control as store_control
@@ -161,6 +162,16 @@ class DurastateClient:
         data: dict[str, Any] = {} if reason is None else {"reason": reason}
         event = new_event(name, data, event_id or derived_id(execution_id, name.rsplit(".", 1)[1], time.time_ns()))
         self.transport.send([(execution_id, event)])
+        return event.id
+
+    def heartbeat(self, task_id: str, details: Any = None, *, execution_id: str | None = None) -> str:
+        """Report that task ``task_id`` is alive, with ``details`` (JSON: progress, a checkpoint) the
+        execution keeps as the task's last heartbeat. With a ``heartbeat_timeout`` the task must heartbeat
+        at least that often, or it fails with ``TaskTimeout``. ``execution_id`` is needed only for a task
+        id too long to hold it (the task receives both). Returns the heartbeat's event id; a heartbeat
+        for a task that is no longer running is ignored (traced), not an error."""
+        target, event = heartbeat_message(task_id, details, execution_id)
+        self.transport.send([(target, event)])
         return event.id
 
     def terminate(self, execution_id: str, reason: str | None = None) -> Execution:

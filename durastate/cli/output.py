@@ -157,9 +157,13 @@ def show_execution(exe: Execution, children: Sequence[Execution] = (), now: floa
             child = by_id.get(cid)
             status = child.status if child else ref.status
             outcome = child.outcome if child else ref.outcome
-            table.add_row(*_cells(cid, ref.kind, ref.path, status_text(status, outcome),
-                                  relative(child.active_path, ref.path) if child and child.active_path
-                                  else "-"))
+            if ref.kind == "task" and ref.heartbeat_at is not None:  # a task's progress: its last heartbeat
+                active = f"heartbeat {when(ref.heartbeat_at, now)}: {compact(ref.heartbeat, 60)}"
+            elif child and child.active_path:
+                active = relative(child.active_path, ref.path)
+            else:
+                active = "-"
+            table.add_row(*_cells(cid, ref.kind, ref.path, status_text(status, outcome), active))
         console.print(table)
 
 

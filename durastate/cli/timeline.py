@@ -24,7 +24,8 @@ __all__ = ["TraceView", "local_stamp", "local_when"]
 
 _RESERVED_NAMES = {"durastate.start": "start", "durastate.timeout": "timeout", "durastate.finished": "child finished",
                    "durastate.cancel": "cancel", "durastate.suspend": "suspend", "durastate.resume": "resume",
-                   "durastate.terminate": "terminate", "durastate.catch": "catch"}
+                   "durastate.terminate": "terminate", "durastate.catch": "catch",
+                   "durastate.heartbeat": "task heartbeat"}
 
 _SHOWN = {"index", "event", "event_id", "from", "to", "ignored", "status", "outcome", "error", "log", "at",
           "data", "data_cut", "context", "context_cut", "emits", "emits_cut", "timers", "timers_cut", "spawns",

@@ -168,6 +168,12 @@ class Invoke(BaseModel):
     """Tasks only: the JSON the task receives (``$context.x`` references allowed; default ``{}``)."""
     timeout: float | str | None = None
     """Tasks only: abandon the task as failed (``TaskTimeout``) when it has not answered after this long."""
+    heartbeat_timeout: float | str | None = None
+    """Tasks only: abandon the task as failed (``TaskTimeout``) when this long passes without a heartbeat
+    from it (counted from its start, then from each heartbeat)."""
+    cancel_url: str | None = None
+    """HTTP tasks only: where the relay POSTs a cancel request when the execution stops waiting for the task
+    (it left the state, ended, or the task timed out) while it may still run."""
     context: dict[str, Any] = Field(default_factory=dict)
     """Values (``$context.x`` references allowed) that seed the child's context."""
     retry: dict[str, Any] | None = None

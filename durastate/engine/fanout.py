@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Any
 from durastate.engine.expressions import Issues, Value, compile_value
 from durastate.engine.ids import cancel_event_id, child_execution_id, start_event_id
 from durastate.engine.model import CANCEL, START, ChildRef, Event, MapProgress
+from durastate.engine.tasks import task_only
 
 if TYPE_CHECKING:
     from durastate.engine.definition import State
@@ -119,8 +120,8 @@ def compile_map(node: State, kind: str, at: Callable[[str], str], issues: Issues
         issues.append(f"{site}.invoke: a map invokes a child definition per item (`definition`, `context`); "
                       "to run a task per item, map over a definition whose state invokes the task")
         definition = ""
-    elif spec.invoke.input is not None or spec.invoke.timeout is not None:
-        issues.append(f"{site}.invoke: `input` and `timeout` are for tasks; a map's child gets `context`")
+    elif task_only(spec.invoke):
+        issues.append(f"{site}.invoke: `{task_only(spec.invoke)}` is for tasks; a map's child gets `context`")
     if spec.invoke.retry is not None:
         issues.append(f"{site}.invoke.retry: a map does not retry its items; retry inside the child definition "
                       "(a `call` with a `retry` policy), or accept failed items with `tolerate`")

@@ -37,6 +37,8 @@ from durastate.engine.definition import Definition
 from durastate.engine.expressions import ACTIVE
 from durastate.engine.ids import (
     CATCH,
+    HEARTBEAT,
+    HEARTBEAT_TIMEOUT_PREFIX,
     REINVOKE_PREFIX,
     TASK_TIMEOUT_PREFIX,
     cancel_event_id,
@@ -149,6 +151,9 @@ class Run(StepResult):
     fanouts: list[int] | None = None
     """Map states entered in this step, whose first children start at its end (:mod:`durastate.engine.fanout`)."""
     invoke_attempt = 1
+    note: str | None = None
+    """Why the event changed nothing, when the step can say more than "not handled" (a late task answer or
+    heartbeat); the trace records it as ``reason``."""
     fired: list[tuple[CompiledTransition, str]] | None = None
     """The transitions taken and the event in hand when each fired; a list only for ``step(detail=True)``."""
 
@@ -434,8 +439,10 @@ class Run(StepResult):
         exe.timers.clear()
         for cid, ref in exe.children.items():
             if ref.status == "running":
-                if ref.kind != "task":  # a task is no execution: nothing to cancel (a late answer is ignored)
+                if ref.kind != "task":
                     self.res.emits.append((cid, _event(cancel_event_id(cid), CANCEL, {})))
+                else:  # a task is no execution: asked to stop where it can be (a late answer is ignored)
+                    tasks.cancel(self, cid, ref, f"the execution {status}")
                 ref.status = "cancelled"
         self.internal = self.invokes = self.forks = None
         data: dict[str, Any] = {
@@ -556,6 +563,8 @@ class Run(StepResult):
             return self.reinvoke(path[len(REINVOKE_PREFIX):])
         if path.startswith(TASK_TIMEOUT_PREFIX):
             return tasks.timed_out(self, path[len(TASK_TIMEOUT_PREFIX):], ev)
+        if path.startswith(HEARTBEAT_TIMEOUT_PREFIX):
+            return tasks.timed_out(self, path[len(HEARTBEAT_TIMEOUT_PREFIX):], ev, heartbeat=True)
         timer = t.after_keys.get(path)
         if timer is None:
             return True
@@ -615,6 +624,9 @@ class Run(StepResult):
         cid = ev.data.get("child_id")
         ref = exe.children.get(cid) if isinstance(cid, str) else None
         if ref is None or ref.status != "running":
+            if ev.data.get("task_id") == cid:  # the answer of a task the execution no longer waits for
+                self.note = (f"task {cid} answered after the execution stopped waiting for it (it left the "
+                             "state, ended, or the task timed out); the answer is ignored")
             return False  # a child we already forgot (cancelled) or a duplicate
         if ref.kind == "map":
             assert isinstance(cid, str)
@@ -728,6 +740,8 @@ def step(defn: Definition, exe: Execution, event: Event, now: float, *, detail: 
                     run.end("cancelled", None)
                 elif name == CATCH:
                     handled = run.on_catch(event)
+                elif name == HEARTBEAT:
+                    handled = tasks.heartbeat(run, event)
                 else:
                     handled = False  # a repeated start, or an unknown reserved name
             elif not run.dispatch(event):
@@ -768,6 +782,8 @@ def step(defn: Definition, exe: Execution, event: Event, now: float, *, detail: 
     if not handled:
         res.ignored = True
         trace["ignored"] = True
+        if run.note is not None:
+            trace["reason"] = run.note
     elif status == "failed":
         trace["error"] = fields["error"]
     if res.logs:

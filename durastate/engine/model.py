@@ -113,6 +113,11 @@ class ChildRef(BaseModel):
     after a failed one); left out of the stored JSON while it is the first."""
     index: int | None = Field(default=None, exclude_if=lambda v: v is None)
     """A ``map`` child only: the position of its item in the list (:mod:`durastate.engine.fanout`)."""
+    heartbeat: Any = Field(default=None, exclude_if=lambda v: v is None)
+    """A ``task`` only: the details of its last heartbeat (JSON the task chose: progress, a checkpoint);
+    left out while it has sent none."""
+    heartbeat_at: float | None = Field(default=None, exclude_if=lambda v: v is None)
+    """A ``task`` only: when its last heartbeat was applied (the worker's clock)."""
 
 
 def _empty(value: object) -> bool:

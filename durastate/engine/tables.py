@@ -44,7 +44,7 @@ from durastate.engine.ids import AFTER_SEPARATOR, after_timer_key
 from durastate.engine.inline_rules import inline_rules
 from durastate.engine.model import RESERVED_PREFIX, Event
 from durastate.engine.retry import RetryPolicy, parse_retry
-from durastate.engine.tasks import CompiledTask, compile_task
+from durastate.engine.tasks import CompiledTask, compile_task, task_only
 from durastate.engine.timers import MAX_FIRE_AT, BadTimerValue, deadline_of, delay_of, show_value
 
 if TYPE_CHECKING:
@@ -530,8 +530,8 @@ class _Builder:
             else:
                 ctx = compile_value(node.invoke.context, f"{at('invoke')}.context", issues)
                 t.invoke[i] = (node.invoke.definition, ctx)
-                if node.invoke.input is not None or node.invoke.timeout is not None:
-                    checks.append(f"{at('invoke')}: `input` and `timeout` are for tasks; a child execution "
+                if task_only(node.invoke):
+                    checks.append(f"{at('invoke')}: `{task_only(node.invoke)}` is for tasks; a child execution "
                                   "gets `context` (and ends when it finishes)")
             if node.invoke.retry is not None:
                 t.invoke_retry[i] = parse_retry(node.invoke.retry, f"{at('invoke')}.retry", issues)

@@ -39,6 +39,7 @@ from durastate.engine import DefinitionRegistry
 from durastate.engine.ids import producer_problem, start_event_id
 from durastate.engine.model import START, Event, Execution, new_id
 from durastate.engine.schedules import ScheduleSpec
+from durastate.engine.tasks import heartbeat_message
 from durastate.engine.values import check_execution_id
 from durastate.errors import (
     DefinitionError,
@@ -240,6 +241,13 @@ class LocalRuntime:
         if problem is not None:
             raise ReservedId(problem)
         self.transport.send([(target_id, event)])
+
+    def heartbeat(self, task_id: str, details: Any = None, *, execution_id: str | None = None) -> str:
+        """Report that task ``task_id`` is alive (:meth:`durastate.client.DurastateClient.heartbeat`):
+        applied by the next round; returns the heartbeat's event id."""
+        target, event = heartbeat_message(task_id, details, execution_id)
+        self.transport.send([(target, event)])
+        return event.id
 
     def start(self, definition_id: str, context: dict[str, Any] | None = None,
               execution_id: str | None = None) -> str:

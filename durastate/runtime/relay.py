@@ -21,7 +21,7 @@ from durastate.engine.tracing import step_details
 from durastate.errors import DeliveryFailed, StoreConflict
 from durastate.runtime.clock import Clock
 from durastate.runtime.keys import give_secret
-from durastate.runtime.tasks import TaskRunner, run_tasks
+from durastate.runtime.tasks import TaskRunner, is_cancel, run_cancels, run_tasks
 from durastate.runtime.versions import Versions
 from durastate.store.base import ExecutionStore, OutboxEntry, SpawnEntry, TimerOp
 from durastate.transport.base import Sink, Transport
@@ -97,10 +97,13 @@ class Relay:
             outbox = outbox[: budget - len(spawns)]
         spawned = self._spawn_all(spawns)
         requests = [e for e in outbox if e.event.name == TASK]
-        if requests:
-            outbox = [e for e in outbox if e.event.name != TASK]
+        cancels = [e for e in outbox if is_cancel(e)]
+        if requests or cancels:
+            outbox = [e for e in outbox if e.event.name != TASK and not is_cancel(e)]
         sent, published = self._drain(outbox)
         ran = run_tasks(self.tasks, requests, self.transport, self.store.ack_outbox) if requests else 0
+        if cancels:  # after the requests: a task is still run at least once, even one given up on already
+            run_cancels(self.tasks, cancels, self.store.ack_outbox)
         return RelayStats(spawned, sent, published, ran)
 
     # -- spawns -------------------------------------------------------------------------------------

@@ -54,6 +54,7 @@ from durastate.engine.ids import (
     CATCH,
     CHILD_SEPARATOR,
     FINISHED,
+    HEARTBEAT,
     REDRIVE,
     RESERVED,
     RESERVED_PREFIX,
@@ -69,7 +70,9 @@ from durastate.engine.ids import (
     finished_event_id,
     is_derived_event_id,
     is_system_id,
+    reserved_event_id,
     run_witness,
+    task_seq,
     timeout_problem,
 )
 from durastate.engine.model import ENDED, Event, Execution, PendingRetry
@@ -355,6 +358,8 @@ class Worker:
             if name in (SUSPEND, RESUME, START):  # nothing to pause, resume or start: as for a running one
                 self._ignore(exe, event, blind, now, f"{name.removeprefix(RESERVED_PREFIX)} of a failed execution")
                 return HandleResult.IGNORED
+            if name == HEARTBEAT:
+                return self._skip_heartbeat(exe, event, blind, now)
             # Failed, and a redrive can bring it back: kept, and applied after the redriven event (as a
             # fault-free run would have applied it after that step), never dropped.
             return self._hold(exe, event, blind, now)
@@ -371,6 +376,8 @@ class Worker:
             if name == SUSPEND:
                 self._ignore(exe, event, blind, now, "already suspended")
                 return HandleResult.IGNORED
+            if name == HEARTBEAT:
+                return self._skip_heartbeat(exe, event, blind, now)
             if name != CANCEL:
                 return self._hold(exe, event, blind, now)
             dropped = len(exe.held)  # a cancel ends it: what it held is dropped, and the trace says so
@@ -388,8 +395,17 @@ class Worker:
             self._ignore(exe, event, blind, now, "not suspended")
             return HandleResult.IGNORED
         if exe.retry is not None and name != CANCEL and not _fires_retry(exe, event):
+            if name == HEARTBEAT:
+                return self._skip_heartbeat(exe, event, blind, now)
             return self._hold(exe, event, blind, now)
         return None
+
+    def _skip_heartbeat(self, exe: Execution, event: Event, blind: bool, now: float) -> HandleResult:
+        """A task's heartbeat while the execution is not running (suspended, waiting for a retry): traced and
+        dropped, never held — it is a sign of life, not work, and a long task would fill the held events."""
+        self._ignore(exe, event, blind, now, f"a task heartbeat while the execution is {exe.status}"
+                     + (" (waiting for a retry)" if exe.retry is not None else ""), witnessed=True)
+        return HandleResult.IGNORED
 
     def _hold(self, exe: Execution, event: Event, blind: bool, now: float) -> HandleResult:
         """Keep ``event`` in ``exe`` (suspended, waiting for a retry, or failed and awaiting a redrive).
@@ -460,10 +476,24 @@ class Worker:
             if not isinstance(child_id, str) or event.id != finished_event_id(child_id):
                 raise MalformedEvent(f"finished notice {event.id!r} does not have the id of its child "
                                      f"{child_id!r}: durastate.finished is sent by durastate itself")
+            if child_id not in exe.children and event.data.get("task_id") == child_id \
+                    and self._is_task(exe, child_id):
+                return event  # a true answer of a task it forgot (it left the state): the step traces it ignored
             if child_id not in exe.children or not self._finished_is_true(exe, event):
                 log.info("%s %s for %s not applied: no such child of it has ended as it claims", name,
                          event.id, exe.id)
                 raise _NotRecorded
+            return event
+        if name == HEARTBEAT:
+            task = event.data.get("task_id")
+            if not isinstance(task, str) or not event.id.startswith(_HEARTBEAT_PREFIX):
+                raise MalformedEvent(f"heartbeat {event.id!r} needs data.task_id and an id in {_HEARTBEAT_PREFIX}…: "
+                                     "send heartbeats with DurastateClient.heartbeat (or a Python task's "
+                                     "current_task().heartbeat)")
+            ref = exe.children.get(task)
+            if (ref is None or ref.kind != "task") and not self._is_task(exe, task):
+                log.info("heartbeat %s for %s not applied: %s is no task of it", event.id, exe.id, task)
+                raise _NotRecorded  # forged (or for another execution): changes nothing, leaves no mark
             return event
         if event.id.startswith(_REDRIVE_PREFIX):
             pending = exe.retry
@@ -472,8 +502,17 @@ class Worker:
             return pending.event  # the event the execution stored, whatever the message says
         return event
 
-    def _ignore(self, exe: Execution, event: Event, blind: bool, now: float, reason: str | None) -> None:
-        if is_derived_event_id(event.id):
+    @staticmethod
+    def _is_task(exe: Execution, task: str) -> bool:
+        """Whether ``task`` is the id of a task ``exe`` started (its mac checks out under the secret): its
+        answer or heartbeat is then the true one, however late, and is traced when ignored."""
+        return exe.secret is not None and task_seq(exe.id, task, exe.secret, exe.invoke_seq) is not None
+
+    def _ignore(self, exe: Execution, event: Event, blind: bool, now: float, reason: str | None, *,
+                witnessed: bool = False) -> None:
+        """Consume ``event`` with a trace record saying it was ignored (and why); a derived event is left
+        unrecorded instead (its id stays free for the true one), unless ``witnessed``: checked true already."""
+        if is_derived_event_id(event.id) and not witnessed:
             raise _NotRecorded  # a derived event that changes nothing leaves its id for the true one
         record: dict[str, Any] = {"event": event.name, "event_id": event.id, "from": exe.active_path,
                                   "to": exe.active_path, "status": exe.status, "ignored": True, "at": now}
@@ -642,7 +681,8 @@ class _NotRecorded(Exception):
 
 
 _REDRIVE_PREFIX = f"{SYSTEM_PREFIX}{REDRIVE}:"
-_CHECKED = frozenset((TIMEOUT, FINISHED))
+_HEARTBEAT_PREFIX = reserved_event_id(HEARTBEAT, "")
+_CHECKED = frozenset((TIMEOUT, FINISHED, HEARTBEAT))
 """The events only the runtime sends, checked against the execution whatever their id."""
 
 
