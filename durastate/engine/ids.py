@@ -34,8 +34,8 @@ of those ids first, nor forge the event it names. Per kind:
   a MAC under the schedule record's secret, :func:`run_witness`).
 - *Task ids* carry a MAC under the execution's secret (:func:`task_id`): a task has no stored state a
   forged answer could be checked against, so its unguessable id is the witness.
-- *System records* (``~schedule~<name>``, ``~definition~…``: :func:`is_system_id`) accept no event at all
-  from the queue: the wire refuses every event to one but the timer hop of a schedule's tick (which the
+- *System records* (``~schedule~<name>``, ``~definition~…``, ``~clock~offset``: :func:`is_system_id`) accept
+  no event at all from the queue: the wire refuses every event to one but the timer hop of a schedule's tick (which the
   hop consumer fires by the clock, never through the worker), and the worker refuses (dead-letters, with
   the reason) any event that reaches one anyway.
 """
@@ -50,6 +50,8 @@ __all__ = [
     "CANCEL",
     "CATCH",
     "CHILD_SEPARATOR",
+    "CLOCK_RECORD",
+    "CLOCK_RECORD_ID",
     "DEFINITION_RECORD",
     "FINISHED",
     "FROM_OUTSIDE",
@@ -154,7 +156,11 @@ DEFINITION_RECORD = "~definition"
 """The definition id of archived definition-version records (``~definition~<definition id>~<version>``)."""
 SCHEDULE_RECORD = "~schedule"
 """The definition id of schedule records (``~schedule~<schedule name>``)."""
-SYSTEM_RECORDS = (DEFINITION_RECORD, SCHEDULE_RECORD)
+CLOCK_RECORD = "~clock"
+"""The definition id of the record that holds how far ``durastate serve --advance`` moved a store's clock."""
+CLOCK_RECORD_ID = f"{CLOCK_RECORD}~offset"
+"""The one clock record of a store (``~clock~offset``); the command line reads it (``durastate.cli.clock``)."""
+SYSTEM_RECORDS = (DEFINITION_RECORD, SCHEDULE_RECORD, CLOCK_RECORD)
 
 
 _SYSTEM_ID_PREFIXES = tuple(kind + CHILD_SEPARATOR for kind in SYSTEM_RECORDS)
