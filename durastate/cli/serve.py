@@ -285,11 +285,15 @@ class _ReportingWorker(Worker):
                          copy_on_load=inner.copy_on_load, trace=inner.trace,
                          keep_committed=inner.keep_committed, exclusive=inner.exclusive)
         self._sess = sess
+        self._day = time.strftime("%Y-%m-%d", time.localtime(self.clock()))
 
     def handle(self, target_id: str, event: Event) -> HandleResult:
         result = super().handle(target_id, event)
         line = Text()
-        line.append(time.strftime("%H:%M:%S ", time.localtime(self.clock())), style="dim")  # the command's clock
+        at = time.localtime(self.clock())  # the command's clock
+        # the date too once --advance has moved it past the day the server started on
+        shown = "%H:%M:%S " if time.strftime("%Y-%m-%d", at) == self._day else "%Y-%m-%d %H:%M:%S "
+        line.append(time.strftime(shown, at), style="dim")
         line.append(f"{target_id:<14}", style="bold")
         line.append(f" ← {output.describe_event(event):<22}")
         if result is HandleResult.APPLIED:
