@@ -196,8 +196,9 @@ def producer_problem(target_id: str, name: str, event_id: str) -> str | None:
     (``cancel`` and the like) build their events themselves and do not go through it.
     """
     if target_id.startswith(_SYSTEM_ID_PREFIXES):
-        return (f"{target_id!r} is a system record (a schedule or an archived definition version), not an "
-                "execution: it accepts no events; use `durastate schedules pause/resume/trigger` for a schedule")
+        return (f"{target_id!r} is a system record (a schedule, an archived definition version or the clock "
+                "offset), not an execution: it accepts no events; use `durastate schedules pause/resume/trigger` "
+                "for a schedule")
     if name.startswith(RESERVED_PREFIX) and name not in FROM_OUTSIDE:
         return (f"{name!r} is a reserved event only durastate itself sends; a producer may send "
                 f"{', '.join(sorted(FROM_OUTSIDE))} and its own events")

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from ._support import CLOCK, Env, Outcome
+from ._support import CLOCK, Env, Outcome, assert_one_line_error
 
 Cli = Callable[..., Outcome]
 DAY = 86400.0
@@ -121,6 +121,8 @@ def test_show_list_and_the_next_serve_read_the_clock_the_store_was_advanced_to(
     assert re.search(r"open +2026-01-12 10:00:00Z, in 4d\n", text), text  # what serve said: in 4d
     listed = ok(cli("list")).stdout
     assert "2026-01-05 10:00:00" in listed and "2026-01-08" not in listed.split("s2")[0], listed
+    assert "~clock" not in listed  # the record that keeps the offset is no execution
+    assert_one_line_error(cli("send", "~clock~offset", "durastate.cancel"), "'~clock~offset' is a system record")
     # the next --advance moves on from there: 4 more days close the week
     out = ok(cli("serve", "--until-idle", "--advance", "4d"))
     assert "1 timer(s) fired" in out.stderr, out.stderr
