@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -21,7 +20,6 @@ from durastate.engine.explore import Exploration, explore
 from durastate.engine.model import Execution
 from durastate.engine.registry import DEFINITION_SUFFIXES, duplicate_ids
 from durastate.engine.schedules import is_schedule_file
-from durastate.engine.versions import canonical_form
 from durastate.errors import DefinitionError, UnknownExecution
 from durastate.runtime.definitions import IMPORTED_SUFFIXES, folder_files, load_file
 
@@ -107,8 +105,8 @@ def validate(
         domains = _domains(domain or [])
         for _, valid, _ in results:
             if valid is not None:
-                unseen = sorted(k for k in _event_refs(valid) if f"event.{k}" not in domains)
-                explored[valid.id] = (explore(valid, explore_limit, domains), unseen)
+                found = explore(valid, explore_limit, domains)
+                explored[valid.id] = (found, found.unvalued_event_keys)
     if as_json:
         output.print_json([{"file": str(p), "id": d.id if d else None, "valid": d is not None and not issues,
                             "issues": issues, "warnings": warnings.get(p, []),
@@ -168,37 +166,33 @@ def _print_exploration(result: Exploration, unseen: list[str], limit: int) -> No
     plural = "s" if result.configurations != 1 else ""
     output.say(Text(f"    explored {result.configurations} configuration{plural} ({bound})",
                     style="red" if result.findings else "green"))
+    cov = result.coverage
+    whole = not cov.never_reached and not cov.never_taken
+    output.say(Text(f"    {cov.describe()}", style="green" if whole else "yellow"))
     for finding in result.findings:
         output.say(Text(f"    {finding.describe()}", style="red"))
+    if any(f.kind == "failure" for f in result.findings):
+        output.say(Text("    hint: an execution that takes these steps fails the same way; fix the definition "
+                        "(a default in its context, a guard that checks the value first), or give the values that "
+                        "can really come with --domain context.KEY=… / event.KEY=…", style="yellow"))
     if unseen:
         hint = " ".join(f"--domain event.{k}=…" for k in unseen)
-        output.say(Text(f"    note: guards and actions read $event.{', $event.'.join(unseen)}, which no --domain "
-                        f"gives values for; transitions that need them were not explored ({hint})", style="yellow"))
+        output.say(Text(f"    note: guards compare $event.{', $event.'.join(unseen)} with no constant and no --domain "
+                        f"gives values for it; transitions that need them may not have been tried ({hint})",
+                        style="yellow"))
 
 
 def _exploration_json(result: Exploration, unseen: list[str]) -> dict[str, Any]:
     return {"configurations": result.configurations, "complete": result.complete,
             "findings": [{"kind": f.kind, "active_path": f.active_path, "events": list(f.events),
                           "detail": f.detail} for f in result.findings],
+            "coverage": {"states": len(result.coverage.states),
+                         "states_reached": len(result.coverage.reached & set(result.coverage.states)),
+                         "transitions": len(result.coverage.transitions),
+                         "transitions_taken": len(result.coverage.taken & set(result.coverage.transitions)),
+                         "never_reached": result.coverage.never_reached,
+                         "never_taken": result.coverage.never_taken},
             "undomained_event_keys": unseen}
-
-
-_EVENT_REF = re.compile(r"\$event\.([A-Za-z_][A-Za-z0-9_]*)")
-
-
-def _event_refs(defn: Definition) -> set[str]:
-    """The top-level ``$event.KEY`` names the definition reads from the events it is sent (not from the
-    child endings ``on_done``/``on_error`` and a map's ``output`` see, which the exploration makes itself)."""
-
-    def sent(node: Any) -> Any:
-        if isinstance(node, dict):
-            return {k: sent({**v, "output": None} if k == "map" and isinstance(v, dict) else v)
-                    for k, v in node.items() if k not in ("on_done", "on_error")}
-        if isinstance(node, list):
-            return [sent(v) for v in node]
-        return node
-
-    return set(_EVENT_REF.findall(json.dumps(sent(canonical_form(defn)), default=str)))
 
 
 def _same_folder_clashes(loaded: list[tuple[Path, Definition]]) -> dict[Path, list[str]]:

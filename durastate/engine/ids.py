@@ -34,8 +34,8 @@ of those ids first, nor forge the event it names. Per kind:
   a MAC under the schedule record's secret, :func:`run_witness`).
 - *Task ids* carry a MAC under the execution's secret (:func:`task_id`): a task has no stored state a
   forged answer could be checked against, so its unguessable id is the witness.
-- *System records* (``~schedule~<name>``, ``~definition~…``: :func:`is_system_id`) accept no event at all
-  from the queue: the wire refuses every event to one but the timer hop of a schedule's tick (which the
+- *System records* (``~schedule~<name>``, ``~definition~…``, ``~clock~offset``: :func:`is_system_id`) accept
+  no event at all from the queue: the wire refuses every event to one but the timer hop of a schedule's tick (which the
   hop consumer fires by the clock, never through the worker), and the worker refuses (dead-letters, with
   the reason) any event that reaches one anyway.
 """
@@ -50,6 +50,8 @@ __all__ = [
     "CANCEL",
     "CATCH",
     "CHILD_SEPARATOR",
+    "CLOCK_RECORD",
+    "CLOCK_RECORD_ID",
     "DEFINITION_RECORD",
     "FINISHED",
     "FROM_OUTSIDE",
@@ -174,7 +176,11 @@ DEFINITION_RECORD = "~definition"
 """The definition id of archived definition-version records (``~definition~<definition id>~<version>``)."""
 SCHEDULE_RECORD = "~schedule"
 """The definition id of schedule records (``~schedule~<schedule name>``)."""
-SYSTEM_RECORDS = (DEFINITION_RECORD, SCHEDULE_RECORD)
+CLOCK_RECORD = "~clock"
+"""The definition id of the record that holds how far ``durastate serve --advance`` moved a store's clock."""
+CLOCK_RECORD_ID = f"{CLOCK_RECORD}~offset"
+"""The one clock record of a store (``~clock~offset``); the command line reads it (``durastate.cli.clock``)."""
+SYSTEM_RECORDS = (DEFINITION_RECORD, SCHEDULE_RECORD, CLOCK_RECORD)
 
 
 _SYSTEM_ID_PREFIXES = tuple(kind + CHILD_SEPARATOR for kind in SYSTEM_RECORDS)
@@ -210,8 +216,9 @@ def producer_problem(target_id: str, name: str, event_id: str) -> str | None:
     (``cancel`` and the like) build their events themselves and do not go through it.
     """
     if target_id.startswith(_SYSTEM_ID_PREFIXES):
-        return (f"{target_id!r} is a system record (a schedule or an archived definition version), not an "
-                "execution: it accepts no events; use `durastate schedules pause/resume/trigger` for a schedule")
+        return (f"{target_id!r} is a system record (a schedule, an archived definition version or the clock "
+                "offset), not an execution: it accepts no events; use `durastate schedules pause/resume/trigger` "
+                "for a schedule")
     if name.startswith(RESERVED_PREFIX) and name not in FROM_OUTSIDE:
         return (f"{name!r} is a reserved event only durastate itself sends; a producer may send "
                 f"{', '.join(sorted(FROM_OUTSIDE))} and its own events")

@@ -303,8 +303,8 @@ class Worker:
             raise MalformedEvent(f"{event.name!r} is not an event durastate knows; names starting with "
                                  f"{RESERVED_PREFIX!r} are reserved (known: {', '.join(sorted(RESERVED))})")
         if target_id.startswith(CHILD_SEPARATOR) and is_system_id(target_id):
-            raise ReservedId(f"{target_id!r} is a system record (a schedule or an archived definition version): "
-                             f"it accepts no events, and {event.name} {event.id!r} was not applied")
+            raise ReservedId(f"{target_id!r} is a system record (a schedule, an archived definition version or the "
+                             f"clock offset): it accepts no events, and {event.name} {event.id!r} was not applied")
         if event.name == TIMEOUT:
             _check_timeout(target_id, event)
         before: Execution | None = None  # the execution as committed, when the worker has it at hand
