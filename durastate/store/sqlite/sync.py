@@ -68,6 +68,7 @@ from durastate.store.base import (
     SpawnEntry,
     TimerOp,
     normalize_status,
+    trim_bound,
 )
 from durastate.store.retention import (
     DEFAULT_PURGE_LIMIT,
@@ -168,10 +169,13 @@ class SqliteStore:
         *,
         read_only: bool = False,
         recent_events: int = _sql.RECENT_EVENTS,
+        history: bool = False,
     ) -> None:
         """``read_only``: open an existing file for reading only (``load``, listings, the trace); every
-        write raises :class:`StoreUnavailable`. Nothing is created, not even the schema."""
+        write raises :class:`StoreUnavailable`. Nothing is created, not even the schema. ``history``: keep
+        every trace step (``read_history``; see :mod:`durastate.store.base`)."""
         self.trace_max: int | None = trace_max
+        self.history = history
         self.recent_events = recent_events
         """Applied event ids kept in the execution row before they spill to ``processed_events``
         (:func:`~durastate.store.sql.next_recent`; 0: every mark written there in its commit)."""
@@ -428,7 +432,7 @@ class SqliteStore:
         """Move a full trace tail to the ``trace`` table (one multi-row insert) and trim the ring there."""
         if steps:
             cur.executemany(_INSERT_TRACE, [(execution_id, idx, entry) for idx, entry in steps])
-        trace_max = self.trace_max
+        trace_max = trim_bound(self.trace_max, self.history)
         if trace_max and tnext is not None:
             cur.execute(_SQL.trace_trim, (execution_id, tnext - 1 - trace_max))
 
@@ -528,19 +532,25 @@ class SqliteStore:
         """One step as a ``trace`` row of its own (an execution with no row, or a file without tails);
         the ring trimmed every :data:`~durastate.store.sql.TRIM_EVERY` steps."""
         (idx,) = cur.execute(_SQL.trace_insert, (execution_id, entry_json, execution_id)).fetchone()
-        trace_max = self.trace_max
+        trace_max = trim_bound(self.trace_max, self.history)
         if trace_max and idx >= trace_max and idx % _sql.TRIM_EVERY == 0:
             cur.execute(_SQL.trace_trim, (execution_id, idx - trace_max))
 
     def read_trace(self, execution_id: str) -> list[dict[str, Any]]:
+        return _sql.trace_ring(self._trace_rows(execution_id), self.trace_max)
+
+    def read_history(self, execution_id: str) -> list[dict[str, Any]]:
+        return _sql.trace_ring(self._trace_rows(execution_id), None)
+
+    def _trace_rows(self, execution_id: str) -> list[tuple[int, str]]:
+        """Every stored ``(idx, entry)`` step of an execution, oldest first: the table's, then the row's tail."""
         with self.db.lock:
             if not self._tail_column:
-                return _sql.trace_ring(self.db.cur.execute(_SQL.read_trace, (execution_id,)).fetchall(),
-                                       self.trace_max)
+                return list(self.db.cur.execute(_SQL.read_trace, (execution_id,)).fetchall())
             rows = self.db.cur.execute(_READ_TRACE, (execution_id, execution_id)).fetchall()
         if rows and rows[0][0] is None:  # the row's tail (sorted first), then the table's steps
             rows = [*rows[1:], *_sql.tail_rows(rows[0][1])]
-        return _sql.trace_ring(rows, self.trace_max)
+        return list(rows)
 
     # -- retention ------------------------------------------------------------------------------------
     def purge(
