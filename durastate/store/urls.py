@@ -26,13 +26,13 @@ SCHEMES = ("memory", "sqlite", "postgresql", "postgres", "dynamodb")
 
 def open_store(url: str) -> ExecutionStore:
     """Build a store from its URL. Raises ``ValueError`` naming the accepted forms for anything else."""
-    url, history = _take_history(url)
+    url, history = split_history(url)
     store = _open(url)
     store.history = history
     return store
 
 
-def _take_history(url: str) -> tuple[str, bool]:
+def split_history(url: str) -> tuple[str, bool]:
     """The URL without its ``history`` option, and whether that option asked to keep whole histories."""
     base, sep, query = url.partition("?")  # textually: urlunsplit would rewrite sqlite:/// paths
     pairs = parse_qsl(query, keep_blank_values=True) if sep else []
