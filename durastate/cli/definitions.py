@@ -150,20 +150,20 @@ def validate(
     if problems:
         output.error(f"exploration found {problems} problem{'s' if problems != 1 else ''}")
         raise typer.Exit(1)
-    valid = [d for _, d, _ in results if d is not None]
+    validated = [d for _, d, _ in results if d is not None]
     if replay_files or from_store:
         from durastate.cli.replay import replay_files as replay_histories
         from durastate.cli.replay import replay_store, report_replays
 
-        reports = replay_histories(replay_files or [], valid)
+        reports = replay_histories(replay_files or [], validated)
         if from_store:
-            reports += replay_store(session(ctx, against or store, definitions).store, valid, replay_limit)
+            reports += replay_store(session(ctx, against or store, definitions).store, validated, replay_limit)
         if report_replays(reports, as_json):
             raise typer.Exit(1)
     if against is not None:
         from durastate.cli.versions import check_against
 
-        check_against(session(ctx, against, definitions), valid, strict)
+        check_against(session(ctx, against, definitions), validated, strict)
 
 
 def _domains(specs: list[str]) -> dict[str, list[Any]]:
