@@ -455,7 +455,10 @@ class PgCore:
         return ExecutionPage(items, next_cursor(items, len(rows), limit))
 
     def read_trace_ops(self, execution_id: str) -> Ops[list[dict[str, Any]]]:
-        rows = yield Query(self._sql.stmt.read_trace, (execution_id,), "all")
+        if self.history and self.trace_max:  # the table holds the whole history: read only the ring's part
+            rows = yield Query(self._sql.stmt.read_trace_newest, (execution_id, self.trace_max), "all")
+        else:
+            rows = yield Query(self._sql.stmt.read_trace, (execution_id,), "all")
         return trace_ring(rows, self.trace_max)
 
     def read_history_ops(self, execution_id: str) -> Ops[list[dict[str, Any]]]:

@@ -96,8 +96,10 @@ _INSERT_TRACE = "INSERT INTO trace (execution_id, idx, entry) VALUES (?, ?, ?)"
 _APPEND_TAIL = "UPDATE executions SET tsteps = tsteps || char(10) || ?, tnext = ? WHERE id = ?"
 _SET_TAIL = "UPDATE executions SET tsteps = ?, tnext = ? WHERE id = ?"
 # The table's steps and the row's tail (idx NULL, so first) in one statement: one snapshot.
-_READ_TRACE = ("SELECT idx, entry FROM trace WHERE execution_id = ? "
+_READ_TRACE = ("SELECT idx, entry FROM (SELECT idx, entry FROM trace WHERE execution_id = ? ORDER BY idx DESC LIMIT ?) "
                "UNION ALL SELECT NULL, tsteps FROM executions WHERE id = ? AND tsteps IS NOT NULL ORDER BY 1")
+"""The newest N steps of the ``trace`` table (``LIMIT -1``: all of them) and the row's tail (sorted first),
+in one statement, so a commit moving the tail to the table between two reads cannot hide steps."""
 _KNOWN_MAX = 4096
 """Rows whose state a store remembers (:class:`_RowState`), the most recently used."""
 
@@ -537,17 +539,20 @@ class SqliteStore:
             cur.execute(_SQL.trace_trim, (execution_id, idx - trace_max))
 
     def read_trace(self, execution_id: str) -> list[dict[str, Any]]:
-        return _sql.trace_ring(self._trace_rows(execution_id), self.trace_max)
+        # A kept history's table holds every step: read only the newest trace_max of it (and the tail).
+        newest = self.trace_max if self.history else None
+        return _sql.trace_ring(self._trace_rows(execution_id, newest), self.trace_max)
 
     def read_history(self, execution_id: str) -> list[dict[str, Any]]:
         return _sql.trace_ring(self._trace_rows(execution_id), None)
 
-    def _trace_rows(self, execution_id: str) -> list[tuple[int, str]]:
-        """Every stored ``(idx, entry)`` step of an execution, oldest first: the table's, then the row's tail."""
+    def _trace_rows(self, execution_id: str, newest: int | None = None) -> list[tuple[int, str]]:
+        """The stored ``(idx, entry)`` steps of an execution, oldest first: the table's (its newest
+        ``newest`` only, when given), then the row's tail."""
         with self.db.lock:
             if not self._tail_column:
-                return list(self.db.cur.execute(_SQL.read_trace, (execution_id,)).fetchall())
-            rows = self.db.cur.execute(_READ_TRACE, (execution_id, execution_id)).fetchall()
+                return list(self.db.cur.execute(_SQL.read_trace_newest, (execution_id, newest or -1)).fetchall())
+            rows = self.db.cur.execute(_READ_TRACE, (execution_id, newest or -1, execution_id)).fetchall()
         if rows and rows[0][0] is None:  # the row's tail (sorted first), then the table's steps
             rows = [*rows[1:], *_sql.tail_rows(rows[0][1])]
         return list(rows)
