@@ -34,7 +34,7 @@ from typing import Any
 
 from durastate.engine import control
 from durastate.engine.definition import Definition
-from durastate.engine.ids import START
+from durastate.engine.ids import CHILD_SEPARATOR, FINISHED, START
 from durastate.engine.interpreter import step
 from durastate.engine.model import Event, Execution
 from durastate.engine.tracing import context_changes, step_details
@@ -124,7 +124,7 @@ def replay(defn: Definition, steps: Sequence[Mapping[str, Any]], execution_id: s
             report.stopped = f"step #{record.get('index')} {record.get('event')}: {why}"
             return report
         event = Event.model_construct(id=record.get("event_id") or f"replay-{record.get('index')}",
-                                      name=record["event"], data=_data(record))
+                                      name=record["event"], data=_data(record, exe))
         at = float(record["at"])
         if exe is None:
             if event.name != START:
@@ -172,9 +172,19 @@ def _unreplayable(record: Mapping[str, Any]) -> str | None:
     return None
 
 
-def _data(record: Mapping[str, Any]) -> dict[str, Any]:
+def _data(record: Mapping[str, Any], exe: Execution | None) -> dict[str, Any]:
+    """The recorded event's exact data; a task's answer renamed to the task id the replay derived."""
     data = record.get("data_full", record.get("data"))
-    return dict(data) if isinstance(data, Mapping) else {}
+    out = dict(data) if isinstance(data, Mapping) else {}
+    child = out.get("child_id")
+    if exe is not None and record.get("event") == FINISHED and isinstance(child, str) and child not in exe.children:
+        # A task's id is <execution>~<n>~<mac under the execution's secret>; the replay has no secret, so
+        # its task is <execution>~<n>: the answer is for that one.
+        base = child.rsplit(CHILD_SEPARATOR, 1)[0]
+        ref = exe.children.get(base)
+        if ref is not None and ref.kind == "task":
+            out["child_id"] = base
+    return out
 
 
 def _started(defn: Definition, execution_id: str | None, event: Event, record: Mapping[str, Any],

@@ -33,6 +33,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from durastate.engine.ids import TASK
 from durastate.engine.model import Emit, Event, Spawn, TimerOp
 from durastate.engine.tables import CompiledTransition, Tables
 
@@ -100,10 +101,12 @@ def context_changes(before: Mapping[str, Any], after: Mapping[str, Any], *,
 
 
 def emits_digest(emits: Sequence[Emit]) -> str:
-    """A short hash of the emitted events' targets, names and data, in order (their ids left out: a task's
-    id derives from a secret the trace never holds)."""
-    text = json.dumps([[target, ev.name, ev.data] for target, ev in emits], separators=(",", ":"),
-                      sort_keys=True, ensure_ascii=False, default=str)
+    """A short hash of the emitted events' targets, names and data, in order. Ids are left out, and so is
+    a task request's ``task_id``: a task's id derives from a secret the trace never holds, so a replay
+    (which has no secret) could never derive the same one."""
+    text = json.dumps([[target, ev.name, {k: v for k, v in ev.data.items() if k != "task_id"}
+                        if ev.name == TASK else ev.data] for target, ev in emits],
+                      separators=(",", ":"), sort_keys=True, ensure_ascii=False, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 

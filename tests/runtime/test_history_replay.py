@@ -101,3 +101,47 @@ def test_replay_catches_a_changed_action(every_store: ExecutionStore, edit: Any,
     assert report.difference.index == expected
     assert field in report.difference.fields
     assert f"step #{expected}" in report.describe()
+
+
+def add_fee(doc: dict[str, Any]) -> dict[str, Any]:
+    return {"total": doc["input"]["amount"] + 1}
+
+
+TASKED: dict[str, Any] = {
+    "id": "billing",
+    "initial": "charging",
+    "context": {"amount": 5},
+    "states": {
+        "charging": {
+            "invoke": {"task": {"python": "tests.runtime.test_history_replay:add_fee"},
+                       "input": {"amount": "$context.amount"}},
+            "on_done": {"target": "paid", "actions": [{"assign": {"result": "$event.output"}}]},
+        },
+        "paid": {"type": "final"},
+    },
+}
+
+
+def test_a_history_with_a_task_replays_without_the_execution_secret(tmp_path: Any) -> None:
+    """A task's id carries a MAC under the execution's secret, which no trace holds: the replay, which
+    derives the task id without it, still matches the request and the answer to what was recorded."""
+    from durastate.store.sqlite import SqliteStore
+
+    store = SqliteStore(tmp_path / "tasks.db", history=True)
+    registry = DefinitionRegistry()
+    registry.register(load_definition(TASKED))
+    rt = LocalRuntime(store, registry, clock=ManualClock(1_000.0))
+    rt.start("billing", execution_id="b-1")
+    rt.run_until_idle()
+    assert rt.get("b-1").status == "finished"  # type: ignore[union-attr]
+    history = store.read_history("b-1")
+    answer = next(s for s in history if s["event"] == "durastate.finished")
+    assert answer["data"]["child_id"].count("~") == 2  # b-1~1~<mac>
+    report = replay(load_definition(TASKED), history, "b-1")
+    assert report.ok and report.stopped is None, report.describe()
+    doc = copy.deepcopy(TASKED)
+    doc["states"]["charging"]["invoke"]["input"] = {"amount": 7}
+    report = replay(load_definition(doc), history, "b-1")
+    assert report.difference is not None and report.difference.index == 0
+    assert "emits_digest" in report.difference.fields
+    store.close()
