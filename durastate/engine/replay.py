@@ -133,7 +133,7 @@ def replay(defn: Definition, steps: Sequence[Mapping[str, Any]], execution_id: s
             exe = _started(defn, execution_id, event, record, at)
         failed_attempt = "retry_at" in record
         target = exe.model_copy(deep=True) if failed_attempt else exe
-        before = dict(target.context)
+        before = json.loads(json.dumps(target.context, default=str))  # a deep copy: actions may nest
         res = step(defn, target, event, at, detail=True)
         report.checked += 1
         if failed_attempt:
