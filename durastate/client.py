@@ -223,6 +223,11 @@ class DurastateClient:
         """The execution's step trace, oldest first (the last ``trace_max`` steps)."""
         return self._store().read_trace(execution_id)
 
+    def history(self, execution_id: str) -> list[dict[str, Any]]:
+        """Every recorded step of the execution, oldest first: its whole history when the store keeps
+        histories (``history=True``, ``?history=1``), else what its trace ring holds."""
+        return self._store().read_history(execution_id)
+
     def list(self, definition_id: str | None = None, status: str | Sequence[str] | None = None,
              roots_only: bool = False, limit: int = 100, cursor: str | None = None, *,
              parent_id: str | None = None, updated_after: float | None = None,

@@ -338,6 +338,8 @@ class DurastateEngine(Construct):
       bundle_layer: no layer: the engine layer's contents go into each function's code instead (default
         off). For LocalStack community, whose Lambda runs a function's own code and ignores its layers.
       trace: record a trace step per commit (off by default: it makes state-only commits transactions).
+      history: keep every trace step of an execution (``durastate history``, the replay check), not a ring
+        of the newest 200; the steps still expire with ``trace_ttl`` (off by default).
       processed_ttl / trace_ttl: how long dedupe marks (default 14 days, longer than the queue's
         retention) and trace steps (default 7 days) live before DynamoDB's TTL may delete them.
       retention: purge executions that ended longer ago than this (off by default): each sweeper run also
@@ -383,6 +385,7 @@ class DurastateEngine(Construct):
         layer_code: lambda_.Code | None = None,
         functions_dir: str | Path = FUNCTIONS_DIR,
         trace: bool = False,
+        history: bool = False,
         processed_ttl: cdk.Duration | None = None,
         trace_ttl: cdk.Duration | None = None,
         retention: cdk.Duration | None = None,
@@ -492,6 +495,8 @@ class DurastateEngine(Construct):
             "POWERTOOLS_METRICS_NAMESPACE": "durastate",
             "POWERTOOLS_LOG_LEVEL": "INFO",
         }
+        if history:  # only when asked: a template without it is the one every earlier deploy had
+            environment["DURASTATE_HISTORY"] = "1"
         if self.timers_queue is not None:
             environment["DURASTATE_TIMERS_QUEUE_URL"] = self.timers_queue.queue_url
         if retention is not None:

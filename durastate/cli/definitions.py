@@ -62,12 +62,24 @@ def validate(
         "--domain", metavar="KEY=V1,V2",
         help="With --explore: values a start context (context.KEY) or event data (event.KEY) may hold; "
              "JSON values, repeatable.")] = None,
+    replay_files: Annotated[list[Path] | None, typer.Option(
+        "--replay", metavar="HISTORY",
+        help="Also replay a recorded history (`durastate history ID --json > HISTORY`) through the definition "
+             "and fail on the first step whose transition, actions or context would differ; repeatable.")] = None,
+    from_store: Annotated[bool, typer.Option(
+        "--from-store", help="Also replay the histories of executions of each definition in the store "
+                             "(--against STORE, else --store / DURASTATE_STORE); see --replay.")] = False,
+    replay_limit: Annotated[int, typer.Option(
+        "--replay-limit", metavar="N", min=1,
+        help="With --from-store: replay at most N executions per definition (default 100).")] = 100,
+    store: StoreOption = None,
 ) -> None:
     """Check definition files and report every problem in each, with its path in the document.
 
     Files of one folder are checked together as the runtime loads them: two of them with the same id
     are both invalid. With --against STORE, also fail when a definition changed so that a running execution
-    would be stranded (it would run on the new version and sits in a state it no longer has).
+    would be stranded (it would run on the new version and sits in a state it no longer has). With --replay
+    HISTORY or --from-store, also fail when a recorded history would run differently on it.
     """
     if not files:
         folder = session(ctx, definitions=definitions).definitions_dir
@@ -136,10 +148,20 @@ def validate(
     if problems:
         output.error(f"exploration found {problems} problem{'s' if problems != 1 else ''}")
         raise typer.Exit(1)
+    validated = [d for _, d, _ in results if d is not None]
+    if replay_files or from_store:
+        from durastate.cli.replay import replay_files as replay_histories
+        from durastate.cli.replay import replay_store, report_replays
+
+        reports = replay_histories(replay_files or [], validated)
+        if from_store:
+            reports += replay_store(session(ctx, against or store, definitions).store, validated, replay_limit)
+        if report_replays(reports, as_json):
+            raise typer.Exit(1)
     if against is not None:
         from durastate.cli.versions import check_against
 
-        check_against(session(ctx, against, definitions), [d for _, d, _ in results if d is not None], strict)
+        check_against(session(ctx, against, definitions), validated, strict)
 
 
 def _domains(specs: list[str]) -> dict[str, list[Any]]:

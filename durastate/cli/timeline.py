@@ -29,7 +29,9 @@ _RESERVED_NAMES = {"durastate.start": "start", "durastate.timeout": "timeout", "
 
 _SHOWN = {"index", "event", "event_id", "from", "to", "ignored", "status", "outcome", "error", "log", "at",
           "data", "data_cut", "context", "context_cut", "emits", "emits_cut", "timers", "timers_cut", "spawns",
-          "spawns_cut", "transitions", "steps"}
+          "spawns_cut", "transitions", "steps",
+          # What a kept history adds for the replay check (durastate.engine.tracing): not for reading.
+          "data_full", "context_full", "emits_digest", "seed"}
 """Fields the timeline prints in their own way; any other field (a control record's ``reason``, a retry's
 ``attempt``) is printed as ``key=value`` at the end of the step's line."""
 

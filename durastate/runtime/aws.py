@@ -23,6 +23,10 @@ definitions) from these variables:
 ``DURASTATE_TRACE``            ``1`` records a trace step per commit (off by default: it turns every state-only
                            commit into a transaction, about 3x the write cost); off, only a step that failed
                            is recorded (one put after its commit), so ``durastate show``/``trace`` can say why
+``DURASTATE_HISTORY``          ``1`` keeps every trace step of an execution (its whole history, for ``durastate
+                           history`` and the replay check) instead of a ring of the newest 200; the steps
+                           still expire with the trace TTL. Only steps that are recorded are kept: with
+                           ``DURASTATE_TRACE`` off, that is the failed ones
 ``DURASTATE_PROCESSED_TTL_SECONDS`` / ``DURASTATE_TRACE_TTL_SECONDS``
                            lifetime of dedupe marks / trace steps before DynamoDB's TTL may delete them
                            (defaults 14 days / 7 days; a mark must outlive the queue's retention period)
@@ -145,6 +149,8 @@ class AwsSettings:
     trace: bool = False
     processed_ttl: int = DEFAULT_PROCESSED_TTL
     trace_ttl: int = DEFAULT_TRACE_TTL
+    history: bool = False
+    """Keep every trace step (``DURASTATE_HISTORY``), not a ring of the newest."""
     schedules: str | None = None
     """The construct's schedules as JSON (``DURASTATE_SCHEDULES``), besides the definitions folder's."""
     retention: int | None = None
@@ -172,6 +178,7 @@ class AwsSettings:
             trace=(env.get("DURASTATE_TRACE") or "0").strip().lower() in ("1", "true", "yes", "on"),
             processed_ttl=_positive_int(env, "DURASTATE_PROCESSED_TTL_SECONDS", DEFAULT_PROCESSED_TTL),
             trace_ttl=_positive_int(env, "DURASTATE_TRACE_TTL_SECONDS", DEFAULT_TRACE_TTL),
+            history=(env.get("DURASTATE_HISTORY") or "0").strip().lower() in ("1", "true", "yes", "on"),
             schedules=env.get("DURASTATE_SCHEDULES") or None,
             retention=(_positive_int(env, "DURASTATE_RETENTION_SECONDS", 1)
                        if env.get("DURASTATE_RETENTION_SECONDS") else None),
@@ -481,7 +488,8 @@ def build_runtime(settings: AwsSettings | None = None, *, clock: Clock = time.ti
         from durastate.store.dynamodb.sync import DynamoDBStore
 
         store = DynamoDBStore(dynamodb, prefix=settings.table_prefix, record_trace=settings.trace,
-                              processed_ttl=settings.processed_ttl, trace_ttl=settings.trace_ttl)
+                              processed_ttl=settings.processed_ttl, trace_ttl=settings.trace_ttl,
+                              history=settings.history)
         built_store = True
     else:
         built_store = False

@@ -23,7 +23,7 @@ from durastate.runtime.clock import Clock
 from durastate.runtime.keys import give_secret
 from durastate.runtime.tasks import TaskRunner, is_cancel, run_cancels, run_tasks
 from durastate.runtime.versions import Versions
-from durastate.store.base import ExecutionStore, OutboxEntry, SpawnEntry, TimerOp
+from durastate.store.base import ExecutionStore, OutboxEntry, SpawnEntry, TimerOp, keeps_history
 from durastate.transport.base import Sink, Transport
 
 __all__ = ["Relay", "RelayStats"]
@@ -135,7 +135,11 @@ class Relay:
             give_secret(child)  # its region may start a task in this very step
         start = Event(id=start_event_id(s.child_id), name=START)
         res = step(defn, child, start, now, detail=True)
-        step_details(res.trace, now, start, res.emits, res.timers, res.spawns, (s.context, child.context))
+        archive = keeps_history(self.store)
+        step_details(res.trace, now, start, res.emits, res.timers, res.spawns, (s.context, child.context),
+                     archive=archive)
+        if archive:  # a region child's start carries no data: what a replay starts it from
+            res.trace["seed"] = {"context": dict(s.context), "root_path": s.root_path, "parent_id": parent.id}
         try:
             self.store.commit(child, res.emits, processed_event_id=start.id, timers=res.timers,
                               spawns=res.spawns, trace=res.trace)

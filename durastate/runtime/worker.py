@@ -92,7 +92,7 @@ from durastate.runtime.clock import Clock
 from durastate.runtime.keys import give_secret
 from durastate.runtime.sweeper import SWEPT
 from durastate.runtime.versions import Versions
-from durastate.store.base import Emit, EventCheckingStore, ExecutionStore, Spawn, TimerOp
+from durastate.store.base import Emit, EventCheckingStore, ExecutionStore, Spawn, TimerOp, keeps_history
 from durastate.store.memory.sync import DictCore
 
 __all__ = ["HandleResult", "Worker", "detached_copy", "returns_live_objects"]
@@ -804,7 +804,8 @@ class _Batch:
         if exe.status in ENDED:
             exe.retry = None
         if context_before is not None and res.trace:
-            step_details(res.trace, now, event, res.emits, res.timers, res.spawns, (context_before, exe.context))
+            step_details(res.trace, now, event, res.emits, res.timers, res.spawns, (context_before, exe.context),
+                         archive=keeps_history(worker.store))
         self.add(res)
         return HandleResult.IGNORED if res.ignored else HandleResult.APPLIED
 
@@ -819,7 +820,8 @@ class _Batch:
             catch = Event.model_construct(id=derived_id(event.id, "catch"), name=CATCH, data=data)
             res = step(defn, exe, catch, now, detail=worker.trace)
             if worker.trace and res.trace:
-                step_details(res.trace, now, catch, res.emits, res.timers, res.spawns, (before.context, exe.context))
+                step_details(res.trace, now, catch, res.emits, res.timers, res.spawns, (before.context, exe.context),
+                             archive=keeps_history(worker.store))
             self.add(res)
             if exe.status != "failed":
                 return HandleResult.APPLIED
