@@ -153,6 +153,9 @@ class TaskRequest:
     input: Any
     timeout: float | None
     attempt: int
+    traceparent: str | None = None
+    """The W3C trace context of the span that started the task: sent to it (the HTTP ``traceparent``
+    header) and carried back by its answer."""
 
     @classmethod
     def from_event(cls, target_id: str, event: Event) -> TaskRequest:
@@ -166,7 +169,7 @@ class TaskRequest:
         return cls(task_id=d["task_id"], execution_id=target_id, path=str(d.get("path", "")), kind=kind,
                    target=d["target"], input=d.get("input"),
                    timeout=float(timeout) if isinstance(timeout, int | float) else None,
-                   attempt=int(d.get("attempt", 1)))
+                   attempt=int(d.get("attempt", 1)), traceparent=event.traceparent)
 
     def payload(self) -> dict[str, Any]:
         """What the callee receives (the Lambda event, the HTTP body): the input and the ids to be
@@ -190,7 +193,7 @@ def task_result(request: TaskRequest, output: Any = None, error: str | None = No
                             "task_id": request.task_id}
     if error is not None:
         data["error"] = error
-    return Event(id=finished_event_id(request.task_id), name=FINISHED, data=data)
+    return Event(id=finished_event_id(request.task_id), name=FINISHED, data=data, traceparent=request.traceparent)
 
 
 # -- what the interpreter calls ---------------------------------------------------------------------------
