@@ -65,23 +65,24 @@ class Telemetry:
 
     def __init__(self, provider: Any = None) -> None:
         self._provider = provider
+        self._for: Any = None
         self._tracer: Any = None
         self._configure = os.environ.get(ENV, "").strip().lower() in ("1", "true", "yes", "on")
 
     def tracer(self) -> Any | None:
         """The tracer to make spans with, or ``None``: no span is made."""
-        tracer = self._tracer
-        if tracer is not None:
-            return tracer
         provider = self._provider
         if provider is None:
-            provider = _configured() if self._configure else _global_provider()
+            provider = _global_provider()
             if provider is None:
-                return None
-        from durastate import __version__
+                if not self._configure:
+                    return None
+                provider = _configured()
+        if provider is not self._for:  # the first span, or the process replaced its provider
+            from durastate import __version__
 
-        self._tracer = tracer = provider.get_tracer(_SCOPE, __version__)
-        return tracer
+            self._for, self._tracer = provider, provider.get_tracer(_SCOPE, __version__)
+        return self._tracer
 
 
 def _global_provider() -> Any | None:
