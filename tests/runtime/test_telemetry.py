@@ -13,11 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from opentelemetry import trace
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from opentelemetry.util._once import Once
 
 from durastate.client import start_event
 from durastate.engine import DefinitionRegistry
@@ -30,6 +27,7 @@ from durastate.store.base import ExecutionStore
 from durastate.transport import InMemoryTransport, QueueTransport
 from durastate.transport.tracecontext import from_message_attributes, from_xray_header
 from durastate.transport.wire import parse_envelope
+from tests.otel import as_global, linked, memory_provider, parent_of, spans_of, the_span
 from tests.runtime.conftest import HookedStore, ev
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -42,15 +40,18 @@ def examples() -> DefinitionRegistry:
 
 
 @pytest.fixture
-def exporter() -> InMemorySpanExporter:
-    return InMemorySpanExporter()
+def otel() -> tuple[TracerProvider, InMemorySpanExporter]:
+    return memory_provider()
 
 
 @pytest.fixture
-def provider(exporter: InMemorySpanExporter) -> TracerProvider:
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    return provider
+def exporter(otel: tuple[TracerProvider, InMemorySpanExporter]) -> InMemorySpanExporter:
+    return otel[1]
+
+
+@pytest.fixture
+def provider(otel: tuple[TracerProvider, InMemorySpanExporter]) -> TracerProvider:
+    return otel[0]
 
 
 @pytest.fixture
@@ -80,24 +81,6 @@ def hex_id(span_id: int) -> str:
     return f"{span_id:016x}"
 
 
-def of(spans: list[ReadableSpan], execution_id: str, event: str | None = None) -> list[ReadableSpan]:
-    return [s for s in spans if s.attributes is not None and s.attributes.get("workflow.execution.id") == execution_id
-            and (event is None or s.attributes["durastate.event.name"] == event)]
-
-
-def one(spans: list[ReadableSpan], execution_id: str, event: str) -> ReadableSpan:
-    (span,) = of(spans, execution_id, event)
-    return span
-
-
-def parent_of(span: ReadableSpan) -> int | None:
-    return span.parent.span_id if span.parent is not None else None
-
-
-def linked(span: ReadableSpan) -> set[int]:
-    return {link.context.span_id for link in span.links}
-
-
 def test_an_orders_whole_life_is_one_linked_trace(rt: LocalRuntime, clock: ManualClock,
                                                   exporter: InMemorySpanExporter) -> None:
     rt.start("order", execution_id="o1")
@@ -122,37 +105,37 @@ def test_an_orders_whole_life_is_one_linked_trace(rt: LocalRuntime, clock: Manua
     assert {s.attributes["workflow.execution.id"] for s in spans if s.attributes} == {
         "o1", pay, regions["packing"], regions["shipping"]}
     # one span per committed event: the order's own events, each once
-    assert [s.attributes["durastate.event.name"] for s in of(spans, "o1") if s.attributes] == [
+    assert [s.attributes["durastate.event.name"] for s in spans_of(spans, "o1") if s.attributes] == [
         "durastate.start", "add_item", "submit", "durastate.finished", "label_printed", "shipped_with",
         "durastate.finished", "hold", "durastate.timeout"]
 
-    root = one(spans, "o1", "durastate.start")
+    root = the_span(spans, "o1", "durastate.start")
     assert root.parent is None  # nothing traced started it: the root of the trace
-    assert all(parent_of(s) == root.context.span_id for s in of(spans, "o1") if s is not root)
+    assert all(parent_of(s) == root.context.span_id for s in spans_of(spans, "o1") if s is not root)
     # the payment child: started by the span that entered the payment state; its answer links back to it
-    submit, paid = one(spans, "o1", "submit"), one(spans, pay, "authorize")
-    assert parent_of(one(spans, pay, "durastate.start")) == submit.context.span_id
-    entered_fulfilment = of(spans, "o1", "durastate.finished")[0]
+    submit, paid = the_span(spans, "o1", "submit"), the_span(spans, pay, "authorize")
+    assert parent_of(the_span(spans, pay, "durastate.start")) == submit.context.span_id
+    entered_fulfilment = spans_of(spans, "o1", "durastate.finished")[0]
     assert paid.context.span_id in linked(entered_fulfilment)
     # the regions: created by the relay, children of the span that spawned them
     for cid in regions.values():
-        assert parent_of(one(spans, cid, "durastate.start")) == entered_fulfilment.context.span_id
+        assert parent_of(the_span(spans, cid, "durastate.start")) == entered_fulfilment.context.span_id
     # a forwarded event links to the order's span that forwarded it; the region's send to its parent too
-    label = one(spans, "o1", "label_printed")
-    assert label.context.span_id in linked(one(spans, regions["shipping"], "label_printed"))
-    assert one(spans, regions["shipping"], "label_printed").context.span_id in linked(
-        one(spans, "o1", "shipped_with"))
+    label = the_span(spans, "o1", "label_printed")
+    assert label.context.span_id in linked(the_span(spans, regions["shipping"], "label_printed"))
+    assert the_span(spans, regions["shipping"], "label_printed").context.span_id in linked(
+        the_span(spans, "o1", "shipped_with"))
     # the timer: its timeout links to the span that armed it
-    assert one(spans, "o1", "hold").context.span_id in linked(one(spans, "o1", "durastate.timeout"))
+    assert the_span(spans, "o1", "hold").context.span_id in linked(the_span(spans, "o1", "durastate.timeout"))
 
-    attrs = one(spans, "o1", "submit").attributes
+    attrs = the_span(spans, "o1", "submit").attributes
     assert attrs is not None
     assert (attrs["workflow.definition.id"], attrs["durastate.state.from"], attrs["durastate.state.to"]) == (
         "order", "cart", "processing.payment")
     assert (attrs["workflow.execution.state"], attrs["durastate.result"], attrs["durastate.attempt"]) == (
         "running", "applied", 1)
     assert attrs["workflow.definition.version"] == load(rt, "o1").definition_version
-    end = one(spans, "o1", "durastate.timeout").attributes
+    end = the_span(spans, "o1", "durastate.timeout").attributes
     assert end is not None and (end["workflow.execution.state"], end["workflow.execution.outcome"]) == (
         "finished", "cancelled")
 
@@ -162,7 +145,7 @@ def test_the_span_context_is_stored_with_the_execution_and_in_the_outbox(rt: Loc
     rt.start("order", execution_id="o1")
     rt.run_until_idle()
     exe = load(rt, "o1")
-    root = one(list(exporter.get_finished_spans()), "o1", "durastate.start")
+    root = the_span(list(exporter.get_finished_spans()), "o1", "durastate.start")
     flags = int(root.context.trace_flags)
     assert exe.traceparent == f"00-{root.context.trace_id:032x}-{hex_id(root.context.span_id)}-{flags:02x}"
     assert exe.trace_links == {"cart": hex_id(root.context.span_id)}  # the cart's timer, armed by the start
@@ -182,7 +165,7 @@ def test_a_commit_that_loses_the_race_makes_no_span_and_its_retry_one(
     spans = list(exporter.get_finished_spans())
     assert [s.attributes["durastate.event.name"] for s in spans if s.attributes] == [
         "durastate.start", "inc", "wait"]
-    wait = one(spans, "c1", "wait")
+    wait = the_span(spans, "c1", "wait")
     assert wait.attributes is not None and wait.attributes["durastate.attempt"] == 2
 
 
@@ -192,7 +175,7 @@ def test_a_redelivered_event_makes_no_span(any_store: ExecutionStore, registry: 
     w.handle("c1", start_event("c1", "counter"))
     assert w.handle("c1", ev("inc", "i1")) == "applied"
     assert w.handle("c1", ev("inc", "i1")) == "duplicate"
-    assert len(of(list(exporter.get_finished_spans()), "c1", "inc")) == 1
+    assert len(spans_of(list(exporter.get_finished_spans()), "c1", "inc")) == 1
 
 
 def test_a_producers_active_span_is_the_parent_of_the_execution(
@@ -205,8 +188,8 @@ def test_a_producers_active_span_is_the_parent_of_the_execution(
     rt.run_until_idle()
     spans = list(exporter.get_finished_spans())
     ctx = checkout.get_span_context()
-    assert parent_of(one(spans, "o1", "durastate.start")) == ctx.span_id
-    assert ctx.span_id in linked(one(spans, "o1", "add_item"))
+    assert parent_of(the_span(spans, "o1", "durastate.start")) == ctx.span_id
+    assert ctx.span_id in linked(the_span(spans, "o1", "add_item"))
     assert {s.context.trace_id for s in spans} == {ctx.trace_id}
 
 
@@ -224,7 +207,7 @@ def test_a_task_request_carries_the_context_and_its_answer_links_back(
     rt.run_until_idle()
     assert load(rt, "t1").outcome == "ok"
     spans = list(exporter.get_finished_spans())
-    started, answered = one(spans, "t1", "durastate.start"), one(spans, "t1", "durastate.finished")
+    started, answered = the_span(spans, "t1", "durastate.start"), the_span(spans, "t1", "durastate.finished")
     assert started.context.span_id in linked(answered)
 
 
@@ -233,12 +216,8 @@ def test_the_applications_global_provider_is_used(dict_store: ExecutionStore, re
                                                   exporter: InMemorySpanExporter) -> None:
     w = Worker(dict_store, registry)
     w.handle("c1", start_event("c1", "counter"))  # no provider yet: no span
-    trace.set_tracer_provider(provider)
-    try:
+    with as_global(provider):
         w.handle("c1", ev("inc", "i1"))
-    finally:
-        trace._TRACER_PROVIDER = None  # as opentelemetry's own tests reset it
-        trace._TRACER_PROVIDER_SET_ONCE = Once()
     w.handle("c1", ev("inc", "i2"))  # gone again: no span
     assert [s.attributes["durastate.event.name"] for s in exporter.get_finished_spans() if s.attributes] == ["inc"]
 
