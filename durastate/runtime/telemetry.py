@@ -85,10 +85,18 @@ class Telemetry:
         return self._tracer
 
 
+_ENTRY_POINT = "OTEL_PYTHON_TRACER_PROVIDER" in os.environ
+"""A provider named by the environment, which the API loads on first use (else one is set in code)."""
+
+
 def _global_provider() -> Any | None:
     """The provider the process configured, or ``None`` (OpenTelemetry not imported, or no provider set)."""
     api = sys.modules.get("opentelemetry.trace")
     if api is None:
+        return None
+    if getattr(api, "_TRACER_PROVIDER", api) is None and not _ENTRY_POINT:
+        # None set yet: the API's own test, without the environment look-up its getter makes (3 µs a call,
+        # twice an event, is 10 % of an in-memory event)
         return None
     provider = api.get_tracer_provider()
     if isinstance(provider, api.ProxyTracerProvider | api.NoOpTracerProvider):
@@ -222,20 +230,20 @@ class CommitSpan:
         """The commit went through: say what it did, and export the span."""
         span = self._span
         if span.is_recording():
-            span.set_attribute("workflow.execution.state", exe.status)
+            attributes: dict[str, Any] = {"workflow.execution.state": exe.status, "durastate.result": result,
+                                          "durastate.attempt": attempts}
             if exe.outcome is not None:
-                span.set_attribute("workflow.execution.outcome", exe.outcome)
-            span.set_attribute("durastate.result", result)
-            span.set_attribute("durastate.attempt", attempts)
+                attributes["workflow.execution.outcome"] = exe.outcome
             if record is not None:
                 if record.get("from") is not None:
-                    span.set_attribute("durastate.state.from", str(record["from"]))
+                    attributes["durastate.state.from"] = str(record["from"])
                 if record.get("to") is not None:
-                    span.set_attribute("durastate.state.to", str(record["to"]))
+                    attributes["durastate.state.to"] = str(record["to"])
                 if "attempt" in record:
-                    span.set_attribute("durastate.retry.attempt", int(record["attempt"]))
+                    attributes["durastate.retry.attempt"] = int(record["attempt"])
                 if "steps" in record:
-                    span.set_attribute("durastate.steps", 1 + len(record["steps"]))
+                    attributes["durastate.steps"] = 1 + len(record["steps"])
+            span.set_attributes(attributes)
             error = (record or {}).get("error") or (exe.error if exe.status == "failed" else None)
             if error:
                 from opentelemetry.trace import Status, StatusCode
