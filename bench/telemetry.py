@@ -1,4 +1,3 @@
-# ruff: noqa: RUF001, RUF002  (the en dashes and multiplication signs are the report's typography)
 """Telemetry section: what OpenTelemetry costs the worker per event, off and on.
 
 The worker of the engine section's headline row (``Worker.handle`` on ``DictStore``, a full commit per event,
