@@ -180,6 +180,9 @@ class LocalRuntime:
     (a transport without a box: then they do not outlive it, and a warning says so). ``dead_letters``
     lists the ones *this runtime* dead-lettered since it was made, as before; ``on_dead_letter`` is called
     with each, once it is kept.
+
+    ``tracer_provider``: where the OpenTelemetry span of each commit goes (default: the application's global
+    provider, when it set one; else no span is made): see :mod:`durastate.runtime.telemetry`.
     """
 
     def __init__(self, store: ExecutionStore, registry: DefinitionRegistry,
@@ -210,8 +213,6 @@ class LocalRuntime:
         self._last_sweep = float("-inf")
         self.lease_seconds = lease_seconds
         # keep_committed (default: Worker's DEFAULT_KEEP) and exclusive (trust kept copies unread): see Worker.
-        # ``tracer_provider``: where the OpenTelemetry spans go (default: the application's global provider, if it
-        # set one; none otherwise): see durastate.runtime.telemetry.
         telemetry = Telemetry(tracer_provider)
         self.worker = Worker(store, registry, clock, max_conflict_retries, copy_on_load=copy_on_load,
                              keep_committed=keep_committed, exclusive=exclusive, trace=trace, telemetry=telemetry)
