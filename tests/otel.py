@@ -11,7 +11,6 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from opentelemetry.util._once import Once
 
 
 def memory_provider() -> tuple[TracerProvider, InMemorySpanExporter]:
@@ -29,7 +28,7 @@ def as_global(provider: TracerProvider) -> Iterator[None]:
         yield
     finally:
         trace._TRACER_PROVIDER = None
-        trace._TRACER_PROVIDER_SET_ONCE = Once()
+        trace._TRACER_PROVIDER_SET_ONCE = type(trace._TRACER_PROVIDER_SET_ONCE)()  # a fresh "set once" guard
 
 
 def spans_of(spans: list[ReadableSpan], execution_id: str, event: str | None = None) -> list[ReadableSpan]:
