@@ -60,7 +60,8 @@ class Telemetry:
     """Where a worker's spans go: ``provider`` if given, else the process's global tracer provider.
 
     Asked before every commit (:meth:`tracer`), so that a provider the application sets up after building
-    its runtime is still used; while there is none the question costs one dictionary look-up.
+    its runtime is still used; while there is none the question costs a dictionary look-up. With
+    ``DURASTATE_OTEL=1`` the provider is set up (or :class:`TelemetryUnavailable` raised) when it is made.
     """
 
     def __init__(self, provider: Any = None) -> None:
@@ -68,6 +69,8 @@ class Telemetry:
         self._for: Any = None
         self._tracer: Any = None
         self._configure = os.environ.get(ENV, "").strip().lower() in ("1", "true", "yes", "on")
+        if self._configure and provider is None:
+            _configured()  # now, so that a missing extra stops the runtime from starting, not each event
 
     def tracer(self) -> Any | None:
         """The tracer to make spans with, or ``None``: no span is made."""

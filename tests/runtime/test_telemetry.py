@@ -7,6 +7,7 @@ provider can be set once per process; one test sets it and puts it back, as Open
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -266,3 +267,55 @@ def test_the_context_comes_from_the_message_attributes_or_the_xray_header() -> N
 def test_a_malformed_traceparent_on_the_wire_is_refused_with_the_format() -> None:
     with pytest.raises(MalformedEvent, match="not a W3C trace context"):
         parse_envelope({"target_id": "o1", "event": {"id": "e", "name": "x", "traceparent": "00-zz"}})
+
+
+def test_durastate_otel_sends_the_spans_over_otlp_http(tmp_path: Path) -> None:
+    """``DURASTATE_OTEL=1`` with the exporter's own variables: the spans reach an OTLP/HTTP endpoint (a
+    collector stand-in on this machine), in a fresh process (a global provider is set once per process)."""
+    import http.server
+    import threading
+
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+    received: list[tuple[str, bytes]] = []
+
+    class Collector(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            received.append((self.path, self.rfile.read(int(self.headers["Content-Length"]))))
+            self.send_response(200)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Collector)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    script = f"""
+import sys
+sys.path.insert(0, {str(ROOT)!r})
+from durastate.engine import DefinitionRegistry
+from durastate.runtime import LocalRuntime, ManualClock, telemetry
+from durastate.store import DictStore
+rt = LocalRuntime(DictStore(), DefinitionRegistry.from_dir({str(EXAMPLES)!r}), clock=ManualClock(0.0))
+rt.start("order", execution_id="o1")
+rt.run_until_idle()
+telemetry.flush()
+"""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "DURASTATE_"))}
+    env.update({"DURASTATE_OTEL": "1", "OTEL_SERVICE_NAME": "shop", "OTEL_BSP_SCHEDULE_DELAY": "60000",
+                "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{server.server_address[1]}"})
+    try:
+        proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                              cwd=tmp_path, env=env)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert proc.returncode == 0, proc.stderr
+    (path, body), = received
+    assert path == "/v1/traces"
+    request = ExportTraceServiceRequest.FromString(body)
+    (resource,) = request.resource_spans
+    assert {a.key: a.value.string_value for a in resource.resource.attributes}["service.name"] == "shop"
+    assert [s.name for scope in resource.scope_spans for s in scope.spans] == ["order durastate.start"]
