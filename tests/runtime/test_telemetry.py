@@ -141,7 +141,7 @@ def test_an_orders_whole_life_is_one_linked_trace(rt: LocalRuntime, clock: Manua
         "finished", "cancelled")
 
 
-def test_the_span_context_is_stored_with_the_execution_and_in_the_outbox(rt: LocalRuntime,
+def test_the_span_context_is_stored_with_the_execution(rt: LocalRuntime,
                                                                         exporter: InMemorySpanExporter) -> None:
     rt.start("order", execution_id="o1")
     rt.run_until_idle()
