@@ -141,8 +141,7 @@ def test_an_orders_whole_life_is_one_linked_trace(rt: LocalRuntime, clock: Manua
         "finished", "cancelled")
 
 
-def test_the_span_context_is_stored_with_the_execution(rt: LocalRuntime,
-                                                                        exporter: InMemorySpanExporter) -> None:
+def test_the_span_context_is_stored_with_the_execution(rt: LocalRuntime, exporter: InMemorySpanExporter) -> None:
     rt.start("order", execution_id="o1")
     rt.run_until_idle()
     exe = load(rt, "o1")
