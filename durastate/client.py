@@ -44,6 +44,7 @@ from durastate.errors import DurastateError, MalformedEvent, ReservedId
 from durastate.store import control as store_control
 from durastate.store.base import ExecutionPage, ExecutionStore
 from durastate.transport.base import DeadLetter, DeadLetterBox, DeadLetterPage, Transport
+from durastate.transport.tracecontext import current_traceparent, stamp
 from durastate.transport.wire import new_event
 
 __all__ = ["DurastateClient", "start_event", "start_event_id"]
@@ -119,7 +120,7 @@ class DurastateClient:
         if self.definitions is not None:
             self.definitions.get(definition_id)  # raises UnknownDefinition naming the known ones
         exe_id = check_execution_id(execution_id) if execution_id is not None else new_id()
-        self.transport.send([(exe_id, start_event(exe_id, definition_id, context))])
+        self._send([(exe_id, start_event(exe_id, definition_id, context))])
         return exe_id
 
     def send(self, execution_id: str, name: str, data: dict[str, Any] | None = None,
@@ -131,7 +132,7 @@ class DurastateClient:
         if name.startswith("durastate.") and name != "durastate.cancel":
             raise MalformedEvent(f"{name!r} is a reserved event name; use start() to start an execution, "
                                  "cancel()/suspend()/resume() to control one")
-        self.transport.send([(execution_id, event)])
+        self._send([(execution_id, event)])
         return event.id
 
     def send_many(self, messages: Sequence[tuple[str, Event]]) -> None:
@@ -140,7 +141,12 @@ class DurastateClient:
         messages = list(messages)
         for target_id, event in messages:
             _check_producer(target_id, event)
-        self.transport.send(messages)
+        self._send(messages)
+
+    def _send(self, messages: Sequence[tuple[str, Event]]) -> None:
+        """Enqueue, each event carrying the caller's active OpenTelemetry span (if there is one): the span
+        that applies it links to it (:mod:`durastate.runtime.telemetry`)."""
+        self.transport.send(stamp(messages, current_traceparent()))
 
     # -- control -------------------------------------------------------------------------------------
     def cancel(self, execution_id: str, reason: str | None = None, *, event_id: str | None = None) -> str:
@@ -161,7 +167,7 @@ class DurastateClient:
         check_event_id(execution_id, "execution id")
         data: dict[str, Any] = {} if reason is None else {"reason": reason}
         event = new_event(name, data, event_id or derived_id(execution_id, name.rsplit(".", 1)[1], time.time_ns()))
-        self.transport.send([(execution_id, event)])
+        self._send([(execution_id, event)])
         return event.id
 
     def heartbeat(self, task_id: str, details: Any = None, *, execution_id: str | None = None) -> str:

@@ -263,3 +263,7 @@ class UnknownSchedule(DurastateError):
 
     def __reduce__(self) -> tuple[object, ...]:
         return (type(self), (self.name, self.known))
+
+
+class TelemetryUnavailable(DurastateError):
+    """``DURASTATE_OTEL=1`` asks for OpenTelemetry spans, and the ``otel`` extra is not installed."""

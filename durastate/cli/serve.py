@@ -283,7 +283,8 @@ class _ReportingWorker(Worker):
     def __init__(self, inner: Worker, sess: Session) -> None:
         super().__init__(inner.store, inner.registry, inner.clock, inner.max_conflict_retries,
                          copy_on_load=inner.copy_on_load, trace=inner.trace,
-                         keep_committed=inner.keep_committed, exclusive=inner.exclusive)
+                         keep_committed=inner.keep_committed, exclusive=inner.exclusive,
+                         telemetry=inner.telemetry)
         self._sess = sess
         self._day = time.strftime("%Y-%m-%d", time.localtime(self.clock()))
 

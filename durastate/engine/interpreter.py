@@ -116,7 +116,7 @@ def _event(eid: str, name: str, data: dict[str, Any]) -> Event:
     (Twice as fast as ``Event(...)`` and four times ``Event.model_construct``: steps emit many events.)
     """
     ev = _new(Event)
-    _set(ev, "__dict__", {"id": eid, "name": name, "data": data})
+    _set(ev, "__dict__", {"id": eid, "name": name, "data": data, "traceparent": None})
     _set(ev, "__pydantic_fields_set__", {"id", "name", "data"})
     _set(ev, "__pydantic_extra__", None)
     _set(ev, "__pydantic_private__", None)

@@ -7,6 +7,7 @@ is the one place that changes an execution.
 
 from __future__ import annotations
 
+import re
 import uuid
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -22,7 +23,7 @@ from durastate.engine.ids import (
     TIMEOUT,
     reserved_id_problem,
 )
-from durastate.engine.values import check_event_id, check_json
+from durastate.engine.values import check_event_id, check_json, printable
 
 Status = Literal["running", "suspended", "finished", "failed", "cancelled", "terminated", "purged"]
 STATUSES: tuple[Status, ...] = (
@@ -41,6 +42,7 @@ __all__ = [
     "START",
     "STATUSES",
     "TIMEOUT",
+    "TRACEPARENT",
     "ChildRef",
     "Emit",
     "Event",
@@ -53,6 +55,10 @@ __all__ = [
     "TimerOp",
     "new_id",
 ]
+
+
+TRACEPARENT = re.compile(r"00-(?!0{32})[0-9a-f]{32}-(?!0{16})[0-9a-f]{16}-[0-9a-f]{2}")
+"""A W3C trace context ``traceparent`` header, version 00: ``00-<trace id>-<parent span id>-<flags>``."""
 
 
 def new_id() -> str:
@@ -68,6 +74,11 @@ class Event(BaseModel):
     id: str = Field(default_factory=new_id, min_length=1, max_length=128)
     name: str = Field(min_length=1, max_length=256)
     data: dict[str, Any] = Field(default_factory=dict)
+    traceparent: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    """The W3C trace context of the span that sent the event (``00-<trace id>-<span id>-<flags>``), when the
+    sender was traced: what links the span that applies it to the one that caused it
+    (:mod:`durastate.runtime.telemetry`). Observability only: it never changes what a step does, and it is
+    left out of the stored JSON while ``None``."""
 
     @field_validator("id")
     @classmethod
@@ -83,6 +94,14 @@ class Event(BaseModel):
     @classmethod
     def _storable_data(cls, v: dict[str, Any]) -> dict[str, Any]:
         check_json(v, "event.data")
+        return v
+
+    @field_validator("traceparent")
+    @classmethod
+    def _w3c_traceparent(cls, v: str | None) -> str | None:
+        if v is not None and TRACEPARENT.fullmatch(v) is None:
+            raise ValueError(f"traceparent {printable(v[:80])!r} is not a W3C trace context (00-<32 hex trace id>-"
+                             "<16 hex span id>-<2 hex flags>, lower case); leave it out if there is none")
         return v
 
     @model_validator(mode="after")
@@ -249,6 +268,15 @@ class Execution(BaseModel):
     compares. Cleared by a redrive, kept by the ignored events an ended execution still consumes."""
     expires_at: float | None = Field(default=None, exclude_if=lambda v: v is None)
     """A tombstone's (``status == "purged"``) expiry: after it the tombstone and its dedupe marks go."""
+    # OpenTelemetry (durastate.runtime.telemetry). Set only while a tracer provider is configured, and left
+    # out of the stored JSON otherwise: an untraced execution pays nothing for them.
+    traceparent: str | None = Field(default=None, exclude_if=_empty)
+    """The W3C trace context of the span of the execution's first traced commit (its start): every later
+    span of the execution is its child, so the spans of one execution share one trace."""
+    trace_links: dict[str, str] = Field(default_factory=dict, exclude_if=_empty)
+    """The span (id, in :attr:`traceparent`'s trace) of the commit that armed each armed timer (by state path)
+    and spawned each running region child (by child id): what the timeout's span, and the region's start
+    span, link to. Entries go when their timer or child does."""
 
 
 # -- what a step asks to commit with the execution ------------------------------------------------------

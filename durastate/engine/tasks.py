@@ -220,6 +220,9 @@ class TaskRequest:
     attempt: int
     heartbeat_timeout: float | None = None
     cancel_url: str | None = None
+    traceparent: str | None = None
+    """The W3C trace context of the span that started the task: sent to it (the HTTP ``traceparent``
+    header) and carried back by its answer."""
 
     @classmethod
     def from_event(cls, target_id: str, event: Event) -> TaskRequest:
@@ -235,7 +238,8 @@ class TaskRequest:
                    timeout=float(timeout) if isinstance(timeout, int | float) else None,
                    attempt=int(d.get("attempt", 1)),
                    heartbeat_timeout=float(heartbeat_timeout) if isinstance(heartbeat_timeout, int | float)
-                   else None, cancel_url=url if isinstance(url, str) else None)
+                   else None, cancel_url=url if isinstance(url, str) else None,
+                   traceparent=event.traceparent)
 
     def payload(self) -> dict[str, Any]:
         """What the callee receives (the Lambda event, the HTTP body): the input and the ids to be
@@ -336,7 +340,7 @@ def task_result(request: TaskRequest, output: Any = None, error: str | None = No
                             "task_id": request.task_id}
     if error is not None:
         data["error"] = error
-    return Event(id=finished_event_id(request.task_id), name=FINISHED, data=data)
+    return Event(id=finished_event_id(request.task_id), name=FINISHED, data=data, traceparent=request.traceparent)
 
 
 # -- what the interpreter calls ---------------------------------------------------------------------------

@@ -74,7 +74,7 @@ from durastate.store.base import ExecutionStore, TimerOp
 from durastate.transport.base import Sink, Transport
 from durastate.transport.sqs import SqsDeadLetters, dead_letter, sqs_id
 from durastate.transport.sqs_timers import SqsTimerQueue, hop_fire_at
-from durastate.transport.wire import Envelope, parse_envelope
+from durastate.transport.wire import Envelope, parse_envelope, with_traceparent
 
 __all__ = [
     "PERMANENT_ERRORS",
@@ -254,7 +254,8 @@ class AwsRuntime:
         return self.worker.handle(env.target_id, env.event)
 
     def process(self, body: str, *, message_id: str, group_id: str | None = None,
-                on_parsed: Callable[[Envelope], None] | None = None, attempts: int = 1) -> Outcome:
+                on_parsed: Callable[[Envelope], None] | None = None, attempts: int = 1,
+                traceparent: str | None = None) -> Outcome:
         """One SQS record, end to end: parse, apply, dead-letter what can never succeed.
 
         Returns the outcome; raises only on a failure that is not permanent, which the handler reports as
@@ -263,10 +264,11 @@ class AwsRuntime:
         dead-lettered, however many receives it takes; an unexpected error (most likely a bug) is, once the
         record was received ``max_attempts`` times — kept with its reason, it stops holding back its
         execution's later events, and a replay applies it once the cause is fixed. ``attempts`` (the
-        record's receive count) goes with a dead letter.
+        record's receive count) goes with a dead letter. ``traceparent``: the trace context the record
+        brought besides its body (:func:`durastate.transport.tracecontext.from_message_attributes`).
         """
         try:
-            env = self.parse(body)
+            env = with_traceparent(self.parse(body), traceparent)
         except MalformedEvent as exc:
             self.dead_letter(body, exc, message_id=message_id, group_id=group_id, attempts=attempts)
             return "dead-lettered"

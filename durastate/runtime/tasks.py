@@ -284,9 +284,11 @@ class TaskRunner:
     # -- http --------------------------------------------------------------------------------------------
     def _http(self, request: TaskRequest) -> Any:
         body = json.dumps(request.payload(), separators=(",", ":")).encode()
-        req = urllib.request.Request(request.target, data=body, method="POST", headers={
-            "Content-Type": "application/json", "Accept": "application/json",
-            "Idempotency-Key": request.task_id})
+        headers = {"Content-Type": "application/json", "Accept": "application/json",
+                   "Idempotency-Key": request.task_id}
+        if request.traceparent is not None:  # the task's own spans join the execution's trace
+            headers["traceparent"] = request.traceparent
+        req = urllib.request.Request(request.target, data=body, method="POST", headers=headers)
         timeout = request.timeout or self.http_timeout
         try:
             with urllib.request.urlopen(req, timeout=timeout) as resp:  # (http/https checked at load)

@@ -91,6 +91,7 @@ from durastate.errors import (
 from durastate.runtime.clock import Clock
 from durastate.runtime.keys import give_secret
 from durastate.runtime.sweeper import SWEPT
+from durastate.runtime.telemetry import CommitSpan, Telemetry
 from durastate.runtime.versions import Versions
 from durastate.store.base import Emit, EventCheckingStore, ExecutionStore, Spawn, TimerOp, keeps_history
 from durastate.store.memory.sync import DictCore
@@ -149,6 +150,8 @@ def detached_copy(exe: Execution) -> Execution:
         fields["held"] = list(exe.held)
     if exe.maps:
         fields["maps"] = {path: _model_copy(m, _json_copy(m.__dict__)) for path, m in exe.maps.items()}
+    if exe.trace_links:
+        fields["trace_links"] = dict(exe.trace_links)
     return _model_copy(exe, fields)
 
 
@@ -191,7 +194,8 @@ class Worker:
     def __init__(self, store: ExecutionStore, registry: DefinitionRegistry, clock: Clock = time.time,
                  max_conflict_retries: int = 8, *, copy_on_load: bool | None = None,
                  sleep: Callable[[float], None] = time.sleep, trace: bool = True,
-                 keep_committed: int | None = None, exclusive: bool = False) -> None:
+                 keep_committed: int | None = None, exclusive: bool = False,
+                 telemetry: Telemetry | None = None) -> None:
         self.store = store
         self.registry = registry
         self.clock = clock
@@ -225,6 +229,11 @@ class Worker:
         """With ``trace`` off, still commit the trace step of a step that failed (the execution failed, or an
         attempt failed and will be retried), so ``durastate show``/``trace`` can say what happened; other
         commits stay trace-free (on DynamoDB: one conditional put, no transaction)."""
+        self.telemetry = telemetry if telemetry is not None else Telemetry()
+        """Where the span of each commit goes (:mod:`durastate.runtime.telemetry`; none without a tracer
+        provider)."""
+        self._tries = 1
+        self._began_ns: int | None = None
         self.on_commit: Callable[[Execution, Sequence[TimerOp]], None] | None = None
         """Called after each successful commit with the execution and its timer operations (the AWS runtime
         hops the timers armed within SQS's delay horizon); an exception from it is logged, never raised."""
@@ -237,6 +246,8 @@ class Worker:
         all permanent — or :class:`StoreConflict` once ``max_conflict_retries`` reloads all lost the race.
         """
         attempt = 0
+        self._tries = 1
+        self._began_ns = time.time_ns() if self.telemetry.tracer() is not None else None
         kept = self._kept.pop(target_id, None)
         unchecked = False  # stepping a kept copy nobody checked is current (its commit still checks)
         if kept is not None and not self.exclusive:
@@ -268,6 +279,7 @@ class Worker:
                     continue  # the read now reports it a duplicate
                 unchecked = False
                 attempt += 1
+                self._tries = attempt + 1
                 self.conflicts += 1
                 if attempt > self.max_conflict_retries:
                     raise
@@ -335,7 +347,8 @@ class Worker:
             held, exe.held = exe.held, []
             self._apply_held(batch, exe, held, now)  # the retry went through: what waited for it applies
         timers, fired = _split_fired(event, batch.timers)
-        self._commit(exe, batch.emits, event.id, blind, timers=timers, spawns=batch.spawns, trace=batch.trace())
+        self._commit(exe, batch.emits, event, blind, timers=timers, spawns=batch.spawns, trace=batch.trace(),
+                     result=status)
         if fired is not None:
             try:
                 self.store.delete_timer(exe.id, *fired)
@@ -351,7 +364,7 @@ class Worker:
                 self._ignore(exe, event, blind, now, f"already {status}")
                 return HandleResult.IGNORED
             effects = control.terminate(exe, _reason(event), now)
-            self._commit(exe, effects.emits, event.id, blind, timers=effects.timers,
+            self._commit(exe, effects.emits, event, blind, timers=effects.timers,
                          trace=_control_record(exe, event, effects, now))
             return HandleResult.APPLIED
         if control.redrivable(exe):
@@ -388,7 +401,7 @@ class Worker:
         # running
         if name == SUSPEND:
             effects = control.suspend(exe, _reason(event), now)
-            self._commit(exe, effects.emits, event.id, blind, timers=effects.timers,
+            self._commit(exe, effects.emits, event, blind, timers=effects.timers,
                          trace=_control_record(exe, event, effects, now))
             return HandleResult.APPLIED
         if name == RESUME:
@@ -417,7 +430,7 @@ class Worker:
             control.hold(exe, event)
         except control.ControlError as err:
             raise MalformedEvent(str(err)) from None  # refused for good: the runtime dead-letters it
-        self._commit(exe, [], event.id, blind, trace={
+        self._commit(exe, [], event, blind, result=HandleResult.HELD, trace={
             "event": event.name, "event_id": event.id, "from": exe.active_path, "to": exe.active_path,
             "status": exe.status, "held": len(exe.held), "at": now})
         return HandleResult.HELD
@@ -429,7 +442,7 @@ class Worker:
         batch.records.append(_control_record(exe, event, effects, now))
         if held:
             self._apply_held(batch, exe, held, now)
-        self._commit(exe, batch.emits, event.id, blind, timers=batch.timers, spawns=batch.spawns,
+        self._commit(exe, batch.emits, event, blind, timers=batch.timers, spawns=batch.spawns,
                      trace=batch.trace())
         return HandleResult.APPLIED
 
@@ -518,18 +531,26 @@ class Worker:
                                   "to": exe.active_path, "status": exe.status, "ignored": True, "at": now}
         if reason:
             record["reason"] = reason
-        self._commit(exe, [], event.id, blind, trace=record)
+        self._commit(exe, [], event, blind, trace=record, result=HandleResult.IGNORED)
 
-    def _commit(self, exe: Execution, emits: Sequence[Emit], event_id: str, blind: bool, *,
+    def _commit(self, exe: Execution, emits: Sequence[Emit], event: Event, blind: bool, *,
                 timers: Iterable[TimerOp] = (), spawns: Iterable[Spawn] = (),
-                trace: dict[str, Any] | None = None) -> None:
+                trace: dict[str, Any] | None = None, result: HandleResult = HandleResult.APPLIED) -> None:
         """The one commit of an event; afterwards ``exe`` is what the store holds, so keep it."""
+        event_id = event.id
         failure: dict[str, Any] | None = None
+        record = trace
         if not self.trace:
             if self.trace_failures and trace is not None and (exe.status == "failed" or "error" in trace):
                 failure = trace if "error" in trace or not exe.error else {**trace, "error": exe.error}
             trace = None
         timers = list(timers)
+        span: CommitSpan | None = None
+        tracer = self.telemetry.tracer()
+        if tracer is not None:  # the span's context goes into what the commit writes; it ends once committed
+            spawns = list(spawns)
+            span = CommitSpan.begin(tracer, exe, event, start_ns=self._began_ns)
+            emits = span.prepare(exe, emits, timers, spawns)
         if blind:  # only when keep_committed is on, i.e. the store is an EventCheckingStore
             cast(EventCheckingStore, self.store).commit(
                 exe, emits, processed_event_id=event_id, timers=timers, spawns=spawns, trace=trace,
@@ -537,6 +558,11 @@ class Worker:
         else:
             self.store.commit(exe, emits, processed_event_id=event_id, timers=timers, spawns=spawns,
                               trace=trace)
+        if span is not None:
+            try:
+                span.end(exe, result, record, self._tries)
+            except Exception:  # the commit stands; a span is observability
+                log.warning("the span of %s on %s was not recorded", event_id, exe.id, exc_info=True)
         if failure is not None:  # after the commit, outside it: the commit stays as cheap as without a trace
             try:
                 self.store.append_trace(exe.id, failure)
@@ -668,7 +694,7 @@ class Worker:
                        data={"child_id": child_id, "status": "failed", "outcome": None,
                              "output": dict(context), "error": str(err)})
         log.warning("child %s of %s failed to start: %s", target_id, parent_id, err)
-        self._commit(child, [(parent_id, notice)], event.id, False,
+        self._commit(child, [(parent_id, notice)], event, False,
                      trace={"event": event.name, "event_id": event.id, "from": None, "to": None,
                             "status": "failed", "error": str(err), "at": now})
 
