@@ -287,7 +287,7 @@ def trace(
         if as_json:
             output.print_json(steps)
         elif not steps:
-            output.note(_no_trace(sess.store, execution_id))
+            output.note(no_trace_note(sess.store, execution_id))
         for step in [] if as_json else steps:
             for line in view.render(step):
                 output.say(line)
@@ -295,7 +295,7 @@ def trace(
     follow_trace(sess.store, execution_id, steps, view, as_json, interval, until_ended)
 
 
-def _no_trace(store: ExecutionStore, execution_id: str) -> str:
+def no_trace_note(store: ExecutionStore, execution_id: str) -> str:
     """What an empty trace means: on AWS (a DynamoDB store) the deployment may record only failed steps."""
     if type(store).__module__.startswith("durastate.store.dynamodb."):  # (no import: boto3 is an extra)
         return (f"no trace step recorded for {execution_id}: on AWS only the steps that fail are recorded unless "
@@ -330,7 +330,7 @@ def history(
         output.console.file.flush()
         return
     if not steps:
-        output.note(_no_trace(sess.store, execution_id))
+        output.note(no_trace_note(sess.store, execution_id))
     view = TraceView(show_ids=ids)
     for step in steps:
         for line in view.render(step):

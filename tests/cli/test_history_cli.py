@@ -129,11 +129,11 @@ def test_replay_of_a_file_that_is_not_a_history(kept: Env, cli: Cli, tmp_path: P
 
 def test_an_empty_trace_on_dynamodb_says_only_failed_steps_are_recorded(tmp_path: Path) -> None:
     """On AWS the trace is off unless DURASTATE_TRACE=1: only failed steps are recorded, and `trace` says so."""
-    from durastate.cli.executions import _no_trace
+    from durastate.cli.executions import no_trace_note
     from tests.store.conformance.backends import BACKENDS, BackendRequest, open_backend
 
     with open_backend(BACKENDS["dynamodb-moto"], BackendRequest(tmp_path, unique="notrace")) as store:
-        said = _no_trace(store, "o-1")
+        said = no_trace_note(store, "o-1")
     assert said.startswith("no trace step recorded for o-1: on AWS only the steps that fail are recorded")
     assert "DURASTATE_TRACE=1" in said and "durastate:trace=true" in said
-    assert _no_trace(SqliteStore(tmp_path / "x.db"), "o-1") == "no trace recorded for o-1"
+    assert no_trace_note(SqliteStore(tmp_path / "x.db"), "o-1") == "no trace recorded for o-1"
