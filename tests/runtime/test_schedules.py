@@ -387,8 +387,8 @@ def test_backfill_starts_each_missed_tick_once_on_every_store(
     (("2025-01-01T00:00", "2026-01-01T05:00"), "holds more than 1000 ticks"),
 ])
 def test_a_bad_backfill_is_refused_and_changes_nothing(
-        clock: ManualClock, window: tuple[str, str], problem: str) -> None:
-    store = DictStore()
+        every_store: ExecutionStore, clock: ManualClock, window: tuple[str, str], problem: str) -> None:
+    store = every_store
     sync_schedules(store, pulse(rate="1h"), clock())
     clock.set(at("2026-01-01T06:00"))
     before = store.load("~schedule~pulse")
