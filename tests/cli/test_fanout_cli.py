@@ -67,3 +67,14 @@ def test_validate_refuses_a_bad_tolerate_percentage_and_accepts_a_good_one(
     path.write_text(text.replace("tolerate: 1", 'tolerate: "20%"'))
     good = cli("validate", str(path))
     assert good.code == 0, good.stdout
+
+
+
+def test_a_maps_progress_line_counts_the_items_waiting_for_their_retry() -> None:
+    from durastate.cli.output import map_progress
+    from durastate.engine.model import MapProgress
+
+    progress = MapProgress(total=5, started=3, done=1, retries=[{"index": 0, "attempt": 2, "item": 120,
+                                                                 "at": 1.0}])
+    assert map_progress("charging", progress) == (
+        "charging: 3 started, 1 done, 0 failed of 5 (1 running, 1 waiting to be retried)")
