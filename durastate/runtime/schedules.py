@@ -14,6 +14,12 @@ a crash before the commit (the timer is still armed: the next sweep does it agai
 record moved on: the next sweep finds nothing due), two sweepers at once (one wins the CAS, the other
 reloads and finds nothing due), a start relayed twice (the worker dedupes it) — each tick starts at most
 one execution, and a tick is never lost while the record's timer is armed.
+
+With ``jitter`` the timer is armed at the tick plus its offset (:func:`~durastate.engine.schedules.jitter_offset`,
+an HMAC under the record's secret, which the record gets when it is created), so every sweeper and every
+hop computes the same time. :func:`backfill_schedule` starts past ticks that have no execution with the
+very start the tick would have committed (same id, same start event id, same witness), so a backfill never
+starts a tick twice; :func:`delete_schedule` marks the record removed and cancels its timer in one commit.
 """
 
 from __future__ import annotations
