@@ -26,6 +26,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from durastate.errors import (
+    BackfillRefused,
     ControlRefused,
     DefinitionError,
     DeliveryFailed,
@@ -75,6 +76,7 @@ _LAZY: dict[str, str] = {
 }
 
 __all__ = [
+    "BackfillRefused",
     "ControlRefused",
     "Definition",
     "DefinitionError",

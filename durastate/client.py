@@ -16,7 +16,7 @@ execution that already exists is a no-op anyway. Without ``execution_id`` a fres
 passes the same id, and the event is applied once.
 
 Control: ``cancel``, ``suspend`` and ``resume`` are events, queued behind the execution's others;
-``terminate`` and ``redrive`` are compare-and-swap commits to the store (the client needs one). Dead
+``terminate``, ``redrive`` and ``migrate`` are compare-and-swap commits to the store (the client needs one). Dead
 letters — the events the worker could never apply — are read, replayed and dropped through the
 transport's box: ``dead_letters()``, ``replay_dead_letters()``, ``drop_dead_letter()`` (on AWS build the
 client with ``dlq_url``).
@@ -25,8 +25,8 @@ client with ``dlq_url``).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable, Collection, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from durastate.engine.ids import (
     CANCEL,
@@ -46,6 +46,10 @@ from durastate.store.base import ExecutionPage, ExecutionStore
 from durastate.transport.base import DeadLetter, DeadLetterBox, DeadLetterPage, Transport
 from durastate.transport.tracecontext import current_traceparent, stamp
 from durastate.transport.wire import new_event
+
+if TYPE_CHECKING:
+    from durastate.engine.definition import Definition
+    from durastate.store.migration import Migration
 
 __all__ = ["DurastateClient", "start_event", "start_event_id"]
 
@@ -189,6 +193,25 @@ class DurastateClient:
         """Restore a failed execution to the state before its failed step and queue that step's event
         again (through the outbox: the relay delivers it). Returns that event. Needs the store."""
         return store_control.redrive(self._store("redrive an execution"), execution_id, self.clock).event
+
+    def migrate(self, definition_id: str, from_version: str, to: Definition | None = None,
+                mapping: Mapping[str, str] | None = None, *, ids: Collection[str] | None = None,
+                statuses: Collection[str] | None = None, dry_run: bool = False) -> Migration:
+        """Move running and suspended executions of ``definition_id`` from ``from_version`` to ``to``'s version
+        (default: the client's ``definitions``' copy) — only ``ids``, or only those in ``statuses``, when
+        given — as ``durastate migrate`` does (:func:`~durastate.store.migration.migrate_executions`: one
+        commit each, nothing moved if any would be stranded). Needs the store."""
+        from durastate.store.migration import migrate_executions
+
+        store = self._store("migrate executions")
+        if to is None:
+            if self.definitions is None:
+                raise DurastateError("pass the target version's definition as to=, or build the client with "
+                                     "definitions=")
+            to = self.definitions.get(definition_id)
+        assert to is not None
+        return migrate_executions(store, definition_id, from_version, to, mapping, ids=ids, statuses=statuses,
+                                  clock=self.clock, dry_run=dry_run)
 
     # -- dead letters ----------------------------------------------------------------------------------
     def _box(self) -> DeadLetterBox:

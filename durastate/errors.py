@@ -250,6 +250,11 @@ class ScheduleError(DefinitionError):
         Exception.__init__(self, f"{head}invalid schedules: {body}")
 
 
+class BackfillRefused(DurastateError, ValueError):
+    """A ``schedules backfill`` that cannot run as asked (``--from`` after ``--to``, ``--to`` in the future,
+    too many ticks); nothing was started."""
+
+
 class UnknownSchedule(DurastateError):
     """No schedule of that name is stored (or it was removed from the definitions folder)."""
 

@@ -345,9 +345,10 @@ class DurastateEngine(Construct):
       retention: purge executions that ended longer ago than this (off by default): each sweeper run also
         turns up to ``retention_batches`` batches of 500 of them into tombstones, which keep recognising
         their events for ``tombstone_ttl`` (default 14 days) before the executions table's TTL deletes them.
-      schedules: ``{name: {definition, cron | rate, timezone, context, catch_up, overlap, grace}}``, as in a
-        ``schedules:`` file of the definitions folder (either or both; a name in both is an error). The
-        existing sweeper stores and fires them: no new resource, only its grants on the records.
+      schedules: ``{name: {definition, cron | rate, timezone, context, catch_up, overlap, grace, start_at,
+        end_at, jitter}}``, as in a ``schedules:`` file of the definitions folder (either or both; a name in
+        both is an error). The existing sweeper stores and fires them: no new resource, only its grants on
+        the records.
       task_functions: the Lambda functions that definitions invoke as tasks (``invoke: {task: {lambda:
         ...}}``), as functions of the app or by name or ARN: the relay, which runs tasks, may invoke these
         and no others (``lambda:InvokeFunction`` on exactly their ARNs).

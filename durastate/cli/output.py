@@ -168,9 +168,12 @@ def show_execution(exe: Execution, children: Sequence[Execution] = (), now: floa
 
 
 def map_progress(path: str, progress: MapProgress, *, ended: bool = False) -> str:
-    """One line of a map state's progress: ``charging: 40 started, 35 done, 2 failed of 100 (3 running)``;
-    ``ended``: the execution ended in the map state, which cancelled the children still running."""
-    running = "the execution ended: none running" if ended else f"{progress.running} running"
+    """One line of a map state's progress: ``charging: 40 started, 35 done, 2 failed of 100 (3 running)``
+    (``…, 1 waiting to be retried``: failed items whose retry's backoff runs); ``ended``: the execution
+    ended in the map state, which cancelled the children still running."""
+    waiting = len(progress.retries)
+    running = "the execution ended: none running" if ended else f"{progress.running - waiting} running" + (
+        f", {waiting} waiting to be retried" if waiting else "")
     line = (f"{path}: {progress.started} started, {progress.done} done, {progress.failed} failed of "
             f"{progress.total} ({running})")
     if progress.cancelled:

@@ -582,9 +582,7 @@ class Run(StepResult):
         policy = self.t.invoke_retry[s]
         if policy is None or ref.attempt >= policy.max_attempts:
             return False
-        error = str(ev.data.get("error") or "")
-        kind = error.split(":", 1)[0].strip()
-        if policy.on and kind not in policy.on:
+        if not policy.covers(str(ev.data.get("error") or "")):
             return False
         path = REINVOKE_PREFIX + self.t.paths[s]
         fire_at = self.now + policy.delay(ref.attempt)
@@ -598,6 +596,8 @@ class Run(StepResult):
         s = t.index.get(path, -1)
         if s < 0 or not (s == self.leaf or t.is_proper_ancestor(s, self.leaf)):
             return False
+        if t.maps and s in t.maps:
+            return fanout.retry_due(self, s)
         tries = [ref.attempt for ref in exe.children.values() if ref.kind != "region" and ref.path == path]
         for cid in [c for c, ref in exe.children.items() if ref.kind != "region" and ref.path == path]:
             del exe.children[cid]

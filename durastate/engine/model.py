@@ -169,6 +169,12 @@ class MapProgress(BaseModel):
     twice."""
     failures: list[dict[str, Any]] = Field(default_factory=list)
     """The failed children (``index``, ``child_id``, ``status``, ``error``), in the order they failed."""
+    running_items: dict[str, Any] = Field(default_factory=dict, exclude_if=_empty)
+    """A map with a ``retry`` policy only: the item of each running child, by index, so a failed one can
+    start again (at most ``max_concurrency`` of them)."""
+    retries: list[dict[str, Any]] = Field(default_factory=list, exclude_if=_empty)
+    """A map with a ``retry`` policy only: the failed items waiting for their next try (``index``,
+    ``attempt``, ``item``, ``at``), in the order they failed; each keeps its place in the window."""
 
     @property
     def running(self) -> int:

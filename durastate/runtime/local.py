@@ -199,9 +199,12 @@ class LocalRuntime:
                  tasks: TaskRunner | None = None, trace: bool = True, tracer_provider: Any = None) -> None:
         self.store = store
         self.retention = retention
-        """Purges old ended executions between rounds (``serve --retention``), when set."""
+        """Purges old ended executions between rounds (``serve --retention``), when set; one built without
+        a clock runs on this runtime's."""
         self.registry = registry
         self.clock = clock
+        if retention is not None:
+            retention.adopt_clock(clock)
         self.transport: QueueTransport = transport if transport is not None else InMemoryTransport(clock)
         self.sink = sink
         self.batch_size = batch_size
