@@ -58,6 +58,7 @@ from durastate.engine.model import (
     TimerOp,
 )
 from durastate.engine.retry import RetryableFailure
+from durastate.engine.search import search_values
 from durastate.engine.tables import CompiledTransition, Tables
 from durastate.engine.timers import BadTimerValue
 from durastate.engine.tracing import describe_transitions
@@ -657,6 +658,7 @@ _STARTED_FIELDS = (
     "timers",
     "created_at",
     "updated_at",
+    "search",
     "status",
     "outcome",
     "error",
@@ -757,6 +759,8 @@ def step(defn: Definition, exe: Execution, event: Event, now: float, *, detail: 
     if run.timer_ops:
         res.timers = list(run.timer_ops.values())
     fields["updated_at"] = now
+    if defn.search and fields["root_path"] is None:  # a region child is found through its parent
+        fields["search"] = search_values(defn.search, fields["context"])
     status = fields["status"]
     trace: dict[str, Any] = {
         "event": event.name,

@@ -28,9 +28,11 @@ from typing import Any, Literal, TypeVar
 
 from durastate.engine.ids import SYSTEM_PREFIX
 from durastate.engine.model import STATUSES, Event, Execution
+from durastate.engine.search import values_match
 from durastate.errors import ExecutionTooLarge, StoreConflict, StoreThrottled, StoreUnavailable
 from durastate.store.base import (
     DEFAULT_TRACE_MAX,
+    Condition,
     Emit,
     ExecutionPage,
     ExecutionSummary,
@@ -38,6 +40,7 @@ from durastate.store.base import (
     Spawn,
     SpawnEntry,
     TimerOp,
+    check_conditions,
     decode_cursor,
     encode_cursor,
     hides_system,
@@ -666,6 +669,9 @@ class DynamoCore:
             at = getattr(exe, name)
             if at is not None:
                 item[name] = N(at)
+        values = {k: v for k, v in exe.search.items() if v is not None}
+        if values:  # broken out for listings by search value (read with the summaries, not from ``data``)
+            item["search"] = S(json.dumps(values, separators=(",", ":")))
         item.update(self._retention_attributes(exe))
         if spill is not None and self.recent_events > 0:
             item["spill"] = {"B": spill or bytes(BLOOM_BITS // 8)}  # its size once anything spilled
@@ -1201,6 +1207,7 @@ class DynamoCore:
         parent_id: str | None = None,
         updated_after: float | None = None,
         updated_before: float | None = None,
+        where: Sequence[Condition] = (),
     ) -> Ops[ExecutionPage]:
         """Keyset pages over the ``by_status`` index, one query per status merged in id order.
 
@@ -1212,6 +1219,7 @@ class DynamoCore:
         """
         if limit < 1:
             raise ValueError(f"limit must be at least 1, got {limit}")
+        conditions = check_conditions(where)
         statuses = normalize_status(status)
         after: str | None = None
         if cursor:
@@ -1227,10 +1235,10 @@ class DynamoCore:
                 ids += yield from self._status_ids(st, definition_id, roots_only, after, need + 1, parent_id)
             ids = sorted(set(ids))
             batch = ids[:need]  # read the summaries of the page only; the extra id says whether more follow
-            summaries = (yield from self._summaries(batch)) if batch else []
-            items += [s for s in summaries if summary_matches(
+            found = (yield from self._summaries(batch)) if batch else []
+            items += [s for s, values in found if summary_matches(
                 s, definition_id, statuses, roots_only, parent_id=parent_id, updated_after=updated_after,
-                updated_before=updated_before)]
+                updated_before=updated_before) and values_match(values, conditions)]
             if len(ids) <= need:  # every status returned less than it was asked for: nothing is left
                 return ExecutionPage(items, None)
             after = batch[-1]
@@ -1277,10 +1285,11 @@ class DynamoCore:
             kw["FilterExpression"] = " AND ".join(filters)
         return (yield from self._query_ids(kw, want))
 
-    def _summaries(self, ids: list[str]) -> Ops[list[ExecutionSummary]]:
-        """Summaries of the page's ids (eventually consistent: the index they come from is, too)."""
+    def _summaries(self, ids: list[str]) -> Ops[list[tuple[ExecutionSummary, dict[str, Any]]]]:
+        """Summaries of the page's ids, each with its search values (eventually consistent: the index they
+        come from is, too)."""
         exe_t = self.table("executions")
-        found: dict[str, ExecutionSummary] = {}
+        found: dict[str, tuple[ExecutionSummary, dict[str, Any]]] = {}
         names = {
             "#i": "id",
             "#def": "definition_id",
@@ -1291,6 +1300,7 @@ class DynamoCore:
             "#pid": "parent_id",
             "#ca": "created_at",
             "#ua": "updated_at",
+            "#sv": "search",
         }
         for start in range(0, len(ids), BATCH_GET_MAX):
             got = yield from self._batch_get(
@@ -1310,7 +1320,7 @@ class DynamoCore:
                 def at(name: str, r: Item = r) -> float | None:
                     return float(r[name]["N"]) if name in r else None
 
-                found[r["id"]["S"]] = ExecutionSummary(
+                found[r["id"]["S"]] = (ExecutionSummary(
                     r["id"]["S"],
                     r["definition_id"]["S"],
                     int(r["version"]["N"]),
@@ -1320,7 +1330,7 @@ class DynamoCore:
                     opt("parent_id"),
                     at("created_at"),
                     at("updated_at"),
-                )
+                ), json.loads(r["search"]["S"]) if "search" in r else {})
         return [found[i] for i in ids if i in found]
 
     # -- trace ------------------------------------------------------------------------------------------
