@@ -453,7 +453,9 @@ class DynamoCore:
                 }
                 missing = [i.name for i in spec.indexes if i.name not in indexes]
                 added = [i for i in spec.indexes if i.name in missing and i.name in ADDED_INDEXES]
-                for index in added:
+                # DynamoDB builds one new index of a table at a time: ask for the next once the last is built.
+                building = any(state != "ACTIVE" for state in indexes.values())
+                for index in added[: 0 if building else 1]:
                     # An index added by a later version of the layout: add it to the table in place.
                     try:
                         yield from self._call("update_table", add_index_request(self.prefix, spec, index))
@@ -461,15 +463,16 @@ class DynamoCore:
                         if error_code(exc) in DENIED_CODES:
                             return
                         raise
-                    missing.remove(index.name)
                     indexes[index.name] = "CREATING"
+                queued = [i.name for i in added]
+                missing = [name for name in missing if name not in queued]
                 if missing:
                     raise StoreUnavailable(
                         f"table {name} exists without the index {missing[0]!r} durastate queries; create it "
                         "with this version of durastate (DynamoDBStore.create() or the CDK stack), or "
                         "delete the table and let create() rebuild it"
                     )
-                if desc.get("TableStatus") == "ACTIVE" and all(s == "ACTIVE" for s in indexes.values()):
+                if desc.get("TableStatus") == "ACTIVE" and all(s == "ACTIVE" for s in indexes.values()) and not added:
                     break
                 if attempt == wait_attempts:
                     raise StoreUnavailable(f"table {name} did not become ACTIVE; check it in the console")
