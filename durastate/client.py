@@ -38,6 +38,7 @@ from durastate.engine.ids import (
     start_event_id,
 )
 from durastate.engine.model import START, Event, Execution, new_id
+from durastate.engine.search import Condition, SearchValue, check_conditions
 from durastate.engine.tasks import heartbeat_message
 from durastate.engine.values import check_event_id, check_execution_id
 from durastate.errors import DurastateError, MalformedEvent, ReservedId
@@ -260,12 +261,21 @@ class DurastateClient:
     def list(self, definition_id: str | None = None, status: str | Sequence[str] | None = None,
              roots_only: bool = False, limit: int = 100, cursor: str | None = None, *,
              parent_id: str | None = None, updated_after: float | None = None,
-             updated_before: float | None = None) -> ExecutionPage:
+             updated_before: float | None = None,
+             where: Mapping[str, SearchValue] | Sequence[Condition | tuple[str, str, SearchValue]] = (),
+             ) -> ExecutionPage:
         """One page of execution summaries; pass ``next_cursor`` back for the next page (filters:
-        :meth:`~durastate.store.ExecutionStore.list_executions`)."""
+        :meth:`~durastate.store.ExecutionStore.list_executions`).
+
+        ``where``: search fields (the definition's ``search:``) the executions must match, every one —
+        ``{"customer": "c-17"}`` for equalities, ``[("total", ">", 100)]`` for any operator of
+        :data:`~durastate.engine.search.OPERATORS`; the value's Python type is the field's type."""
+        conditions = check_conditions(
+            [(k, "=", v) for k, v in where.items()] if isinstance(where, Mapping) else where)
         return self._store().list_executions(definition_id=definition_id, status=status,
                                              roots_only=roots_only, limit=limit, cursor=cursor, parent_id=parent_id,
-                                             updated_after=updated_after, updated_before=updated_before)
+                                             updated_after=updated_after, updated_before=updated_before,
+                                             where=conditions)
 
     def close(self) -> None:
         if self.store is not None:

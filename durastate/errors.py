@@ -156,6 +156,12 @@ class InvalidValue(MalformedEvent, ValueError):
     """
 
 
+class InvalidSearch(DurastateError, ValueError):
+    """A listing filter (``list --where``) that cannot be answered: malformed, naming a field no definition
+    declares under ``search:``, or comparing it with a value of another type. Nothing is read; fix the
+    filter (the definition's ``search:`` key names its fields and their types)."""
+
+
 class DeliveryFailed(DurastateError):
     """A transport or sink could not deliver some messages after its bounded retries.
 

@@ -194,6 +194,7 @@ OPERATOR_TABLE_GRANTS: dict[str, tuple[str, ...]] = {
 OPERATOR_INDEX_GRANTS: dict[tuple[str, str], tuple[str, ...]] = {
     ("executions", "by_status"): ("Query",),
     ("executions", "ended"): ("Query",),
+    ("executions", "by_search"): ("Query",),  # ``list --where``
 }
 OPERATOR_QUEUE_GRANTS: dict[str, tuple[str, ...]] = {
     "events": ("SendMessage",),

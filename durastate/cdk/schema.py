@@ -55,6 +55,8 @@ TABLES: dict[str, TableSpec] = {
         indexes=(
             IndexSpec("by_status", ("status", "S"), ("id", "S"), "INCLUDE", ("definition_id", "parent_id")),
             IndexSpec("ended", ("ended_shard", "S"), ("ended_at", "N"), "INCLUDE", ("definition_id",)),
+            # Listing by search field: the executions' search entries (items ``~search~…``), by value.
+            IndexSpec("by_search", ("term", "S"), ("execution", "S"), "KEYS_ONLY"),
         ),
     ),
     # Partition ``shard`` = seq % 4, sort ``seq``: a relay pass Queries the oldest entries of each shard

@@ -26,12 +26,13 @@ from durastate.cli.common import (
 )
 from durastate.cli.delivery import QUEUED_UNKNOWN, deliver, queued_start
 from durastate.cli.introspect import handled_events
-from durastate.cli.session import UsageError
+from durastate.cli.session import Session, UsageError
 from durastate.cli.timeline import TraceView
 from durastate.engine.control import redrivable
 from durastate.engine.expressions import did_you_mean
 from durastate.engine.ids import MAX_ID_LENGTH, start_event_id
 from durastate.engine.model import CANCEL, ENDED, RESERVED_PREFIX, START, STATUSES, Event, new_id
+from durastate.engine.search import Condition, typed_where
 from durastate.engine.values import check_event_id, check_execution_id
 from durastate.errors import InvalidValue, UnknownExecution
 from durastate.store.base import ExecutionStore, keeps_history
@@ -229,10 +230,14 @@ def list_(
                                                                               "ID.")] = None,
     since: Annotated[str | None, typer.Option("--since", metavar="DURATION", help="Only executions updated in "
                                               "the last DURATION (90s, 15m, 1h, 2d 3h).")] = None,
+    where: Annotated[list[str] | None, typer.Option(
+        "--where", metavar="FIELD OP VALUE", help="Only executions whose search field compares so "
+        "(customer=c-17, total>100; OP: = != > >= < <=); repeatable, all must hold.")] = None,
     as_json: JsonOption = False,
     store: StoreOption = None,
+    definitions: DefinitionsOption = None,
 ) -> None:
-    """List executions, optionally filtered by status, definition, parent and last update."""
+    """List executions, optionally filtered by status, definition, parent, last update and search fields."""
     statuses: list[str] = []
     for item in status or []:
         statuses.extend(s.strip() for s in item.split(",") if s.strip())
@@ -240,9 +245,11 @@ def list_(
     if bad:
         raise UsageError(f"unknown status {bad[0]!r}; use one of {', '.join(STATUSES)}")
     updated_after = clock.now() - parse_duration_option(since) if since is not None else None
-    sess = session(ctx, store)
+    sess = session(ctx, store, definitions)
+    conditions = _where(sess, where or [], definition)
     page = sess.store.list_executions(definition_id=definition, status=statuses or None, roots_only=roots,
-                                      limit=limit, cursor=cursor, parent_id=parent, updated_after=updated_after)
+                                      limit=limit, cursor=cursor, parent_id=parent, updated_after=updated_after,
+                                      where=conditions)
     if as_json:
         output.print_json({"items": [output.summary_json(s) for s in page.items],
                            "next_cursor": page.next_cursor})
@@ -251,8 +258,16 @@ def list_(
     if page.next_cursor:
         again = "".join(f" {flag} {shlex.quote(str(value))}" for flag, value in (
             ("--limit", limit if limit != 50 else None), ("--definition", definition), ("--parent", parent),
-            ("--status", ",".join(statuses) or None)) if value is not None)
+            ("--status", ",".join(statuses) or None), *(("--where", w) for w in where or ())) if value is not None)
         output.note(f"more: durastate list --cursor {page.next_cursor}{again}" + (" --roots" if roots else ""))
+
+
+def _where(sess: Session, texts: list[str], definition: str | None) -> tuple[Condition, ...]:
+    """``--where`` typed by the search fields the definitions declare (``--definition``: its own)."""
+    if not texts:
+        return ()
+    defs = [sess.registry.get(definition)] if definition else list(sess.registry)
+    return typed_where(texts, {d.id: d.search for d in defs})
 
 
 def trace(

@@ -43,6 +43,8 @@ from pydantic import (
 
 from durastate.engine.expressions import did_you_mean
 from durastate.engine.ids import SYSTEM_PREFIX
+from durastate.engine.search import MAX_FIELDS as MAX_SEARCH_FIELDS
+from durastate.engine.search import SearchField, check_name
 from durastate.engine.values import MAX_DEPTH, check_json
 from durastate.errors import DefinitionError, InvalidValue
 
@@ -275,6 +277,9 @@ class Definition(BaseModel):
     context: dict[str, Any] = Field(default_factory=dict)
     """The default context of a new execution (the start event's context is merged over it)."""
     states: dict[str, State] = Field(default_factory=dict)
+    search: dict[str, SearchField] = Field(default_factory=dict)
+    """Context values a listing can filter on (``list --where``): name -> path and type
+    (:mod:`durastate.engine.search`); every commit indexes them."""
 
     # Plain slots, not pydantic private attributes: ``step`` reads the tables on every event, and a
     # slot read is ~50x cheaper than pydantic's private-attribute lookup.
@@ -287,6 +292,18 @@ class Definition(BaseModel):
     def _null_children(cls, v: Any) -> Any:
         if isinstance(v, Mapping):
             return {k: ({} if s is None else s) for k, s in v.items()}
+        return v
+
+    @field_validator("search")
+    @classmethod
+    def _search_names(cls, v: dict[str, SearchField]) -> dict[str, SearchField]:
+        if len(v) > MAX_SEARCH_FIELDS:
+            raise ValueError(f"at most {MAX_SEARCH_FIELDS} search fields (each is an index entry per commit); "
+                             f"this declares {len(v)}")
+        for name in v:
+            why = check_name(name)
+            if why:
+                raise ValueError(f"{name!r}: {why}")
         return v
 
     @field_validator("id")

@@ -60,6 +60,7 @@ from durastate.engine.model import (
     TimerOp,
 )
 from durastate.engine.retry import RetryableFailure
+from durastate.engine.search import search_values
 from durastate.engine.tables import CompiledTransition, Tables
 from durastate.engine.timers import BadTimerValue
 from durastate.engine.tracing import describe_transitions
@@ -669,6 +670,7 @@ _STARTED_FIELDS = (
     "timers",
     "created_at",
     "updated_at",
+    "search",
     "status",
     "outcome",
     "error",
@@ -771,6 +773,8 @@ def step(defn: Definition, exe: Execution, event: Event, now: float, *, detail: 
     if run.timer_ops:
         res.timers = list(run.timer_ops.values())
     fields["updated_at"] = now
+    if defn.search and fields["root_path"] is None:  # a region child is found through its parent
+        fields["search"] = search_values(defn.search, fields["context"])
     status = fields["status"]
     trace: dict[str, Any] = {
         "event": event.name,

@@ -22,6 +22,7 @@ from durastate.engine.definition import Definition
 from durastate.engine.ids import retarget_timer_key, timer_key_state
 from durastate.engine.inline_rules import HISTORY_SEPARATOR, configuration_problem
 from durastate.engine.model import ChildRef, Execution, TimerOp
+from durastate.engine.search import SearchValue, search_values
 from durastate.engine.versions import definition_version
 
 __all__ = ["MigrationPlan", "apply_migration", "map_path", "mapping_issues", "parse_mapping", "plan_migration",
@@ -50,6 +51,8 @@ class MigrationPlan:
     """The path of an active ``map`` state -> its new path (only those that change)."""
     leaves: list[str] = field(default_factory=list)
     """The active leaves inside an inline parallel state (``Execution.leaves``), mapped."""
+    search: dict[str, SearchValue | None] = field(default_factory=dict)
+    """Its search values under the new version's ``search:`` fields (what the migration's commit indexes)."""
 
 
 def parse_mapping(pairs: list[str]) -> dict[str, str]:
@@ -170,7 +173,8 @@ def plan_migration(exe: Execution, old: Definition | None, new: Definition,
             children[child_id] = mapped
     maps = {path: mapped for path in exe.maps if (mapped := image(path, "map")) != path}
     return MigrationPlan(exe.id, definition_version(new), active, root, history, timers, children,
-                         timer_moves=moves, changes=changes, unmapped=list(unmapped), maps=maps, leaves=leaves)
+                         timer_moves=moves, changes=changes, unmapped=list(unmapped), maps=maps, leaves=leaves,
+                         search=search_values(new.search, exe.context) if exe.root_path is None else {})
 
 
 def apply_migration(exe: Execution, plan: MigrationPlan) -> list[TimerOp]:
@@ -191,4 +195,6 @@ def apply_migration(exe: Execution, plan: MigrationPlan) -> list[TimerOp]:
                           if cid in plan.children else ref) for cid, ref in exe.children.items()}
     exe.maps = {plan.maps.get(path, path): progress for path, progress in exe.maps.items()}
     exe.definition_version = plan.to_version
+    # Values of fields the new version dropped become None: the store takes them out of its index.
+    exe.search = {**dict.fromkeys(exe.search), **plan.search}
     return ops

@@ -251,6 +251,10 @@ class Execution(BaseModel):
     """The active ``map`` states: state path -> their progress. Left out of the stored JSON while empty."""
     created_at: float | None = None
     updated_at: float | None = None
+    search: dict[str, str | float | bool | None] = Field(default_factory=dict, exclude_if=_empty)
+    """The values of its definition's search fields (:func:`durastate.engine.search.search_values`) as of
+    its last step: what the store indexes with each commit. Empty (and left out of the stored JSON) when
+    the definition declares none."""
     secret: str | None = Field(default=None, exclude_if=_empty, repr=False)
     """A random key the runtime gives each execution when it first steps it, from which the engine derives
     its task ids (:func:`durastate.engine.ids.task_id`): what makes a task's answer unforgeable by someone

@@ -24,12 +24,14 @@ from typing import Any, Protocol, runtime_checkable
 
 from durastate.engine.ids import SYSTEM_PREFIX
 from durastate.engine.model import Emit, Event, Execution, Spawn, TimerOp
+from durastate.engine.search import Condition, check_conditions
 from durastate.errors import InvalidCursor, StoreConflict
 from durastate.store.retention import DEFAULT_PURGE_LIMIT, DEFAULT_TOMBSTONE_TTL, PURGEABLE, PurgeResult
 
 __all__ = [
     "DEFAULT_TRACE_MAX",
     "AsyncExecutionStore",
+    "Condition",
     "Emit",
     "EventCheckingStore",
     "ExecutionPage",
@@ -41,6 +43,7 @@ __all__ = [
     "SpawnEntry",
     "StoreConflict",
     "TimerOp",
+    "check_conditions",
     "decode_cursor",
     "encode_cursor",
     "hides_system",
@@ -225,9 +228,13 @@ class ExecutionStore(Protocol):
         parent_id: str | None = None,
         updated_after: float | None = None,
         updated_before: float | None = None,
+        where: Sequence[Condition] = (),
     ) -> ExecutionPage:
         """A keyset page of summaries, filtered (every filter given must hold; see :func:`summary_matches`).
 
+        ``where``: conditions on the executions' search values (:mod:`durastate.engine.search`), every one
+        of which must hold, answered from the index the commits write; a bad one raises
+        :class:`~durastate.errors.InvalidSearch` (check them with :func:`check_conditions`).
         System records (definition id ``~…``) are left out unless ``definition_id`` names their kind."""
         ...
 
@@ -343,9 +350,13 @@ class AsyncExecutionStore(Protocol):
         parent_id: str | None = None,
         updated_after: float | None = None,
         updated_before: float | None = None,
+        where: Sequence[Condition] = (),
     ) -> ExecutionPage:
         """A keyset page of summaries, filtered (every filter given must hold; see :func:`summary_matches`).
 
+        ``where``: conditions on the executions' search values (:mod:`durastate.engine.search`), every one
+        of which must hold, answered from the index the commits write; a bad one raises
+        :class:`~durastate.errors.InvalidSearch` (check them with :func:`check_conditions`).
         System records (definition id ``~…``) are left out unless ``definition_id`` names their kind."""
         ...
 

@@ -22,7 +22,7 @@ from collections.abc import Generator, Iterable, Sequence
 from typing import Any, Protocol, TypeVar
 
 from durastate.engine.model import Emit, Execution, Spawn, TimerOp
-from durastate.store.base import ExecutionPage, OutboxEntry, SpawnEntry
+from durastate.store.base import Condition, ExecutionPage, OutboxEntry, SpawnEntry
 from durastate.store.retention import DEFAULT_PURGE_LIMIT, DEFAULT_TOMBSTONE_TTL, PURGEABLE, PurgeResult
 
 __all__ = [
@@ -82,6 +82,7 @@ class Core(Protocol):
         parent_id: str | None = None,
         updated_after: float | None = None,
         updated_before: float | None = None,
+        where: Sequence[Condition] = (),
     ) -> Ops[ExecutionPage]: ...
 
     def read_trace_ops(self, execution_id: str) -> Ops[list[dict[str, Any]]]: ...
@@ -196,9 +197,10 @@ class SyncDriven:
         parent_id: str | None = None,
         updated_after: float | None = None,
         updated_before: float | None = None,
+        where: Sequence[Condition] = (),
     ) -> ExecutionPage:
         return self._run(self.list_ops(definition_id, status, roots_only, limit, cursor, parent_id, updated_after,
-                                       updated_before))
+                                       updated_before, where))
 
     def read_trace(self: SyncCore, execution_id: str) -> list[dict[str, Any]]:
         return self._run(self.read_trace_ops(execution_id))
@@ -302,9 +304,10 @@ class AsyncDriven:
         parent_id: str | None = None,
         updated_after: float | None = None,
         updated_before: float | None = None,
+        where: Sequence[Condition] = (),
     ) -> ExecutionPage:
         return await self._run(self.list_ops(definition_id, status, roots_only, limit, cursor, parent_id,
-                                             updated_after, updated_before))
+                                             updated_after, updated_before, where))
 
     async def read_trace(self: AsyncCore, execution_id: str) -> list[dict[str, Any]]:
         return await self._run(self.read_trace_ops(execution_id))

@@ -51,6 +51,7 @@ from pydantic_core import to_json
 
 from durastate.engine.ids import SYSTEM_PREFIX
 from durastate.engine.model import Execution
+from durastate.engine.search import Condition, index_entries, index_entry
 from durastate.errors import InvalidCursor
 from durastate.store.base import ExecutionSummary, decode_cursor, encode_cursor, hides_system
 from durastate.store.retention import ended_index_value
@@ -75,6 +76,7 @@ __all__ = [
     "next_recent",
     "recent_ids",
     "row_state",
+    "search_writes",
     "statements",
     "summary_columns",
     "summary_from_row",
@@ -83,11 +85,13 @@ __all__ = [
     "trace_entry",
 ]
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 """Bumped when the tables change shape; stores record it (SQLite: ``PRAGMA user_version``).
 2: ``executions.ended_at`` / ``expires_at`` and their partial indexes (retention), added on open.
 3: ``executions.rids``, the recent dedupe ids (:func:`next_recent`), added on open.
-4: ``executions.tnext`` / ``tsteps``, the newest trace steps in the row (:func:`tail_start`), added on open."""
+4: ``executions.tnext`` / ``tsteps``, the newest trace steps in the row (:func:`tail_start`), added on open.
+5: the ``search`` table, the index of the definitions' search fields (:func:`search_writes`), created on open
+(empty: an execution stored before is indexed by its next commit)."""
 
 ColumnType = Literal["text", "int", "bigint", "float", "serial"]
 
@@ -243,6 +247,19 @@ TABLES: tuple[Table, ...] = (
         (Column("execution_id", "text"), Column("idx", "bigint"), Column("entry", "text")),
         primary_key=("execution_id", "idx"),
     ),
+    Table(
+        # One row per search value of an execution (durastate.engine.search.index_entry: the key carries
+        # the type; a string in text_value, a number or bool in num_value), written by its commit.
+        "search",
+        (Column("execution_id", "text"), Column("name", "text"), Column("text_value", "text", nullable=True),
+         Column("num_value", "float", nullable=True)),
+        primary_key=("execution_id", "name"),
+        indexes=(
+            # ``name = ? AND text_value = ?`` in id order: an equality filter reads the page it returns.
+            Index("search_text", ("name", "text_value", "execution_id")),
+            Index("search_number", ("name", "num_value", "execution_id")),
+        ),
+    ),
 )
 
 
@@ -343,6 +360,8 @@ class Statements:
     expired: str  # (now, limit) -> id: tombstones whose expiry passed
     delete_expired: str  # (id, now) guarded by the expiry
     delete_marks: str  # (execution_id)
+    delete_search: str  # (execution_id): a purged execution leaves the search index
+    upsert_search: str  # (execution_id, name, text_value, num_value); writes only a changed value
 
 
 _SUMMARY_COLUMNS = "id, definition_id, version, status, outcome, active_path, parent_id"
@@ -426,7 +445,33 @@ def statements(dialect: Dialect) -> Statements:
         expired=r("SELECT id FROM executions WHERE expires_at <= ? ORDER BY expires_at LIMIT ?"),
         delete_expired=r("DELETE FROM executions WHERE id = ? AND expires_at <= ?"),
         delete_marks=r("DELETE FROM processed_events WHERE execution_id = ?"),
+        delete_search=r("DELETE FROM search WHERE execution_id = ?"),
+        upsert_search=r(
+            "INSERT INTO search (execution_id, name, text_value, num_value) VALUES (?, ?, ?, ?) "
+            "ON CONFLICT (execution_id, name) DO UPDATE SET text_value = excluded.text_value, "
+            "num_value = excluded.num_value "
+            "WHERE search.text_value <> excluded.text_value OR search.num_value <> excluded.num_value"
+        ),
     )
+
+
+def search_writes(dialect: Dialect, upsert: str, exe: Execution) -> list[tuple[str, list[tuple[Any, ...]]]]:
+    """The statements (SQL, parameter rows) that bring the ``search`` index of ``exe`` up to its values, in
+    its commit's transaction: none for an execution without search fields (``exe.search`` empty); else
+    one ``DELETE`` of its entries that are no longer among them (a value gone, or of another type) and
+    the upserts of the others, which write only a value that changed — so a commit that changes no
+    search value costs reads of the execution's few index rows, not writes."""
+    if not exe.search:
+        return []
+    entries = index_entries(exe.search)
+    keys = [key for key, _, _ in entries]
+    stale = "DELETE FROM search WHERE execution_id = ?"
+    if keys:
+        stale += f" AND name NOT IN ({', '.join('?' for _ in keys)})"
+    out: list[tuple[str, list[tuple[Any, ...]]]] = [(dialect.render(stale), [(exe.id, *keys)])]
+    if entries:
+        out.append((upsert, [(exe.id, key, text, num) for key, text, num in entries]))
+    return out
 
 
 def execution_row(exe: Execution, data: str, rids: str | None = None, tnext: int | None = None,
@@ -623,8 +668,14 @@ def list_query(
     parent_id: str | None = None,
     updated_after: float | None = None,
     updated_before: float | None = None,
+    where: Sequence[Condition] = (),
 ) -> tuple[str, list[Any]] | None:
     """The listing SELECT and its parameters, or ``None`` when nothing can match (an empty status list).
+
+    ``where`` (checked conditions on search values): the first equality drives the query from the
+    ``search_text`` / ``search_number`` index, in id order, so a page reads what it returns however many
+    executions there are; every other condition is an ``EXISTS`` on the execution's own index rows (its
+    primary key). Without an equality the executions are read in id order and each is checked that way.
 
     Keyset paging: ``id > after_id ORDER BY id LIMIT limit + 1`` — stable under concurrent inserts and
     served by the primary key (or the ``(status, id)`` / ``(definition_id, id)`` indexes when filtered).
@@ -633,37 +684,60 @@ def list_query(
     """
     if limit < 1:
         raise ValueError(f"limit must be at least 1, got {limit}")
-    where: list[str] = []
+    clauses: list[str] = []
     params: list[Any] = []
     if definition_id is not None:
-        where.append("definition_id = ?")
+        clauses.append("definition_id = ?")
         params.append(definition_id)
     if statuses is not None:
         if not statuses:
             return None
         ordered = sorted(statuses)
-        where.append(f"status IN ({', '.join('?' for _ in ordered)})")
+        clauses.append(f"status IN ({', '.join('?' for _ in ordered)})")
         params.extend(ordered)
     if hides_system(definition_id):
-        where.append("definition_id NOT LIKE ?")
+        clauses.append("definition_id NOT LIKE ?")
         params.append(SYSTEM_PREFIX + "%")
     if parent_id is not None:
-        where.append("parent_id = ?")
+        clauses.append("parent_id = ?")
         params.append(parent_id)
     if updated_after is not None:
-        where.append(f"{dialect.data_field('updated_at')} >= ?")
+        clauses.append(f"{dialect.data_field('updated_at')} >= ?")
         params.append(updated_after)
     if updated_before is not None:
-        where.append(f"{dialect.data_field('updated_at')} < ?")
+        clauses.append(f"{dialect.data_field('updated_at')} < ?")
         params.append(updated_before)
     if roots_only:
-        where.append("parent_id IS NULL")
+        clauses.append("parent_id IS NULL")
+    driver = next((c for c in where if c.op == "="), None)
+    key = "id"
+    table = "executions"
+    for c in where:
+        name, column, value = _index_term(c)
+        if c is driver:
+            table = "search s JOIN executions ON id = s.execution_id"
+            key = "s.execution_id"
+            clauses.insert(0, f"s.name = ? AND s.{column} = ?")
+            params[:0] = [name, value]
+        else:
+            clauses.append(f"EXISTS (SELECT 1 FROM search x WHERE x.execution_id = id AND x.name = ? "
+                           f"AND x.{column} {_SQL_OPS[c.op]} ?)")
+            params += [name, value]
     if after_id is not None:
-        where.append("id > ?")
+        clauses.append(f"{key} > ?")
         params.append(after_id)
-    sql = f"SELECT {summary_columns(dialect)} FROM executions"
-    if where:
-        sql += " WHERE " + " AND ".join(where)
-    sql += " ORDER BY id LIMIT ?"
+    sql = f"SELECT {summary_columns(dialect)} FROM {table}"
+    if clauses:
+        sql += " WHERE " + " AND ".join(clauses)
+    sql += f" ORDER BY {key} LIMIT ?"
     params.append(limit + 1)
     return dialect.render(sql), params
+
+
+_SQL_OPS = {"=": "=", "!=": "<>", ">": ">", ">=": ">=", "<": "<", "<=": "<="}
+
+
+def _index_term(c: Condition) -> tuple[str, str, Any]:
+    """(index key, column, value) a condition compares (:func:`~durastate.engine.search.index_entry`)."""
+    key, text, num = index_entry(c.name, c.value)
+    return (key, "text_value", text) if text is not None else (key, "num_value", num)

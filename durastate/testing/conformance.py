@@ -28,7 +28,7 @@ from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from durastate.store.base import AsyncExecutionStore, ExecutionStore
-from durastate.testing import cases_commit, cases_effects, cases_listing, cases_purge, cases_trace
+from durastate.testing import cases_commit, cases_effects, cases_listing, cases_purge, cases_search, cases_trace
 from durastate.testing._kit import (
     CASES,
     DEFAULT_CAPABILITIES,
@@ -74,7 +74,7 @@ __all__ = [
     "select",
 ]
 
-_MODULES = (cases_commit, cases_effects, cases_trace, cases_listing, cases_purge)  # registering the checks
+_MODULES = (cases_commit, cases_effects, cases_trace, cases_listing, cases_search, cases_purge)  # registering
 GROUPS: tuple[str, ...] = ("commit_cas", "load", "outbox_order", "dedupe", "timers", "spawns", "trace_ring",
                            "listing", "purge")
 """The groups of checks, in the order :func:`check_store` runs them."""

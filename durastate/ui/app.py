@@ -121,7 +121,7 @@ def create_app(console: Console) -> Starlette:
     def executions(request: Request) -> Response:
         filt = _filter(request)
         with console.lock:
-            listing = queries.list_page(console.store, filt, console.clock())
+            listing = queries.list_page(console.store, filt, console.clock(), console.registry or ())
         definitions = console.definition_ids()
         return page(request, "executions.html", filt=filt, items=listing.items, next_cursor=listing.next_cursor,
                     cap=queries.COUNT_CAP, statuses=queries.all_statuses(),
@@ -357,4 +357,5 @@ def _filter(request: Request) -> queries.ListFilter:
         raise HTTPException(400, f"limit must be 1 to 500, got {limit}")
     return queries.ListFilter(status=tuple(dict.fromkeys(statuses)), definition=params.get("definition", "").strip(),
                               parent=params.get("parent", "").strip(), since=since,
-                              cursor=params.get("cursor", "").strip(), limit=limit)
+                              cursor=params.get("cursor", "").strip(), limit=limit,
+                              where=" ".join(params.get("where", "").split()))

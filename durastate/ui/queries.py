@@ -25,6 +25,7 @@ from durastate.engine.definition import Definition
 from durastate.engine.durations import format_duration, parse_duration
 from durastate.engine.ids import describe_timer_key
 from durastate.engine.model import ENDED, STATUSES, Event, Execution
+from durastate.engine.search import typed_where
 from durastate.store.base import ExecutionPage, ExecutionStore, ExecutionSummary
 from durastate.transport.base import DeadLetter, DeadLetterBox
 
@@ -57,11 +58,14 @@ class ListFilter:
     """A duration ("15m", "2d 3h"): only executions updated that recently (when the store can filter so)."""
     cursor: str = ""
     limit: int = 50
+    where: str = ""
+    """The search box: filters on search fields separated by spaces (``customer=c-17 total>100``)."""
 
     def query(self, **changes: Any) -> str:
         """This filter as a query string, with ``changes`` applied (for paging and filter links)."""
         values = {"status": list(self.status), "definition": self.definition, "parent": self.parent,
-                  "since": self.since, "cursor": self.cursor, "limit": self.limit if self.limit != 50 else ""}
+                  "since": self.since, "cursor": self.cursor, "limit": self.limit if self.limit != 50 else "",
+                  "where": self.where}
         values.update(changes)
         from urllib.parse import urlencode
 
@@ -74,12 +78,17 @@ class ListFilter:
         return urlencode(pairs)
 
 
-def list_page(store: ExecutionStore, filt: ListFilter, now: float) -> ExecutionPage:
-    """One keyset page of executions for the filters (system records are left out by the store)."""
+def list_page(store: ExecutionStore, filt: ListFilter, now: float,
+              definitions: Iterable[Definition] = ()) -> ExecutionPage:
+    """One keyset page of executions for the filters (system records are left out by the store); the
+    search box's filters are typed by the search fields of ``definitions`` (``filt.definition``'s only,
+    when it names one) and refused with :class:`~durastate.errors.InvalidSearch` as ``list --where`` is."""
     since = parse_duration(filt.since, "since") if filt.since else None
+    declared = {d.id: d.search for d in definitions if not filt.definition or d.id == filt.definition}
+    where = typed_where(filt.where.split(), declared) if filt.where.strip() else ()
     return store.list_executions(definition_id=filt.definition or None, status=list(filt.status) or None,
                                  limit=filt.limit, cursor=filt.cursor or None, parent_id=filt.parent or None,
-                                 updated_after=None if since is None else now - since)
+                                 updated_after=None if since is None else now - since, where=where)
 
 
 @dataclass(frozen=True)

@@ -96,10 +96,12 @@ states:
   end: {type: final}
 """
 BUSY = """\
-# Many events on one execution: its dedupe ids spill to the processed table, its trace ring drops old steps.
+# Many events on one execution: its dedupe ids spill to the processed table, its trace ring drops old steps;
+# its count is a search field (each commit puts its search entry; `list --where` reads the index).
 id: busy
 initial: counting
 context: {n: 0}
+search: {n: {type: number}}
 states:
   counting:
     on: {inc: {actions: [{assign: {n: {add: ["$context.n", 1]}}}]}}

@@ -30,7 +30,7 @@ from durastate.devstack import LocalStack
 from durastate.devstack.iam import grants_of, needed_grants
 from durastate.engine.ids import TIMEOUT
 
-from .conftest import ROOT, charge_card
+from .conftest import BUSY, ROOT, charge_card
 from .helpers import QUIET, FakeClock, drain_queue, executions, reset_moto, send, settle, start
 
 pytestmark = pytest.mark.slow
@@ -258,6 +258,7 @@ def test_the_operator_policy_allows_the_cli_commands_and_each_of_its_grants_is_n
     text = (ROOT / "examples" / "order.yaml").read_text()
     (v2 / "order.yaml").write_text(text.replace("initial: cart", "initial: basket").replace("  cart:", "  basket:"))
     shutil.copyfile(ROOT / "examples" / "payment.yaml", v2 / "payment.yaml")
+    (v2 / "busy.yaml").write_text(BUSY)  # its search field types `list --where`
 
     store, dlq = "dynamodb://durastate", stack.dlq_url
     code, out = cli(capsys, ["dead-letters", "list", "--dlq-url", dlq, "--json"])
@@ -267,6 +268,7 @@ def test_the_operator_policy_allows_the_cli_commands_and_each_of_its_grants_is_n
     for argv in (
         ["--store", store, "list"],
         ["--store", store, "list", "--status", "failed"],
+        ["--store", store, "--definitions", str(v2), "list", "--where", "n=200"],
         ["--store", store, "show", "note-1"],
         ["cancel", "o1", "--queue-url", q],
         ["suspend", "o2", "--queue-url", q],

@@ -28,9 +28,11 @@ from typing import Any, Literal, TypeVar
 
 from durastate.engine.ids import SYSTEM_PREFIX
 from durastate.engine.model import STATUSES, Event, Execution
+from durastate.engine.search import index_entry, values_match
 from durastate.errors import ExecutionTooLarge, StoreConflict, StoreThrottled, StoreUnavailable
 from durastate.store.base import (
     DEFAULT_TRACE_MAX,
+    Condition,
     Emit,
     ExecutionPage,
     ExecutionSummary,
@@ -38,6 +40,7 @@ from durastate.store.base import (
     Spawn,
     SpawnEntry,
     TimerOp,
+    check_conditions,
     decode_cursor,
     encode_cursor,
     hides_system,
@@ -98,6 +101,20 @@ RECENT_FLOOR = 8
 """Event ids kept in the execution item even when they make it cross a kilobyte (the layout before chunks)."""
 MAX_RECENT_EVENTS = 64
 SPILL_CHUNK_PREFIX = "~spill~"
+SEARCH_ENTRY_PREFIX = "~search~"
+"""The id of a search entry item in the executions table: ``~search~{execution id}~{field}`` (an id no
+execution can have: ``~`` starts only the runtime's own ids)."""
+
+
+def search_term(name: str, value: Any) -> str:
+    """The ``by_search`` index key of one value: its typed key (:func:`index_entry`) and the value."""
+    key, text, num = index_entry(name, value)
+    return f"{key}={text}" if text is not None else f"{key}={num!r}"
+
+
+def _searched(item: Item | None) -> str:
+    """An item's ``search`` attribute (its search values as compact JSON), or "" if it has none."""
+    return item["search"]["S"] if item and "search" in item else ""
 """Sort key prefix (in ``processed``) of a chunk of spilled event ids: ``~spill~{version:012d}``, the version
 whose commit spilled them. An event id of a user cannot start with ``~``; a derived one never has this prefix."""
 _KB = 1024
@@ -161,10 +178,13 @@ class _Plan:
     processed: Item | None
     timers: list[TimerOp]
     trace: str | None
+    search: list[Item]
+    """The search entries whose value the commit changes (items of the executions table, see layout)."""
 
     @property
     def single(self) -> bool:
-        return not (self.outbox or self.spawns or self.processed or self.timers or self.trace is not None)
+        return not (self.outbox or self.spawns or self.processed or self.timers or self.trace is not None
+                    or self.search)
 
 
 class DynamoCore:
@@ -224,9 +244,10 @@ class DynamoCore:
         self.record_trace = record_trace
         self._names = {spec.name: f"{prefix}_{spec.name}" for spec in TABLES}
         # execution id -> (stored version, its recent event ids, its spill filter or None when the item
-        # has none). A (id, version) pair names exactly one stored item, so an entry is never stale, only
-        # possibly superseded; it saves the read of ``rids`` and ``spill`` a commit would otherwise need.
-        self._known: OrderedDict[str, tuple[int, tuple[str, ...], bytes | None]] = OrderedDict()
+        # has none, its ``search`` attribute or ""). A (id, version) pair names exactly one stored item, so
+        # an entry is never stale, only possibly superseded; it saves the read of ``rids`` and ``spill`` a
+        # commit would otherwise need, and tells it which search entries it changes.
+        self._known: OrderedDict[str, tuple[int, tuple[str, ...], bytes | None, str]] = OrderedDict()
         # execution id -> (version, next trace index) after a commit through this store: the next
         # traced commit from that version skips the max-index Query (single writer per execution).
         self._trace_next: OrderedDict[str, tuple[int, int]] = OrderedDict()
@@ -253,10 +274,10 @@ class DynamoCore:
         return ceiling / 2 + self._rng.random() * ceiling / 2
 
     def _remember(
-        self, execution_id: str, version: int, recent: tuple[str, ...], spill: bytes | None
+        self, execution_id: str, version: int, recent: tuple[str, ...], spill: bytes | None, search: str
     ) -> None:
         with self._lock:
-            self._known[execution_id] = (version, recent, spill)
+            self._known[execution_id] = (version, recent, spill, search)
             self._known.move_to_end(execution_id)
             while len(self._known) > self._cache_size:
                 self._known.popitem(last=False)
@@ -277,14 +298,14 @@ class DynamoCore:
             hit = self._trace_next.get(execution_id)
         return hit[1] if hit is not None and hit[0] == version else None
 
-    def _recall(self, execution_id: str, version: int) -> tuple[tuple[str, ...], bytes | None] | None:
-        """The stored ``rids`` and ``spill`` of ``(execution_id, version)`` if known (a new execution's
-        are known: nothing applied, nothing spilled)."""
+    def _recall(self, execution_id: str, version: int) -> tuple[tuple[str, ...], bytes | None, str] | None:
+        """The stored ``rids``, ``spill`` and ``search`` of ``(execution_id, version)`` if known (a new
+        execution's are known: nothing applied, nothing spilled, no search value)."""
         if version == 0:
-            return (), b""
+            return (), b"", ""
         with self._lock:
             hit = self._known.get(execution_id)
-        return (hit[1], hit[2]) if hit is not None and hit[0] == version else None
+        return (hit[1], hit[2], hit[3]) if hit is not None and hit[0] == version else None
 
     def _batch_read_pays(self, execution_id: str) -> bool:
         """Whether the dedupe check should read the execution and the mark together (one BatchGetItem,
@@ -437,7 +458,9 @@ class DynamoCore:
                 }
                 missing = [i.name for i in spec.indexes if i.name not in indexes]
                 added = [i for i in spec.indexes if i.name in missing and i.name in ADDED_INDEXES]
-                for index in added:
+                # DynamoDB builds one new index of a table at a time: ask for the next once the last is built.
+                building = any(state != "ACTIVE" for state in indexes.values())
+                for index in added[: 0 if building else 1]:
                     # An index added by a later version of the layout: add it to the table in place.
                     try:
                         yield from self._call("update_table", add_index_request(self.prefix, spec, index))
@@ -445,15 +468,16 @@ class DynamoCore:
                         if error_code(exc) in DENIED_CODES:
                             return
                         raise
-                    missing.remove(index.name)
                     indexes[index.name] = "CREATING"
+                queued = [i.name for i in added]
+                missing = [name for name in missing if name not in queued]
                 if missing:
                     raise StoreUnavailable(
                         f"table {name} exists without the index {missing[0]!r} durastate queries; create it "
                         "with this version of durastate (DynamoDBStore.create() or the CDK stack), or "
                         "delete the table and let create() rebuild it"
                     )
-                if desc.get("TableStatus") == "ACTIVE" and all(s == "ACTIVE" for s in indexes.values()):
+                if desc.get("TableStatus") == "ACTIVE" and all(s == "ACTIVE" for s in indexes.values()) and not added:
                     break
                 if attempt == wait_attempts:
                     raise StoreUnavailable(f"table {name} did not become ACTIVE; check it in the console")
@@ -484,11 +508,11 @@ class DynamoCore:
         if not item:
             return None
         exe = Execution.model_validate_json(item["data"]["S"])
-        self._remember(exe.id, int(item["version"]["N"]), self._rids(item), self._spill(item))
+        self._remember(exe.id, int(item["version"]["N"]), self._rids(item), self._spill(item), _searched(item))
         return exe
 
-    _LOAD_NAMES = {"#d": "data", "#v": "version", "#r": "rids", "#f": "spill"}
-    _MARK_NAMES = {"#v": "version", "#r": "rids", "#f": "spill"}
+    _LOAD_NAMES = {"#d": "data", "#v": "version", "#r": "rids", "#f": "spill", "#s": "search"}
+    _MARK_NAMES = {"#v": "version", "#r": "rids", "#f": "spill", "#s": "search"}
 
     def load_ops(self, execution_id: str) -> Ops[Execution | None]:
         resp = yield from self._call(
@@ -648,7 +672,10 @@ class DynamoCore:
         timers: list[TimerOp],
         spawns: list[Spawn],
         trace: dict[str, Any] | None,
+        searched: str = "",
     ) -> _Plan:
+        """What the commit writes; ``searched``: the stored item's ``search`` attribute (which search
+        entries it changes)."""
         if exe.status != "running" or exe.ended_at is not None:
             stamp_ended(exe, self._clock())
         exe.version = old + 1
@@ -671,6 +698,9 @@ class DynamoCore:
             at = getattr(exe, name)
             if at is not None:
                 item[name] = N(at)
+        values = {k: v for k, v in exe.search.items() if v is not None}
+        if values:  # broken out for listings by search value (read with the summaries, not from ``data``)
+            item["search"] = S(json.dumps(values, separators=(",", ":")))
         item.update(self._retention_attributes(exe))
         if spill is not None and self.recent_events > 0:
             item["spill"] = {"B": spill or bytes(BLOOM_BITS // 8)}  # its size once anything spilled
@@ -708,12 +738,30 @@ class DynamoCore:
         if processed_event_id is not None and self.recent_events == 0:
             processed = self._mark_item(exe.id, processed_event_id)
         trace_json = json.dumps(trace, separators=(",", ":")) if trace is not None else None
+        entries = self._search_items(exe, json.loads(searched) if searched else {})
         plan = _Plan(
-            item, data, new_recent, new_spill, evicted, outbox, spawn_items, processed, timers, trace_json
+            item, data, new_recent, new_spill, evicted, outbox, spawn_items, processed, timers, trace_json,
+            entries,
         )
         if not plan.single:
             self._check_transaction(exe.id, plan, placeholder)
         return plan
+
+    @staticmethod
+    def _search_items(exe: Execution, before: dict[str, Any]) -> list[Item]:
+        """The search entries a commit puts: one per field whose value changed from the stored item's
+        (``before``), holding its new term — or none, which takes it out of the sparse ``by_search`` index."""
+        out: list[Item] = []
+        for name in dict.fromkeys([*exe.search, *before]):
+            value = exe.search.get(name)
+            old = before.get(name)
+            if value == old and type(value) is type(old):
+                continue
+            entry: Item = {"id": S(f"{SEARCH_ENTRY_PREFIX}{exe.id}~{name}"), "execution": S(exe.id)}
+            if value is not None:
+                entry["term"] = S(search_term(name, value))
+            out.append(entry)
+        return out
 
     @staticmethod
     def _retention_attributes(exe: Execution) -> Item:
@@ -731,6 +779,7 @@ class DynamoCore:
         if plan.processed is not None:
             sizes.append(item_size(plan.processed))
         sizes += [item_size(self._timer_item(execution_id, op)) for op in plan.timers]
+        sizes += [item_size(e) for e in plan.search]
         if plan.trace is not None:
             trace_item = self._trace_item(execution_id, placeholder, plan.trace)
             if item_size(trace_item) > MAX_ITEM_BYTES:
@@ -803,9 +852,9 @@ class DynamoCore:
             trace = None
         old = exe.version
         known = self._recall(exe.id, old)
-        recent, spill = known if known is not None else ((), b"")
+        recent, spill, searched = known if known is not None else ((), b"", "")
         plan = self._plan(
-            exe, old, recent, spill, emit_list, processed_event_id, timer_ops, spawn_list, trace
+            exe, old, recent, spill, emit_list, processed_event_id, timer_ops, spawn_list, trace, searched
         )
         if known is None:  # not loaded through this store: read the stored version, rids and filter
             resp = yield from self._call(
@@ -832,6 +881,7 @@ class DynamoCore:
                 timer_ops,
                 spawn_list,
                 trace,
+                _searched(stored),
             )
         chunk: dict[str, Any] | None = None
         if plan.evicted and plan.spill is not None:
@@ -874,7 +924,7 @@ class DynamoCore:
             stored = reasons[0].get("Item") if reasons else response.get("Item")
             retried = bool(response.get("ResponseMetadata", {}).get("RetryAttempts"))
             yield from self._settle_conflict(exe.id, old, plan.data, stored, retried)
-        self._remember(exe.id, old + 1, plan.recent, plan.spill)
+        self._remember(exe.id, old + 1, plan.recent, plan.spill, _searched(plan.exe_item))
         self._remember_trace(exe.id, old, traced)
         exe.version = old + 1
 
@@ -889,7 +939,7 @@ class DynamoCore:
         which overwrites it. What must not happen — an armed timer of the stored execution replaced by
         one it does not hold — is what the condition prevents. The cost: 1 write unit per timer instead of
         2, and the execution's 1 instead of 2 (an arm was a 2-item transaction)."""
-        if plan.outbox or plan.spawns or plan.processed is not None or plan.trace is not None:
+        if plan.outbox or plan.spawns or plan.processed is not None or plan.trace is not None or plan.search:
             return False
         if not plan.timers or any(op.action != "schedule" for op in plan.timers):
             return False
@@ -924,6 +974,8 @@ class DynamoCore:
                 txn.append({"Put": {"TableName": self.table("spawns"), "Item": {**sp, **queue_key(seq)}}})
         if plan.processed is not None:
             txn.append({"Put": {"TableName": self.table("processed"), "Item": plan.processed}})
+        exe_t = self.table("executions")
+        txn += [{"Put": {"TableName": exe_t, "Item": entry}} for entry in plan.search]
         for op in plan.timers:
             if op.action == "schedule":
                 txn.append(
@@ -1207,6 +1259,7 @@ class DynamoCore:
         parent_id: str | None = None,
         updated_after: float | None = None,
         updated_before: float | None = None,
+        where: Sequence[Condition] = (),
     ) -> Ops[ExecutionPage]:
         """Keyset pages over the ``by_status`` index, one query per status merged in id order.
 
@@ -1218,6 +1271,8 @@ class DynamoCore:
         """
         if limit < 1:
             raise ValueError(f"limit must be at least 1, got {limit}")
+        conditions = check_conditions(where)
+        driver = next((c for c in conditions if c.op == "="), None)
         statuses = normalize_status(status)
         after: str | None = None
         if cursor:
@@ -1229,14 +1284,17 @@ class DynamoCore:
         while True:
             need = limit - len(items)
             ids: list[str] = []
-            for st in sorted(statuses) if statuses is not None else STATUSES:
-                ids += yield from self._status_ids(st, definition_id, roots_only, after, need + 1, parent_id)
+            if driver is not None:
+                ids = yield from self._term_ids(search_term(driver.name, driver.value), after, need + 1)
+            else:
+                for st in sorted(statuses) if statuses is not None else STATUSES:
+                    ids += yield from self._status_ids(st, definition_id, roots_only, after, need + 1, parent_id)
             ids = sorted(set(ids))
             batch = ids[:need]  # read the summaries of the page only; the extra id says whether more follow
-            summaries = (yield from self._summaries(batch)) if batch else []
-            items += [s for s in summaries if summary_matches(
+            found = (yield from self._summaries(batch)) if batch else []
+            items += [s for s, values in found if summary_matches(
                 s, definition_id, statuses, roots_only, parent_id=parent_id, updated_after=updated_after,
-                updated_before=updated_before)]
+                updated_before=updated_before) and values_match(values, conditions)]
             if len(ids) <= need:  # every status returned less than it was asked for: nothing is left
                 return ExecutionPage(items, None)
             after = batch[-1]
@@ -1283,10 +1341,32 @@ class DynamoCore:
             kw["FilterExpression"] = " AND ".join(filters)
         return (yield from self._query_ids(kw, want))
 
-    def _summaries(self, ids: list[str]) -> Ops[list[ExecutionSummary]]:
-        """Summaries of the page's ids (eventually consistent: the index they come from is, too)."""
+    def _term_ids(self, term: str, after: str | None, want: int) -> Ops[list[str]]:
+        """The first ``want`` execution ids (in id order, after the cursor) with ``term`` in the sparse
+        ``by_search`` index. An entry may be stale (its commit is newer than the index): every id found is
+        checked against its execution's values by the caller."""
+        names = {"#t": "term"}
+        values: dict[str, Any] = {":t": S(term)}
+        key = "#t = :t"
+        if after:
+            key += " AND #e > :after"
+            names["#e"] = "execution"
+            values[":after"] = S(after)
+        kw: dict[str, Any] = {
+            "TableName": self.table("executions"),
+            "IndexName": "by_search",
+            "KeyConditionExpression": key,
+            "ExpressionAttributeNames": names,
+            "ExpressionAttributeValues": values,
+            "Limit": want,
+        }
+        return (yield from self._query_ids(kw, want, "execution"))
+
+    def _summaries(self, ids: list[str]) -> Ops[list[tuple[ExecutionSummary, dict[str, Any]]]]:
+        """Summaries of the page's ids, each with its search values (eventually consistent: the index they
+        come from is, too)."""
         exe_t = self.table("executions")
-        found: dict[str, ExecutionSummary] = {}
+        found: dict[str, tuple[ExecutionSummary, dict[str, Any]]] = {}
         names = {
             "#i": "id",
             "#def": "definition_id",
@@ -1297,6 +1377,7 @@ class DynamoCore:
             "#pid": "parent_id",
             "#ca": "created_at",
             "#ua": "updated_at",
+            "#sv": "search",
         }
         for start in range(0, len(ids), BATCH_GET_MAX):
             got = yield from self._batch_get(
@@ -1316,7 +1397,7 @@ class DynamoCore:
                 def at(name: str, r: Item = r) -> float | None:
                     return float(r[name]["N"]) if name in r else None
 
-                found[r["id"]["S"]] = ExecutionSummary(
+                found[r["id"]["S"]] = (ExecutionSummary(
                     r["id"]["S"],
                     r["definition_id"]["S"],
                     int(r["version"]["N"]),
@@ -1326,7 +1407,7 @@ class DynamoCore:
                     opt("parent_id"),
                     at("created_at"),
                     at("updated_at"),
-                )
+                ), json.loads(r["search"]["S"]) if "search" in r else {})
         return [found[i] for i in ids if i in found]
 
     # -- trace ------------------------------------------------------------------------------------------
@@ -1430,13 +1511,13 @@ class DynamoCore:
                 purged.append(eid)
         return PurgeResult(len(purged), 0, more, tuple(purged))
 
-    def _query_ids(self, kw: dict[str, Any], want: int) -> Ops[list[str]]:
-        """The ``id`` of up to ``want`` items an index Query (``kw``) finds, following its pages: a filter
-        can leave a page short of its ``Limit``, so one page is not enough."""
+    def _query_ids(self, kw: dict[str, Any], want: int, attribute: str = "id") -> Ops[list[str]]:
+        """The ``id`` (or another string ``attribute``) of up to ``want`` items an index Query (``kw``) finds,
+        following its pages: a filter can leave a page short of its ``Limit``, so one page is not enough."""
         ids: list[str] = []
         while len(ids) < want:
             resp = yield from self._call("query", kw)
-            ids += [r["id"]["S"] for r in resp.get("Items", [])]
+            ids += [r[attribute]["S"] for r in resp.get("Items", [])]
             last = resp.get("LastEvaluatedKey")
             if not last:
                 break

@@ -8,7 +8,7 @@ beyond the seed design are written down. Names such as :data:`sharding.QUEUE_SHA
 package's other modules (:mod:`durastate.store.dynamodb`).
 
 Layout (seven tables ``{prefix}_{name}``, on-demand; the seed's key schemas except the outbox's and
-the spawns', plus three indexes):
+the spawns', plus four indexes):
 
 ==========  =====================================  ==============================================
 table       key                                    holds
@@ -136,6 +136,21 @@ Beyond the seed, and why (the seed's behaviour stays the contract):
   trace steps expire by their own TTLs. The index was added after the first layout:
   :meth:`core.DynamoCore.ensure_tables_ops` adds it to an existing table (UpdateTable); executions that
   ended before it carry no keys and are purged only if touched again.
+* **Search fields: entry items and a sparse** ``by_search`` **index.** Each search value of an execution
+  (:mod:`durastate.engine.search`) is an item of the executions table of its own, id
+  ``~search~{execution id}~{field}``, holding ``execution`` (the execution's id) and ``term``
+  (``{typed key}={value}``, :func:`core.search_term`) — the keys of ``by_search`` (hash ``term``, range
+  ``execution``, keys only); executions carry neither, so only entries are in it. The execution item
+  breaks its values out as ``search`` (compact JSON). A commit puts the entries of the fields whose value
+  changed from the stored item's (known from the load, or read with the version) inside its transaction, so
+  a commit that changes no search value stays a single PutItem; a value gone is an entry without
+  ``term``, out of the index. Entries are written with the ``PutItem`` grant every committing function
+  has on the table: no table, action or transaction of its own. A listing with an equality filter
+  Queries ``by_search`` for its term in id order from the cursor and checks every id it finds against the
+  execution's ``search`` (read with the summaries), so an entry the index shows late or stale (the index
+  is eventually consistent; a purged execution's entries stay behind its tombstone) never lists a wrong
+  execution. Other filters read the ``by_status`` pages and check the values the same way. The index was
+  added after the first layout (``ADDED_INDEXES``).
 * **Consistent reads** where a stale answer would be wrong: ``load``, ``load_for_event``,
   ``is_processed`` (a stale read could apply an event twice or lose a CAS race it should see), the
   relay's Queries (an acked entry must not reappear, a committed one must be seen) and the trace
@@ -201,6 +216,7 @@ TABLES: tuple[TableSpec, ...] = (
         (
             IndexSpec("by_status", (("status", "S"), ("id", "S")), ("definition_id", "parent_id")),
             IndexSpec("ended", (("ended_shard", "S"), ("ended_at", "N")), ("definition_id",)),
+            IndexSpec("by_search", (("term", "S"), ("execution", "S"))),
         ),
     ),
     TableSpec("outbox", (("shard", "S"), ("seq", "N"))),
@@ -215,7 +231,7 @@ TABLES: tuple[TableSpec, ...] = (
     TableSpec("trace", (("execution_id", "S"), ("idx", "N"))),
 )
 ROLES = ("HASH", "RANGE")
-ADDED_INDEXES = frozenset(("ended",))
+ADDED_INDEXES = frozenset(("ended", "by_search"))
 """Indexes added after the first layout: ``ensure_tables`` adds them to an existing table."""
 
 

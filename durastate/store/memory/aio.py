@@ -11,7 +11,7 @@ from itertools import islice
 from typing import Any
 
 from durastate.engine.model import Execution
-from durastate.store.base import Emit, ExecutionPage, OutboxEntry, Spawn, SpawnEntry, TimerOp
+from durastate.store.base import Condition, Emit, ExecutionPage, OutboxEntry, Spawn, SpawnEntry, TimerOp
 from durastate.store.memory.sync import DictCore
 from durastate.store.retention import DEFAULT_PURGE_LIMIT, DEFAULT_TOMBSTONE_TTL, PURGEABLE, PurgeResult
 
@@ -71,9 +71,10 @@ class AsyncDictStore(DictCore):
         parent_id: str | None = None,
         updated_after: float | None = None,
         updated_before: float | None = None,
+        where: Sequence[Condition] = (),
     ) -> ExecutionPage:
         return self._list(definition_id, status, roots_only, limit, cursor, parent_id, updated_after,
-                          updated_before)
+                          updated_before, where)
 
     async def read_trace(self, execution_id: str) -> list[dict[str, Any]]:
         return self._read_trace(execution_id)

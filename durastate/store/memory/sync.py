@@ -21,9 +21,11 @@ from itertools import islice
 from typing import Any
 
 from durastate.engine.model import Execution
+from durastate.engine.search import values_match
 from durastate.errors import InvalidCursor
 from durastate.store.base import (
     DEFAULT_TRACE_MAX,
+    Condition,
     Emit,
     ExecutionPage,
     ExecutionSummary,
@@ -32,6 +34,7 @@ from durastate.store.base import (
     SpawnEntry,
     StoreConflict,
     TimerOp,
+    check_conditions,
     decode_cursor,
     encode_cursor,
     normalize_status,
@@ -205,7 +208,9 @@ class DictCore:
         parent_id: str | None = None,
         updated_after: float | None = None,
         updated_before: float | None = None,
+        where: Sequence[Condition] = (),
     ) -> ExecutionPage:
+        conditions = check_conditions(where)
         with self._lock:
             statuses = normalize_status(status)
             ids = sorted(self._by_id)
@@ -215,9 +220,12 @@ class DictCore:
             start = bisect.bisect_right(ids, after) if after is not None else 0
             items: list[ExecutionSummary] = []
             for pos in range(start, len(ids)):
-                s = ExecutionSummary.of(self._by_id[ids[pos]])
+                exe = self._by_id[ids[pos]]
+                s = ExecutionSummary.of(exe)
                 if not summary_matches(s, definition_id, statuses, roots_only, parent_id=parent_id,
                                        updated_after=updated_after, updated_before=updated_before):
+                    continue
+                if conditions and not values_match(exe.search, conditions):
                     continue
                 if len(items) == limit:
                     return ExecutionPage(items, encode_cursor(items[-1].id))
@@ -306,9 +314,10 @@ class DictStore(DictCore):
         parent_id: str | None = None,
         updated_after: float | None = None,
         updated_before: float | None = None,
+        where: Sequence[Condition] = (),
     ) -> ExecutionPage:
         return self._list(definition_id, status, roots_only, limit, cursor, parent_id, updated_after,
-                          updated_before)
+                          updated_before, where)
 
     def read_trace(self, execution_id: str) -> list[dict[str, Any]]:
         return self._read_trace(execution_id)

@@ -72,6 +72,7 @@ from durastate.engine.model import Event, Execution
 from durastate.errors import EventAlreadyProcessed
 from durastate.store.base import (
     DEFAULT_TRACE_MAX,
+    Condition,
     Emit,
     ExecutionPage,
     OutboxEntry,
@@ -79,6 +80,7 @@ from durastate.store.base import (
     SpawnEntry,
     StoreConflict,
     TimerOp,
+    check_conditions,
     normalize_status,
     trim_bound,
 )
@@ -287,7 +289,7 @@ class PgCore:
             if exe.status != "running" or exe.ended_at is not None:
                 stamp_ended(exe)
             data = exe.model_dump_json()
-            if not emits and not timers and not spawns:
+            if not emits and not timers and not spawns and not exe.search:
                 ok = yield from self._commit_fast(exe, old, data, processed_event_id, trace, check_event)
             else:
                 ok = yield from self._commit_multi(
@@ -352,7 +354,8 @@ class PgCore:
         trace: dict[str, Any] | None,
         check_event: bool,
     ) -> Ops[bool]:
-        """The CAS and every side effect in one :class:`Pipeline`; ``False`` if the CAS (or the checked
+        """The CAS, every side effect and the search index (:meth:`PgSql.search_writes`) in one
+        :class:`Pipeline`; ``False`` if the CAS (or the checked
         mark) raised HR409, any other error goes on up (already rolled back by the driver).
 
         The CAS, the dedupe mark (``rids``, its spill), the check and the trace step are the fast path's
@@ -373,6 +376,7 @@ class PgCore:
                 batch.append(Statement(st.upsert_timer, ((exe.id, op.path, op.fire_at),)))
             else:
                 batch.append(Statement(st.cancel_timer, ((exe.id, op.path),)))
+        batch += [Statement(query, rows) for query, rows in sql.search_writes(exe)]
         try:
             yield Pipeline(tuple(batch))
         except Exception as exc:
@@ -444,11 +448,12 @@ class PgCore:
         parent_id: str | None = None,
         updated_after: float | None = None,
         updated_before: float | None = None,
+        where: Sequence[Condition] = (),
     ) -> Ops[ExecutionPage]:
         """A keyset page (summary columns only); an empty status list matches nothing without a query."""
         query = self._sql.list_executions(
             definition_id, normalize_status(status), roots_only, cursor_after(cursor), limit, parent_id,
-            updated_after, updated_before,
+            updated_after, updated_before, check_conditions(where),
         )
         rows = (yield Query(query[0], query[1], "all")) if query else []
         items = [summary_from_row(r) for r in rows[:limit]]

@@ -23,6 +23,8 @@ from dataclasses import fields, replace
 from typing import Any
 
 from durastate.db.postgres import quote_ident
+from durastate.engine.model import Execution
+from durastate.engine.search import Condition
 from durastate.store.sql import (
     POSTGRES,
     TABLES,
@@ -31,6 +33,7 @@ from durastate.store.sql import (
     create_statements,
     list_query,
     purge_query,
+    search_writes,
     statements,
 )
 
@@ -175,6 +178,10 @@ class PgSql:
             f"AND (SELECT idx FROM ins) %% {TRIM_EVERY} = 0 AND idx <= (SELECT idx FROM ins) - %s::bigint"
         )
 
+    def search_writes(self, exe: Execution) -> list[tuple[str, list[tuple[Any, ...]]]]:
+        """The family's index writes of a commit (:func:`~durastate.store.sql.search_writes`), qualified."""
+        return [(self.qualify(sql), rows) for sql, rows in search_writes(POSTGRES, self.stmt.upsert_search, exe)]
+
     def qualify(self, sql: str) -> str:
         """Prefix every table reference of a family statement with this schema."""
         return _TABLE_REF.sub(lambda m: f"{m.group(1)} {self.s}.{m.group(2)}", sql)
@@ -202,7 +209,8 @@ class PgSql:
             f"t AS (UPDATE {s}.executions e SET data = v.data, version = v.old + 1, status = 'purged', "
             "active_path = NULL, ended_at = NULL, expires_at = v.expires_at "
             "FROM v WHERE e.id = v.id AND e.version = v.old RETURNING e.id), "
-            f"d AS (DELETE FROM {s}.trace WHERE execution_id IN (SELECT id FROM t)) "
+            f"d AS (DELETE FROM {s}.trace WHERE execution_id IN (SELECT id FROM t)), "
+            f"x AS (DELETE FROM {s}.search WHERE execution_id IN (SELECT id FROM t)) "
             "SELECT id FROM t"
         )
 
@@ -215,7 +223,8 @@ class PgSql:
             f"WITH x AS (DELETE FROM {s}.executions WHERE id IN (SELECT id FROM {s}.executions "
             "WHERE expires_at <= %s ORDER BY expires_at LIMIT %s) AND expires_at <= %s RETURNING id), "
             f"m AS (DELETE FROM {s}.processed_events WHERE execution_id IN (SELECT id FROM x)), "
-            f"r AS (DELETE FROM {s}.trace WHERE execution_id IN (SELECT id FROM x)) "
+            f"r AS (DELETE FROM {s}.trace WHERE execution_id IN (SELECT id FROM x)), "
+            f"i AS (DELETE FROM {s}.search WHERE execution_id IN (SELECT id FROM x)) "
             "SELECT id FROM x"
         )
 
@@ -236,8 +245,9 @@ class PgSql:
         parent_id: str | None = None,
         updated_after: float | None = None,
         updated_before: float | None = None,
+        where: Sequence[Condition] = (),
     ) -> tuple[str, list[Any]] | None:
         """The family's keyset listing (summary columns and the two times read from ``data``), qualified."""
         query = list_query(POSTGRES, definition_id, statuses, roots_only, after, limit, parent_id, updated_after,
-                           updated_before)
+                           updated_before, where)
         return None if query is None else (self.qualify(query[0]), query[1])

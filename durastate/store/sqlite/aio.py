@@ -20,6 +20,7 @@ from durastate.db.sqlite import DEFAULT_BUSY_TIMEOUT, Synchronous
 from durastate.engine.model import Execution
 from durastate.store.base import (
     DEFAULT_TRACE_MAX,
+    Condition,
     Emit,
     ExecutionPage,
     OutboxEntry,
@@ -160,9 +161,11 @@ class AsyncSqliteStore:
         parent_id: str | None = None,
         updated_after: float | None = None,
         updated_before: float | None = None,
+        where: Sequence[Condition] = (),
     ) -> ExecutionPage:
         return await self._run(self.sync.list_executions, definition_id, status, roots_only, limit, cursor,
-                               parent_id=parent_id, updated_after=updated_after, updated_before=updated_before)
+                               parent_id=parent_id, updated_after=updated_after, updated_before=updated_before,
+                               where=where)
 
     async def read_trace(self, execution_id: str) -> list[dict[str, Any]]:
         return await self._run(self.sync.read_trace, execution_id)

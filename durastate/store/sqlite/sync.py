@@ -61,12 +61,14 @@ from durastate.errors import EventAlreadyProcessed, StoreConflict, StoreUnavaila
 from durastate.store import sql as _sql
 from durastate.store.base import (
     DEFAULT_TRACE_MAX,
+    Condition,
     Emit,
     ExecutionPage,
     OutboxEntry,
     Spawn,
     SpawnEntry,
     TimerOp,
+    check_conditions,
     normalize_status,
     trim_bound,
 )
@@ -358,6 +360,8 @@ class SqliteStore:
                 cur.execute(_SQL.cancel_timer, (exe.id, op.path))
         for child_id, root_path, context in spawns:
             cur.execute(_SQL.insert_spawn, (exe.id, child_id, root_path, _sql.json_text(context)))
+        for sql, rows in _sql.search_writes(_sql.SQLITE, _SQL.upsert_search, exe):
+            cur.executemany(sql, rows)
         return state
 
     def _update(self, cur: sqlite3.Cursor, exe: Execution, old: int, new: int, data: str, event_id: str | None,
@@ -498,10 +502,11 @@ class SqliteStore:
         parent_id: str | None = None,
         updated_after: float | None = None,
         updated_before: float | None = None,
+        where: Sequence[Condition] = (),
     ) -> ExecutionPage:
         query = _sql.list_query(
             _sql.SQLITE, definition_id, normalize_status(status), roots_only, _sql.cursor_after(cursor), limit,
-            parent_id, updated_after, updated_before,
+            parent_id, updated_after, updated_before, check_conditions(where),
         )
         if query is None:
             return ExecutionPage([], None)
@@ -591,12 +596,14 @@ class SqliteStore:
                 cur.execute(_SQL.tombstone, (tomb.model_dump_json(), tomb.version, tomb.expires_at, eid, version))
                 if cur.rowcount == 1:
                     cur.execute(_SQL.delete_trace, (eid,))
+                    cur.execute(_SQL.delete_search, (eid,))
                     purged.append(eid)
             gone = [r[0] for r in cur.execute(_SQL.expired, (now, limit + 1)).fetchall()]
             for eid in gone[:limit]:
                 cur.execute(_SQL.delete_expired, (eid, now))
                 cur.execute(_SQL.delete_marks, (eid,))
                 cur.execute(_SQL.delete_trace, (eid,))
+                cur.execute(_SQL.delete_search, (eid,))
         return PurgeResult(len(purged), min(len(gone), limit), len(rows) > limit or len(gone) > limit,
                            tuple(purged))
 

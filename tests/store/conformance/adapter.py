@@ -18,6 +18,7 @@ from typing import Any
 from durastate.engine.model import Execution
 from durastate.store.base import (
     AsyncExecutionStore,
+    Condition,
     Emit,
     ExecutionPage,
     OutboxEntry,
@@ -98,10 +99,11 @@ class SyncAdapter:
     def list_executions(self, definition_id: str | None = None, status: str | Sequence[str] | None = None,
                         roots_only: bool = False, limit: int = 100,
                         cursor: str | None = None, *, parent_id: str | None = None,
-                        updated_after: float | None = None, updated_before: float | None = None) -> ExecutionPage:
+                        updated_after: float | None = None, updated_before: float | None = None,
+                        where: Sequence[Condition] = ()) -> ExecutionPage:
         return self._runner.run(self.inner.list_executions(
             definition_id, status, roots_only, limit, cursor, parent_id=parent_id, updated_after=updated_after,
-            updated_before=updated_before))
+            updated_before=updated_before, where=where))
 
     def read_trace(self, execution_id: str) -> list[dict[str, Any]]:
         return self._runner.run(self.inner.read_trace(execution_id))

@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from durastate.engine.model import Execution
+from durastate.engine.search import Condition
 from durastate.errors import StoreUnavailable
 from durastate.store.dynamodb.layout import TABLES, create_table_request
 from durastate.store.dynamodb.sync import DynamoDBStore
@@ -37,7 +38,7 @@ def test_seven_prefixed_tables_with_their_key_schemas(ddb: Any) -> None:
         assert desc["BillingModeSummary"]["BillingMode"] == "PAY_PER_REQUEST"
 
 
-def test_the_three_indexes(ddb: Any) -> None:
+def test_the_four_indexes(ddb: Any) -> None:
     make_store(ddb, prefix="ix")
     exe = ddb.describe_table(TableName="ix_executions")["Table"]["GlobalSecondaryIndexes"]
     assert [(i["IndexName"], [k["AttributeName"] for k in i["KeySchema"]], i["Projection"]) for i in exe] == [
@@ -47,6 +48,7 @@ def test_the_three_indexes(ddb: Any) -> None:
             {"ProjectionType": "INCLUDE", "NonKeyAttributes": ["definition_id", "parent_id"]},
         ),
         ("ended", ["ended_shard", "ended_at"], {"ProjectionType": "INCLUDE", "NonKeyAttributes": ["definition_id"]}),
+        ("by_search", ["term", "execution"], {"ProjectionType": "KEYS_ONLY"}),
     ]
     timers = ddb.describe_table(TableName="ix_timers")["Table"]["GlobalSecondaryIndexes"]
     assert [
@@ -90,21 +92,25 @@ def test_an_existing_table_without_the_index_is_reported(ddb: Any) -> None:
         make_store(ddb, prefix="old")
 
 
-def test_an_executions_table_from_before_retention_gets_the_ended_index(ddb: Any) -> None:
-    """The ``ended`` index came with retention: opening a store adds it to an existing table (UpdateTable)."""
+def test_an_executions_table_from_before_retention_gets_the_ended_and_search_indexes(ddb: Any) -> None:
+    """The ``ended`` index came with retention, ``by_search`` with search fields: opening a store adds them
+    to an existing table (UpdateTable)."""
     spec = next(s for s in TABLES if s.name == "executions")
     req = create_table_request("older", spec)
-    req["GlobalSecondaryIndexes"] = [i for i in req["GlobalSecondaryIndexes"] if i["IndexName"] != "ended"]
+    req["GlobalSecondaryIndexes"] = [i for i in req["GlobalSecondaryIndexes"] if i["IndexName"] == "by_status"]
     req["AttributeDefinitions"] = [
-        a for a in req["AttributeDefinitions"] if a["AttributeName"] not in ("ended_shard", "ended_at")
+        a for a in req["AttributeDefinitions"]
+        if a["AttributeName"] not in ("ended_shard", "ended_at", "term", "execution")
     ]
     ddb.create_table(**req)
     store = make_store(ddb, prefix="older")
     table = ddb.describe_table(TableName="older_executions")["Table"]
     names = [i["IndexName"] for i in table["GlobalSecondaryIndexes"]]
-    assert names == ["by_status", "ended"]
+    assert sorted(names) == ["by_search", "by_status", "ended"]
     store.commit(Execution(id="e1", definition_id="d", status="finished", updated_at=5.0), [])
     assert store.purge(10.0, now=20.0).ids == ("e1",)
+    store.save(Execution(id="e2", definition_id="d", active_path="a", search={"customer": "c-1"}))
+    assert [s.id for s in store.list_executions(where=[Condition("customer", "=", "c-1")]).items] == ["e2"]
 
 
 def test_missing_tables_say_what_to_do(ddb: Any) -> None:

@@ -322,3 +322,24 @@ def test_a_page_by_status_is_an_index_range_not_a_table_scan(
     stmt, params = query
     plan = "\n".join(r[0] for r in admin.execute("EXPLAIN " + stmt, params).fetchall())
     assert "executions_status_id" in plan and "Seq Scan" not in plan, plan
+
+
+def test_a_schema_made_before_search_fields_gets_the_index(schema: str, admin: Any) -> None:
+    """A schema without the ``search`` table (made before search fields) gets it when a store opens it; an
+    execution stored before is found by its search values from its next commit on."""
+    from durastate.engine.search import Condition
+
+    where = [Condition("customer", "=", "c-17")]
+    store = PostgresStore(connect(), schema=schema)
+    store.save(Execution(id="old", definition_id="order", active_path="a", search={"customer": "c-17"}))
+    store.close()
+    admin.execute(f'DROP TABLE "{schema}".search')
+    store = PostgresStore(connect(), schema=schema)
+    try:
+        assert store.list_executions(where=where).items == []
+        old = store.load("old")
+        assert old is not None
+        store.commit(old, [])
+        assert [s.id for s in store.list_executions(where=where).items] == ["old"]
+    finally:
+        store.close()
