@@ -24,8 +24,8 @@ from durastate.cli import output
 from durastate.cli.clock import command_clock
 from durastate.cli.common import DefinitionsOption, StoreOption, session
 from durastate.cli.delivery import deliver
-from durastate.cli.introspect import active_paths
 from durastate.cli.session import Session, UsageError, redact
+from durastate.engine.introspect import active_paths
 from durastate.engine.model import Event
 from durastate.errors import DurastateError, StoreUnavailable
 

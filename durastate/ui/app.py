@@ -138,7 +138,7 @@ def create_app(console: Console) -> Starlette:
         child_status = {cid: summary.status for cid, _kind, _path, summary in view.children if summary}
         return page(request, "execution.html", exe=exe, view=view, steps=queries.trace_steps(view.trace),
                     chart=chart(defn, exe, child_status, active) if defn is not None else None,
-                    actions=control.ACTIONS, notice=request.query_params.get("done", ""))
+                    actions=control.ACTIONS, offered=control.offered, notice=request.query_params.get("done", ""))
 
     def trace(request: Request) -> Response:
         exe_id = request.path_params["execution_id"]
@@ -159,6 +159,7 @@ def create_app(console: Console) -> Starlette:
         with console.lock:
             counts = queries.state_counts(console.store, def_id)
         return page(request, "definition.html", defn=defn, chart=chart(defn), counts=counts,
+                    notice=request.query_params.get("done", ""),
                     paths=queries.state_paths(defn), statuses=queries.all_statuses(), cap=queries.STATE_SCAN_CAP)
 
     # -- what the live view polls -------------------------------------------------------------------------
@@ -190,8 +191,54 @@ def create_app(console: Console) -> Starlette:
         exe_id, action = request.path_params["execution_id"], request.path_params["action"]
         form = await _form(request)
         todo = control.plan(action, exe_id, form)
+        if action == "send":
+            with console.lock:
+                exe = load(exe_id)
+            control.check_send(console.definition(exe), todo)
         return page(request, "confirm.html", todo=todo, exe_id=exe_id,
+                    do_url=f"/executions/{quote(exe_id, safe='')}/do/{action}",
+                    back_url=f"/executions/{quote(exe_id, safe='')}",
                     token=console.confirmations.issue(action, exe_id, todo.fields))
+
+    def known_definition(def_id: str) -> None:
+        if console.definition(def_id) is None:
+            raise UnknownDefinition(def_id)
+
+    async def confirm_start(request: Request) -> Response:
+        def_id = request.path_params["definition_id"]
+        form = await _form(request)
+        known_definition(def_id)
+        with console.lock:
+            todo = control.plan_start(def_id, form, console.store)
+        return page(request, "confirm.html", todo=todo, exe_id=todo.execution_id,
+                    do_url=f"/definitions/{quote(def_id, safe='')}/do/start",
+                    back_url=f"/definitions/{quote(def_id, safe='')}",
+                    token=console.confirmations.issue("start", todo.execution_id, todo.fields))
+
+    async def start(request: Request) -> Response:
+        def_id = request.path_params["definition_id"]
+        form = await _form(request)
+        known_definition(def_id)
+        with console.lock:
+            todo = control.plan_start(def_id, form, console.store)
+        console.confirmations.redeem("start", todo.execution_id, todo.fields, form.get("confirm", ""))
+        from starlette.concurrency import run_in_threadpool
+
+        def run() -> str:
+            with console.lock:
+                try:
+                    return control.perform_start(todo, console.store, console.deliver)
+                except DurastateError:
+                    raise
+                except Exception as exc:
+                    raise StoreUnavailable(" ".join(str(exc).split()) or type(exc).__name__) from exc
+
+        said = await run_in_threadpool(run)
+        with console.lock:  # applied in process: its page; queued for `durastate serve`: back here, saying so
+            started = console.store.load(todo.execution_id) is not None
+        where = (f"/executions/{quote(todo.execution_id, safe='')}" if started
+                 else f"/definitions/{quote(def_id, safe='')}")
+        return RedirectResponse(f"{where}?done={quote(said)}", status_code=303)
 
     async def act(request: Request) -> Response:
         exe_id, action = request.path_params["execution_id"], request.path_params["action"]
@@ -204,7 +251,7 @@ def create_app(console: Console) -> Starlette:
             with console.lock:
                 try:
                     return control.perform(todo, console.store, console.deliver, console.registry, console.box,
-                                           _all_queued(console))
+                                           _all_queued(console), console.definition)
                 except DurastateError:
                     raise
                 except Exception as exc:
@@ -300,6 +347,8 @@ def create_app(console: Console) -> Starlette:
         Route(guard.LOGIN_PATH, login_page, methods=["GET"]),
         Route(guard.LOGIN_PATH, login, methods=["POST"]),
         Route("/definitions", guarded(definitions)),
+        Route("/definitions/{definition_id:path}/confirm/start", confirm_start, methods=["POST"]),
+        Route("/definitions/{definition_id:path}/do/start", start, methods=["POST"]),
         Route("/definitions/{definition_id:path}", guarded(definition)),
         Route("/api/executions/{execution_id:path}/version", guarded(execution_version)),
         Route("/api/definitions/{definition_id:path}/counts", guarded(definition_counts)),
