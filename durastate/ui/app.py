@@ -50,7 +50,7 @@ from durastate.errors import (
     UnknownExecution,
 )
 from durastate.runtime.versions import Versions
-from durastate.store.base import ExecutionStore
+from durastate.store.base import ExecutionPage, ExecutionStore
 from durastate.transport.base import DeadLetterBox, UnknownDeadLetter
 from durastate.ui import control, guard, queries
 from durastate.ui.chart import chart
@@ -120,10 +120,16 @@ def create_app(console: Console) -> Starlette:
     # -- pages -------------------------------------------------------------------------------------------
     def executions(request: Request) -> Response:
         filt = _filter(request)
+        search = None
         with console.lock:
-            listing = queries.list_page(console.store, filt, console.clock())
+            if filt.id:
+                search = queries.search_ids(console.store, filt, console.clock())
+                listing = ExecutionPage(search.items)
+            else:
+                listing = queries.list_page(console.store, filt, console.clock())
         definitions = console.definition_ids()
         return page(request, "executions.html", filt=filt, items=listing.items, next_cursor=listing.next_cursor,
+                    search=search, scan_cap=queries.ID_SCAN_CAP,
                     cap=queries.COUNT_CAP, statuses=queries.all_statuses(),
                     page_sizes=queries.PAGE_SIZES, definitions=definitions)
 
@@ -405,5 +411,5 @@ def _filter(request: Request) -> queries.ListFilter:
     if not 1 <= limit <= 500:
         raise HTTPException(400, f"limit must be 1 to 500, got {limit}")
     return queries.ListFilter(status=tuple(dict.fromkeys(statuses)), definition=params.get("definition", "").strip(),
-                              parent=params.get("parent", "").strip(), since=since,
+                              parent=params.get("parent", "").strip(), since=since, id=params.get("id", "").strip(),
                               cursor=params.get("cursor", "").strip(), limit=limit)
