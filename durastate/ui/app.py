@@ -49,6 +49,7 @@ from durastate.errors import (
     UnknownDefinition,
     UnknownExecution,
 )
+from durastate.runtime.definitions import BrokenFile
 from durastate.runtime.versions import Versions
 from durastate.store.base import ExecutionPage, ExecutionStore
 from durastate.transport.base import DeadLetterBox, UnknownDeadLetter
@@ -74,6 +75,8 @@ class Console:
     """The active leaves of an execution, its regions' included (the CLI passes its own); default: its leaf."""
     access: guard.Access = field(default_factory=guard.Access)
     """The host names it answers to and its login token, if any (:mod:`durastate.ui.guard`)."""
+    broken: list[BrokenFile] = field(default_factory=list)
+    """Files of the definitions folder that do not load (shown with why; the others are served)."""
     lock: threading.Lock = field(default_factory=threading.Lock)
     confirmations: control.Confirmations = field(init=False)
 
@@ -90,6 +93,10 @@ class Console:
         peek = getattr(self.inbox, "messages", None)
         return peek if callable(peek) else None
 
+    def broken_file(self, definition_id: str) -> BrokenFile | None:
+        """The file declaring ``definition_id`` that does not load, if one does not."""
+        return next((b for b in self.broken if b.definition_id == definition_id), None)
+
     def definition_ids(self) -> list[str]:
         return sorted(d.id for d in self.registry or [])
 
@@ -101,6 +108,16 @@ class Console:
             return None if self.registry is None else self.registry.get(exe_or_id)
         except (UnknownDefinition, ImportError, DefinitionError):
             return None
+
+
+class DefinitionUnavailable(DurastateError):
+    """A definition whose file is in the folder but does not load (a Python module it names does not
+    import): its page says why, instead of "no such definition"."""
+
+    def __init__(self, broken: BrokenFile) -> None:
+        super().__init__(f"definition {broken.definition_id!r} ({broken.file}) does not load: "
+                         + "; ".join(broken.issues))
+        self.broken = broken
 
 
 def create_app(console: Console) -> Starlette:
@@ -155,13 +172,11 @@ def create_app(console: Console) -> Starlette:
 
     def definitions(request: Request) -> Response:
         rows = sorted(console.registry or [], key=lambda d: d.id)
-        return page(request, "definitions.html", rows=rows)
+        return page(request, "definitions.html", rows=rows, broken=console.broken)
 
     def definition(request: Request) -> Response:
         def_id = request.path_params["definition_id"]
-        defn = console.definition(def_id)
-        if defn is None:
-            raise UnknownDefinition(def_id)
+        defn = known_definition(def_id)
         with console.lock:
             counts = queries.state_counts(console.store, def_id)
         return page(request, "definition.html", defn=defn, chart=chart(defn), counts=counts,
@@ -206,9 +221,14 @@ def create_app(console: Console) -> Starlette:
                     back_url=f"/executions/{quote(exe_id, safe='')}",
                     token=console.confirmations.issue(action, exe_id, todo.fields))
 
-    def known_definition(def_id: str) -> None:
-        if console.definition(def_id) is None:
-            raise UnknownDefinition(def_id)
+    def known_definition(def_id: str) -> Definition:
+        defn = console.definition(def_id)
+        if defn is not None:
+            return defn
+        broken = console.broken_file(def_id)
+        if broken is not None:
+            raise DefinitionUnavailable(broken)
+        raise UnknownDefinition(def_id)
 
     async def confirm_start(request: Request) -> Response:
         def_id = request.path_params["definition_id"]
@@ -299,6 +319,8 @@ def create_app(console: Console) -> Starlette:
 
     async def durastate_error(request: Request, exc: Exception) -> Response:
         message = " ".join(str(exc).split())
+        if isinstance(exc, DefinitionUnavailable):
+            return page(request, "definition_broken.html", status_code=503, broken=exc.broken)
         if isinstance(exc, UnknownExecution | UnknownDefinition | UnknownDeadLetter):
             return error_page(request, 404, "Not found", message)
         if isinstance(exc, StoreUnavailable):
