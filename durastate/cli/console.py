@@ -27,8 +27,9 @@ from durastate.cli.delivery import deliver
 from durastate.cli.session import Session, UsageError, redact
 from durastate.engine.introspect import active_paths
 from durastate.engine.model import Event
+from durastate.engine.registry import DefinitionRegistry
 from durastate.errors import DurastateError, StoreUnavailable
-from durastate.runtime.definitions import load_folder_partly
+from durastate.runtime.definitions import BrokenFile, load_folder_partly
 
 if TYPE_CHECKING:
     from durastate.ui.app import Console
@@ -108,7 +109,8 @@ def build_console(sess: Session, allow_control: bool) -> Console:
 
     check_exists(sess)
     store = sess.store
-    registry, broken = None, []
+    registry: DefinitionRegistry | None = None
+    broken: list[BrokenFile] = []
     if sess.definitions_dir is not None:  # a file that does not load is shown as such, not a refusal to start
         registry, broken = load_folder_partly(sess.definitions_dir)
 

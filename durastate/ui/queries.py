@@ -25,6 +25,7 @@ from durastate.engine.definition import Definition
 from durastate.engine.durations import format_duration, parse_duration
 from durastate.engine.ids import describe_timer_key
 from durastate.engine.model import ENDED, STATUSES, Event, Execution
+from durastate.engine.progress import descendant_timers, map_progress
 from durastate.store.base import (
     ExecutionPage,
     ExecutionStore,
@@ -166,6 +167,10 @@ class Timer:
     due: float
     due_text: str
     relative: str
+    execution_id: str = ""
+    kind: str = "own"
+    """``own``, or the kind of child (``region``, ``invoke``, ``map``) whose timer it is: one of its descendants
+    (as ``durastate show`` lists them)."""
 
 
 @dataclass
@@ -183,6 +188,8 @@ class ExecutionView:
     trace: list[dict[str, Any]]
     context_json: str = ""
     held: list[Event] = field(default_factory=list)
+    maps: list[str] = field(default_factory=list)
+    """Each map state's progress, one line each, as ``durastate show`` prints it."""
 
 
 def stamp(epoch: float | None) -> str:
@@ -209,13 +216,15 @@ def execution_view(store: ExecutionStore, exe: Execution, now: float,
         loaded = store.load(exe.parent_id)
         parent = ExecutionSummary.of(loaded) if loaded is not None else None
     children = child_rows(store, exe)
-    timers = [Timer(describe_timer_key(key), due, stamp(due), relative(due, now))
-              for key, due in sorted(exe.timers.items(), key=lambda kv: kv[1])]
+    armed, _descendants = descendant_timers(exe, store.load)
+    timers = [Timer(describe_timer_key(t.path), t.fire_at, stamp(t.fire_at), relative(t.fire_at, now),
+                    t.execution_id, t.kind) for t in armed]
+    maps = [map_progress(path, progress, ended=exe.status in ENDED) for path, progress in exe.maps.items()]
     waiting = None if queued is None else [ev for target, ev in queued(exe.id) if target == exe.id]
     letters = None if box is None else letters_for(box, exe.id)
     trace = store.read_trace(exe.id)
     return ExecutionView(exe, parent, children, timers, waiting, letters, trace,
-                         json.dumps(exe.context, indent=2, sort_keys=True, default=str), list(exe.held))
+                         json.dumps(exe.context, indent=2, sort_keys=True, default=str), list(exe.held), maps)
 
 
 def child_rows(store: ExecutionStore, exe: Execution,

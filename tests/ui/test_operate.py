@@ -11,10 +11,12 @@ from typing import Any
 import pytest
 from playwright.sync_api import expect
 
-from .conftest import EXAMPLES, Served, durastate, fill
-from .test_control import CART, status_of
+from .conftest import EXAMPLES, Served, durastate, fill, start
+from .test_control import status_of
 
 pytestmark = pytest.mark.slow
+
+CART: list[tuple[str, str, dict[str, Any]]] = [start("o1"), ("o1", "add_item", {"price": 5})]
 
 
 def apply_queued(url: str) -> None:
