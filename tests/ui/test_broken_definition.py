@@ -12,6 +12,9 @@ from typing import Any
 import pytest
 from playwright.sync_api import expect
 
+from durastate.engine.model import Execution
+from durastate.store import open_store
+
 from .conftest import EXAMPLES, ROOT, Served, cli_env, fill
 
 pytestmark = pytest.mark.slow
@@ -41,6 +44,10 @@ def folder(tmp_path: Path) -> Path:
 def test_a_definition_whose_module_does_not_import_is_shown_as_such(
         sqlite_url: str, folder: Path, serve_console: Callable[..., Served], page: Any) -> None:
     fill(sqlite_url, [("o1", "durastate.start", {"definition_id": "order", "context": {}})])
+    store = open_store(sqlite_url)  # an invoice started while its module still imported
+    store.save(Execution(id="inv-1", definition_id="invoice", active_path="draft", created_at=1_700_000_000.0,
+                         updated_at=1_700_000_000.0))
+    store.close()
     env = cli_env(PYTHONPATH=f"{ROOT}:{folder}")
     served = serve_console(sqlite_url, "--definitions", str(folder / "definitions"), env=env)
 
@@ -60,3 +67,6 @@ def test_a_definition_whose_module_does_not_import_is_shown_as_such(
     expect(page.locator("#chart svg")).to_have_count(1)
     page.goto(served.url + "/executions/o1")
     expect(page.locator("#active-path")).to_have_text("cart")
+    page.goto(served.url + "/executions/inv-1")  # its page says why there is no chart
+    expect(page.locator("#definition-broken")).to_contain_text("Definition invoice does not load")
+    expect(page.locator("#definition-broken")).to_contain_text("INVOICE_KEY")
