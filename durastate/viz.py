@@ -29,6 +29,7 @@ edges.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
@@ -126,41 +127,58 @@ def _label(text: str) -> str:
     return re.sub(r"<(?=\S)", "\u2039", text)
 
 
+_ARITHMETIC = {"add": "+", "sub": "-", "mul": "*", "div": "/"}
+
+
 def _value(v: Any) -> str:
+    """A guard's operand as people write it: ``context.total``, ``'gold'``, ``3``, ``true``,
+    ``context.n + 1``, ``len(context.items)``, ``['a', 'b']`` (never a Python dict's repr)."""
     if isinstance(v, str):
         if v.startswith("$$"):
             return repr(v[1:])
         if v.startswith("$"):
             return v[1:]
         return repr(v)
+    if isinstance(v, bool) or v is None:
+        return json.dumps(v)
     if isinstance(v, dict) and len(v) == 1:
         (op, args), = v.items()
-        if op in ("add", "sub") and isinstance(args, list) and len(args) == 2:
-            sign = "+" if op == "add" else "-"
-            return f"{_value(args[0])} {sign} {_value(args[1])}"
+        if op in _ARITHMETIC and isinstance(args, list) and len(args) == 2:
+            return f"{_value(args[0])} {_ARITHMETIC[op]} {_value(args[1])}"
+        if op in ("min", "max", "len"):
+            return f"{op}({', '.join(_value(a) for a in (args if isinstance(args, list) else [args]))})"
+    if isinstance(v, list):
+        return "[" + ", ".join(_value(a) for a in v) + "]"
+    if isinstance(v, dict):
+        return "{" + ", ".join(f"{k}: {_value(a)}" for k, a in v.items()) + "}"
     return str(v)
 
 
 def guard_text(guard: Any) -> str:
-    """A compact, readable rendering of a guard: ``event.amount > 100``, ``check_stock()``."""
+    """A compact, readable rendering of a guard: ``event.amount > 100``, ``check_stock()``,
+    ``in_state(paying)``: the expression as written, never a Python dict's repr."""
     if guard is None:
         return ""
     if isinstance(guard, str):
         return guard.rsplit(":", 1)[-1].rsplit(".", 1)[-1] + "()"
+    if callable(guard):  # a definition built in Python may pass the function itself
+        return f"{getattr(guard, '__name__', type(guard).__name__)}()"
     if isinstance(guard, dict) and len(guard) == 1:
         (op, args), = guard.items()
         if op in _OPS and isinstance(args, list) and len(args) == 2:
             sym = _OPS[op].strip()
             return f"{_value(args[0])} {sym} {_value(args[1])}"
         if op == "in" and isinstance(args, list) and len(args) == 2:
-            return f"{_value(args[0])} in {args[1]!r}"
+            return f"{_value(args[0])} in {_value(args[1])}"
         if op == "exists":
             return f"exists {_value(args)}"
+        if op == "in_state":
+            return f"in_state({args if isinstance(args, str) else _value(args)})"
         if op == "not":
             return f"not ({guard_text(args)})"
         if op in ("and", "or") and isinstance(args, list):
             return f" {op} ".join(f"({guard_text(g)})" for g in args)
-    return _label(str(guard))
+    return _label(_value(guard))
 
 
 @dataclass(frozen=True)

@@ -24,10 +24,12 @@ from durastate.cli import output
 from durastate.cli.clock import command_clock
 from durastate.cli.common import DefinitionsOption, StoreOption, session
 from durastate.cli.delivery import deliver
-from durastate.cli.introspect import active_paths
 from durastate.cli.session import Session, UsageError, redact
+from durastate.engine.introspect import active_paths
 from durastate.engine.model import Event
+from durastate.engine.registry import DefinitionRegistry
 from durastate.errors import DurastateError, StoreUnavailable
+from durastate.runtime.definitions import BrokenFile, load_folder_partly
 
 if TYPE_CHECKING:
     from durastate.ui.app import Console
@@ -107,7 +109,10 @@ def build_console(sess: Session, allow_control: bool) -> Console:
 
     check_exists(sess)
     store = sess.store
-    registry = sess.registry if sess.definitions_dir is not None else None
+    registry: DefinitionRegistry | None = None
+    broken: list[BrokenFile] = []
+    if sess.definitions_dir is not None:  # a file that does not load is shown as such, not a refusal to start
+        registry, broken = load_folder_partly(sess.definitions_dir)
 
     def send(target_id: str, event: Event) -> str:
         result = deliver(sess, target_id, event)
@@ -115,7 +120,7 @@ def build_console(sess: Session, allow_control: bool) -> Console:
 
     return Console(store=store, registry=registry, inbox=sess.inbox, deliver=send if allow_control else None,
                    allow_control=allow_control, store_label=redact(sess.store_url), active_paths=active_paths,
-                   clock=command_clock())
+                   clock=command_clock(), broken=broken)
 
 
 def check_exists(sess: Session) -> None:

@@ -11,12 +11,12 @@ from rich.text import Text
 
 from durastate.cli import output
 from durastate.cli.common import DefinitionsOption, JsonOption, StoreOption, session
-from durastate.cli.introspect import active_paths
 from durastate.cli.schedules import check_schedule_files, print_schedule_files, schedule_file_json
 from durastate.cli.session import Session, UsageError
 from durastate.engine.checks import static_issues
 from durastate.engine.definition import Definition, State
 from durastate.engine.explore import Exploration, explore
+from durastate.engine.introspect import active_paths
 from durastate.engine.model import Execution
 from durastate.engine.registry import DEFINITION_SUFFIXES, duplicate_ids
 from durastate.engine.schedules import is_schedule_file

@@ -25,12 +25,11 @@ from durastate.cli.common import (
     session,
 )
 from durastate.cli.delivery import QUEUED_UNKNOWN, deliver, queued_start
-from durastate.cli.introspect import handled_events
 from durastate.cli.session import Session, UsageError
 from durastate.cli.timeline import TraceView
 from durastate.engine.control import redrivable
-from durastate.engine.expressions import did_you_mean
 from durastate.engine.ids import MAX_ID_LENGTH, start_event_id
+from durastate.engine.introspect import unhandled_event
 from durastate.engine.model import CANCEL, ENDED, RESERVED_PREFIX, START, STATUSES, Event, new_id
 from durastate.engine.search import Condition, typed_where
 from durastate.engine.values import check_event_id, check_execution_id
@@ -146,7 +145,9 @@ def send(
             output.note("no definitions folder (--definitions / DURASTATE_DEFINITIONS): event name not checked")
         else:
             defn = definition_of(sess, exe) if exe is not None else sess.registry.get(definition_id)
-            _check_event(defn.id, handled_events(defn), event_name)
+            problem = unhandled_event(defn, event_name)
+            if problem is not None:
+                raise UsageError(f"{problem}; --force sends it anyway")
             if exe is not None and not inspect:
                 from durastate.cli.explain import warn_if_unhandled_now
 
@@ -171,14 +172,6 @@ def send(
         output.say(f"sent {event_name} to {execution_id} (event {eid}): {result.outcome}")
         if result.execution is not None:
             output.show_execution(result.execution)
-
-
-def _check_event(definition_id: str, known: set[str], name: str) -> None:
-    if name in known:
-        return
-    listed = ", ".join(sorted(known)) or "none"
-    raise UsageError(f"definition {definition_id!r} has no transition on event {name!r}"
-                     f"{did_you_mean(name, known)} (known events: {listed}); --force sends it anyway")
 
 
 def _check_id(value: str, what: str = "execution id") -> str:

@@ -20,7 +20,8 @@ from rich.text import Text
 from durastate.cli import clock
 from durastate.engine.durations import format_duration
 from durastate.engine.ids import RESUME, SUSPEND, TERMINATE, describe_timer_key
-from durastate.engine.model import CANCEL, ENDED, FINISHED, START, TIMEOUT, Event, Execution, MapProgress
+from durastate.engine.model import CANCEL, ENDED, FINISHED, START, TIMEOUT, Event, Execution
+from durastate.engine.progress import map_progress
 from durastate.store import ExecutionSummary
 
 _WIDTH = None if sys.stdout.isatty() else 160
@@ -165,20 +166,6 @@ def show_execution(exe: Execution, children: Sequence[Execution] = (), now: floa
                 active = "-"
             table.add_row(*_cells(cid, ref.kind, ref.path, status_text(status, outcome), active))
         console.print(table)
-
-
-def map_progress(path: str, progress: MapProgress, *, ended: bool = False) -> str:
-    """One line of a map state's progress: ``charging: 40 started, 35 done, 2 failed of 100 (3 running)``
-    (``…, 1 waiting to be retried``: failed items whose retry's backoff runs); ``ended``: the execution
-    ended in the map state, which cancelled the children still running."""
-    waiting = len(progress.retries)
-    running = "the execution ended: none running" if ended else f"{progress.running - waiting} running" + (
-        f", {waiting} waiting to be retried" if waiting else "")
-    line = (f"{path}: {progress.started} started, {progress.done} done, {progress.failed} failed of "
-            f"{progress.total} ({running})")
-    if progress.cancelled:
-        line += f"; stopped after a failure, {progress.cancelled} cancelled"
-    return line
 
 
 def active_text(exe: Execution, children: Sequence[Execution] = ()) -> Text:

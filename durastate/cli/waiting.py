@@ -21,6 +21,7 @@ from durastate.cli.session import Session
 from durastate.cli.timeline import local_when
 from durastate.engine.ids import describe_timer_key
 from durastate.engine.model import Event, Execution
+from durastate.engine.progress import ChildTimer, descendant_timers
 from durastate.errors import DurastateError
 from durastate.store.base import OutboxEntry
 from durastate.transport.base import DeadLetter
@@ -29,19 +30,6 @@ __all__ = ["SCAN_MAX", "ChildTimer", "Waiting", "gather", "show_waiting"]
 
 SCAN_MAX = 1000
 """The outbox and the dead letters are scanned up to this many entries for the execution's."""
-CHILDREN_MAX = 200
-"""At most this many descendant executions are read for their timers."""
-
-
-@dataclass(frozen=True, slots=True)
-class ChildTimer:
-    execution_id: str
-    path: str
-    fire_at: float
-    kind: str
-    """``own``, ``region`` or ``invoke``: whose timer it is."""
-
-
 @dataclass(slots=True)
 class Waiting:
     timers: list[ChildTimer] = field(default_factory=list)
@@ -67,18 +55,7 @@ class Waiting:
 def gather(sess: Session, exe: Execution) -> Waiting:
     """Everything that waits for ``exe`` (see the module docstring)."""
     out = Waiting()
-    out.timers = [ChildTimer(exe.id, path, fire_at, "own") for path, fire_at in exe.timers.items()]
-    todo = [(exe, cid) for cid in exe.children]
-    while todo and len(out.descendants) < CHILDREN_MAX:
-        parent, cid = todo.pop(0)
-        child = sess.store.load(cid)
-        if child is None:
-            continue
-        out.descendants.append(child)
-        kind = parent.children[cid].kind
-        out.timers += [ChildTimer(child.id, path, at, kind) for path, at in child.timers.items()]
-        todo += [(child, grandchild) for grandchild in child.children]
-    out.timers.sort(key=lambda t: t.fire_at)
+    out.timers, out.descendants = descendant_timers(exe, sess.store.load)
     try:
         inbox = sess.inbox
     except DurastateError as exc:  # e.g. a SQLite file this user may only read: its queue cannot be opened

@@ -57,11 +57,22 @@ class DefinitionRegistry:
         Raises :class:`~durastate.errors.DefinitionError` with the issues of every file at once, each
         prefixed by the file name; two files defining the same id are an issue of both.
         """
+        reg, broken = cls.from_dir_partly(folder, loaders)
+        if broken:
+            raise DefinitionError([issue for issues in broken.values() for issue in issues], str(Path(folder)))
+        return reg
+
+    @classmethod
+    def from_dir_partly(cls, folder: str | Path, loaders: Mapping[str, DefinitionLoader] | None = None
+                        ) -> tuple[DefinitionRegistry, dict[str, list[str]]]:
+        """As :meth:`from_dir`, but a file that does not load leaves the others usable: the registry of the
+        files that load, and the issues (each prefixed by the file name) of each file that does not, by file
+        name. The console shows a folder so, saying what is wrong with the broken files."""
         root = Path(folder)
         if not root.is_dir():
             raise DefinitionError([f"(folder): {root} is not a directory of definition files"], str(root))
         reg = cls()
-        issues: list[str] = []
+        broken: dict[str, list[str]] = {}
         loaded: list[tuple[str, Definition]] = []
         for path in definition_files(root, loaders):
             if _loader_of(path, loaders) is None and is_schedule_file(path):
@@ -69,16 +80,14 @@ class DefinitionRegistry:
             try:
                 loaded.append((path.name, load_definition_file(path, loaders)))
             except DefinitionError as exc:
-                issues.extend(f"{path.name}: {issue}" for issue in exc.issues)
+                broken[path.name] = [f"{path.name}: {issue}" for issue in exc.issues]
         clashes = duplicate_ids([(name, defn.id) for name, defn in loaded])
         for name, defn in loaded:
             if name in clashes:
-                issues.append(f"{name}: {clashes[name]}")
+                broken[name] = [f"{name}: {clashes[name]}"]
             else:
                 reg._by_id[defn.id] = defn
-        if issues:
-            raise DefinitionError(issues, str(root))
-        return reg
+        return reg, broken
 
     def register(self, definition: Definition | Mapping[str, Any] | str | Path) -> Definition:
         """Add (or replace) a definition; anything ``load_definition`` accepts. Returns it."""

@@ -189,6 +189,8 @@ class _Node:
     x: float = 0.0
     y: float = 0.0
     rows: list[list[_Node]] = field(default_factory=list)
+    gaps: list[float] = field(default_factory=list)
+    """The space below each row but the last: room for the labels of the transitions leaving it."""
     loop_w: float = 0.0
     """Room kept right of the box for its self-transitions and their labels."""
 
@@ -278,10 +280,28 @@ class _Layouter:
         row_ws = [sum(c.w + c.loop_w for c in row) + GAP_X * (len(row) - 1) for row in n.rows]
         row_hs = [max(c.h for c in row) for row in n.rows]
         content_w = max(row_ws, default=0.0)
-        content_h = sum(row_hs) + GAP_Y * max(0, len(n.rows) - 1)
+        n.gaps = self._gaps(n, content_w)
+        content_h = sum(row_hs) + sum(n.gaps)
         top = INITIAL_SPACE if n.initial is not None else 8.0
         n.w = max(content_w + 2 * PAD, title_w + 2 * PAD, notes_w + 2 * PAD, MIN_BOX_W)
         n.h = n.header + top + content_h + PAD
+
+    def _gaps(self, n: _Node, content_w: float) -> list[float]:
+        """Below each row, :data:`GAP_Y`, or more where the labels of the transitions going down from it
+        would not fit side by side in one line across the state: a line of labels more for each overflow,
+        so a long guard sits beside its arrow instead of over a state or another label."""
+        row_of = {c.path: i for i, row in enumerate(n.rows) for c in row}
+        widths: list[float] = [0.0] * len(n.rows)
+        for e in self.edges:
+            if e.target is None or not (_inside(e.source, n.path) and _inside(e.target, n.path)):
+                continue
+            if e.source == n.path or e.target == n.path:
+                continue
+            a, b = row_of.get(_lift(e.source, n.path)), row_of.get(_lift(e.target, n.path))
+            if a is not None and b is not None and a < b:
+                widths[a] += text_width(e.label, LABEL_SIZE) + 14
+        room = max(content_w, MIN_BOX_W)
+        return [max(GAP_Y, 20.0 * -(-widths[i] // room) + 22.0) for i in range(len(n.rows) - 1)]
 
     def _rows(self, n: _Node) -> list[list[_Node]]:
         """The children ranked by the transitions between them (longest path over a DFS forest)."""
@@ -352,14 +372,14 @@ class _Layouter:
             return
         top = INITIAL_SPACE if n.initial is not None else 8.0
         ry = y + n.header + top
-        for row in n.rows:
+        for i, row in enumerate(n.rows):
             row_w = sum(c.w + c.loop_w for c in row) + GAP_X * (len(row) - 1)
             row_h = max(c.h for c in row)
             cx = x + (n.w - row_w) / 2
             for c in row:
                 self.place(c, cx, ry + (row_h - c.h) / 2)
                 cx += c.w + c.loop_w + GAP_X
-            ry += row_h + GAP_Y
+            ry += row_h + (n.gaps[i] if i < len(n.gaps) else 0.0)
 
     # -- shapes ---------------------------------------------------------------------------------------
     def group(self, n: _Node, active: set[str], parents: set[str], child_status: Mapping[str, str]) -> StateGroup:
@@ -504,16 +524,15 @@ class _Layouter:
         if loop:  # a self-loop: the label right of it
             x, y = line.points[1][0] + 4, (line.points[1][1] + line.points[2][1]) / 2
             spots = [(x + w / 2, y)]
-        else:
-            spots = [(p[0] + (q[0] - p[0]) * t, p[1] + (q[1] - p[1]) * t)
-                     for p, q in segs for t in (0.5, 0.3, 0.7, 0.15, 0.85)]
-        choice = spots[0]
-        for x, y in spots:
-            r = (x - w / 2, y - h / 2, w, h)
-            if not any(_overlap(r, o) for o in taken):
-                choice = (x, y)
-                break
-        x, y = max(choice[0], w / 2 + 2), max(choice[1], h / 2 + 2)
+        else:  # along the line, then beside it (a label of a long guard may not fit on the line itself)
+            on = [(p[0] + (q[0] - p[0]) * t, p[1] + (q[1] - p[1]) * t)
+                  for p, q in segs for t in (0.5, 0.3, 0.7, 0.15, 0.85)]
+            beside = [(x + dx * k, y + dy * k) for k in (1, 2) for x, y in on
+                      for dx, dy in ((0, -h / 2 - 2), (0, h / 2 + 2), (w / 2 + 4, 0), (-w / 2 - 4, 0))]
+            spots = on + beside
+        spots = [(max(x, w / 2 + 2), max(y, h / 2 + 2)) for x, y in spots]  # not past the picture's edge
+        # the first free spot; if none is free, the one that covers the least of the states and other labels
+        x, y = min(spots, key=lambda c: (_covered((c[0] - w / 2, c[1] - h / 2, w, h), taken), spots.index(c)))
         taken.append((x - w / 2, y - h / 2, w, h))
         return [Rect(x - w / 2, y - h / 2, w, h, "label-bg", rx=3.0), Text(x, y, text, LABEL_SIZE, "edge-label")]
 
@@ -530,6 +549,17 @@ class _Layouter:
 
 def _box(n: _Node) -> Box:
     return Box(n.x, n.y, n.w, n.h, round=n.kind == "history")
+
+
+def _covered(r: tuple[float, float, float, float], taken: list[tuple[float, float, float, float]]) -> float:
+    """How much of ``taken`` (states' boxes, labels already placed) the rectangle ``r`` would cover."""
+    total = 0.0
+    for o in taken:
+        dx = min(r[0] + r[2], o[0] + o[2]) - max(r[0], o[0])
+        dy = min(r[1] + r[3], o[1] + o[3]) - max(r[1], o[1])
+        if dx > 0 and dy > 0:
+            total += dx * dy
+    return total
 
 
 def _overlap(a: tuple[float, float, float, float], b: tuple[float, float, float, float]) -> bool:

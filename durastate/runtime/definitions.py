@@ -13,13 +13,15 @@ nothing more.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from durastate.engine.definition import Definition
 from durastate.engine.registry import DefinitionLoader, DefinitionRegistry, definition_files, load_definition_file
 
-__all__ = ["IMPORTED_SUFFIXES", "LOADERS", "folder_files", "load_file", "load_folder"]
+__all__ = ["IMPORTED_SUFFIXES", "LOADERS", "BrokenFile", "folder_files", "load_file", "load_folder",
+           "load_folder_partly"]
 
 
 def _scxml(path: Path) -> dict[str, Any]:
@@ -43,6 +45,38 @@ def load_folder(folder: str | Path) -> DefinitionRegistry:
     """Every definition of ``folder``, imported charts included, validated together
     (:meth:`DefinitionRegistry.from_dir`: the issues of every file at once)."""
     return DefinitionRegistry.from_dir(folder, LOADERS)
+
+
+@dataclass(frozen=True)
+class BrokenFile:
+    """A file of the definitions folder that does not load: its name, the ``id:`` it declares (when it can
+    be read), and why it does not load."""
+
+    file: str
+    definition_id: str | None
+    issues: list[str]
+
+
+def load_folder_partly(folder: str | Path) -> tuple[DefinitionRegistry, list[BrokenFile]]:
+    """The definitions of ``folder`` that load, and each file that does not (a module its Python actions
+    name that does not import, an invalid chart): what the console shows instead of refusing to start."""
+    registry, broken = DefinitionRegistry.from_dir_partly(folder, LOADERS)
+    return registry, [BrokenFile(name, _declared_id(Path(folder) / name), issues)
+                      for name, issues in sorted(broken.items())]
+
+
+def _declared_id(path: Path) -> str | None:
+    """The ``id:`` a YAML/JSON definition file declares, read without loading it (``None``: unreadable)."""
+    if path.name.endswith(IMPORTED_SUFFIXES):
+        return None
+    import yaml
+
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return None
+    value = raw.get("id") if isinstance(raw, dict) else None
+    return value if isinstance(value, str) else None
 
 
 def folder_files(folder: Path) -> list[Path]:

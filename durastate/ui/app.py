@@ -49,8 +49,9 @@ from durastate.errors import (
     UnknownDefinition,
     UnknownExecution,
 )
+from durastate.runtime.definitions import BrokenFile
 from durastate.runtime.versions import Versions
-from durastate.store.base import ExecutionStore
+from durastate.store.base import ExecutionPage, ExecutionStore
 from durastate.transport.base import DeadLetterBox, UnknownDeadLetter
 from durastate.ui import control, guard, queries
 from durastate.ui.chart import chart
@@ -74,6 +75,8 @@ class Console:
     """The active leaves of an execution, its regions' included (the CLI passes its own); default: its leaf."""
     access: guard.Access = field(default_factory=guard.Access)
     """The host names it answers to and its login token, if any (:mod:`durastate.ui.guard`)."""
+    broken: list[BrokenFile] = field(default_factory=list)
+    """Files of the definitions folder that do not load (shown with why; the others are served)."""
     lock: threading.Lock = field(default_factory=threading.Lock)
     confirmations: control.Confirmations = field(init=False)
 
@@ -90,6 +93,10 @@ class Console:
         peek = getattr(self.inbox, "messages", None)
         return peek if callable(peek) else None
 
+    def broken_file(self, definition_id: str) -> BrokenFile | None:
+        """The file declaring ``definition_id`` that does not load, if one does not."""
+        return next((b for b in self.broken if b.definition_id == definition_id), None)
+
     def definition_ids(self) -> list[str]:
         return sorted(d.id for d in self.registry or [])
 
@@ -101,6 +108,16 @@ class Console:
             return None if self.registry is None else self.registry.get(exe_or_id)
         except (UnknownDefinition, ImportError, DefinitionError):
             return None
+
+
+class DefinitionUnavailable(DurastateError):
+    """A definition whose file is in the folder but does not load (a Python module it names does not
+    import): its page says why, instead of "no such definition"."""
+
+    def __init__(self, broken: BrokenFile) -> None:
+        super().__init__(f"definition {broken.definition_id!r} ({broken.file}) does not load: "
+                         + "; ".join(broken.issues))
+        self.broken = broken
 
 
 def create_app(console: Console) -> Starlette:
@@ -120,10 +137,16 @@ def create_app(console: Console) -> Starlette:
     # -- pages -------------------------------------------------------------------------------------------
     def executions(request: Request) -> Response:
         filt = _filter(request)
+        search = None
         with console.lock:
-            listing = queries.list_page(console.store, filt, console.clock(), console.registry or ())
+            if filt.id:
+                search = queries.search_ids(console.store, filt, console.clock())
+                listing = ExecutionPage(search.items)
+            else:
+                listing = queries.list_page(console.store, filt, console.clock(), console.registry or ())
         definitions = console.definition_ids()
         return page(request, "executions.html", filt=filt, items=listing.items, next_cursor=listing.next_cursor,
+                    search=search, scan_cap=queries.ID_SCAN_CAP,
                     cap=queries.COUNT_CAP, statuses=queries.all_statuses(),
                     page_sizes=queries.PAGE_SIZES, definitions=definitions)
 
@@ -138,7 +161,7 @@ def create_app(console: Console) -> Starlette:
         child_status = {cid: summary.status for cid, _kind, _path, summary in view.children if summary}
         return page(request, "execution.html", exe=exe, view=view, steps=queries.trace_steps(view.trace),
                     chart=chart(defn, exe, child_status, active) if defn is not None else None,
-                    actions=control.ACTIONS, notice=request.query_params.get("done", ""))
+                    actions=control.ACTIONS, offered=control.offered, notice=request.query_params.get("done", ""))
 
     def trace(request: Request) -> Response:
         exe_id = request.path_params["execution_id"]
@@ -149,16 +172,15 @@ def create_app(console: Console) -> Starlette:
 
     def definitions(request: Request) -> Response:
         rows = sorted(console.registry or [], key=lambda d: d.id)
-        return page(request, "definitions.html", rows=rows)
+        return page(request, "definitions.html", rows=rows, broken=console.broken)
 
     def definition(request: Request) -> Response:
         def_id = request.path_params["definition_id"]
-        defn = console.definition(def_id)
-        if defn is None:
-            raise UnknownDefinition(def_id)
+        defn = known_definition(def_id)
         with console.lock:
             counts = queries.state_counts(console.store, def_id)
         return page(request, "definition.html", defn=defn, chart=chart(defn), counts=counts,
+                    notice=request.query_params.get("done", ""),
                     paths=queries.state_paths(defn), statuses=queries.all_statuses(), cap=queries.STATE_SCAN_CAP)
 
     # -- what the live view polls -------------------------------------------------------------------------
@@ -190,8 +212,59 @@ def create_app(console: Console) -> Starlette:
         exe_id, action = request.path_params["execution_id"], request.path_params["action"]
         form = await _form(request)
         todo = control.plan(action, exe_id, form)
+        if action == "send":
+            with console.lock:
+                exe = load(exe_id)
+            control.check_send(console.definition(exe), todo)
         return page(request, "confirm.html", todo=todo, exe_id=exe_id,
+                    do_url=f"/executions/{quote(exe_id, safe='')}/do/{action}",
+                    back_url=f"/executions/{quote(exe_id, safe='')}",
                     token=console.confirmations.issue(action, exe_id, todo.fields))
+
+    def known_definition(def_id: str) -> Definition:
+        defn = console.definition(def_id)
+        if defn is not None:
+            return defn
+        broken = console.broken_file(def_id)
+        if broken is not None:
+            raise DefinitionUnavailable(broken)
+        raise UnknownDefinition(def_id)
+
+    async def confirm_start(request: Request) -> Response:
+        def_id = request.path_params["definition_id"]
+        form = await _form(request)
+        known_definition(def_id)
+        with console.lock:
+            todo = control.plan_start(def_id, form, console.store)
+        return page(request, "confirm.html", todo=todo, exe_id=todo.execution_id,
+                    do_url=f"/definitions/{quote(def_id, safe='')}/do/start",
+                    back_url=f"/definitions/{quote(def_id, safe='')}",
+                    token=console.confirmations.issue("start", todo.execution_id, todo.fields))
+
+    async def start(request: Request) -> Response:
+        def_id = request.path_params["definition_id"]
+        form = await _form(request)
+        known_definition(def_id)
+        with console.lock:
+            todo = control.plan_start(def_id, form, console.store)
+        console.confirmations.redeem("start", todo.execution_id, todo.fields, form.get("confirm", ""))
+        from starlette.concurrency import run_in_threadpool
+
+        def run() -> str:
+            with console.lock:
+                try:
+                    return control.perform_start(todo, console.store, console.deliver)
+                except DurastateError:
+                    raise
+                except Exception as exc:
+                    raise StoreUnavailable(" ".join(str(exc).split()) or type(exc).__name__) from exc
+
+        said = await run_in_threadpool(run)
+        with console.lock:  # applied in process: its page; queued for `durastate serve`: back here, saying so
+            started = console.store.load(todo.execution_id) is not None
+        where = (f"/executions/{quote(todo.execution_id, safe='')}" if started
+                 else f"/definitions/{quote(def_id, safe='')}")
+        return RedirectResponse(f"{where}?done={quote(said)}", status_code=303)
 
     async def act(request: Request) -> Response:
         exe_id, action = request.path_params["execution_id"], request.path_params["action"]
@@ -204,7 +277,7 @@ def create_app(console: Console) -> Starlette:
             with console.lock:
                 try:
                     return control.perform(todo, console.store, console.deliver, console.registry, console.box,
-                                           _all_queued(console))
+                                           _all_queued(console), console.definition)
                 except DurastateError:
                     raise
                 except Exception as exc:
@@ -246,6 +319,8 @@ def create_app(console: Console) -> Starlette:
 
     async def durastate_error(request: Request, exc: Exception) -> Response:
         message = " ".join(str(exc).split())
+        if isinstance(exc, DefinitionUnavailable):
+            return page(request, "definition_broken.html", status_code=503, broken=exc.broken)
         if isinstance(exc, UnknownExecution | UnknownDefinition | UnknownDeadLetter):
             return error_page(request, 404, "Not found", message)
         if isinstance(exc, StoreUnavailable):
@@ -300,6 +375,8 @@ def create_app(console: Console) -> Starlette:
         Route(guard.LOGIN_PATH, login_page, methods=["GET"]),
         Route(guard.LOGIN_PATH, login, methods=["POST"]),
         Route("/definitions", guarded(definitions)),
+        Route("/definitions/{definition_id:path}/confirm/start", confirm_start, methods=["POST"]),
+        Route("/definitions/{definition_id:path}/do/start", start, methods=["POST"]),
         Route("/definitions/{definition_id:path}", guarded(definition)),
         Route("/api/executions/{execution_id:path}/version", guarded(execution_version)),
         Route("/api/definitions/{definition_id:path}/counts", guarded(definition_counts)),
@@ -356,6 +433,6 @@ def _filter(request: Request) -> queries.ListFilter:
     if not 1 <= limit <= 500:
         raise HTTPException(400, f"limit must be 1 to 500, got {limit}")
     return queries.ListFilter(status=tuple(dict.fromkeys(statuses)), definition=params.get("definition", "").strip(),
-                              parent=params.get("parent", "").strip(), since=since,
+                              parent=params.get("parent", "").strip(), since=since, id=params.get("id", "").strip(),
                               cursor=params.get("cursor", "").strip(), limit=limit,
                               where=" ".join(params.get("where", "").split()))

@@ -1,10 +1,14 @@
-"""The console's control actions (``durastate ui --allow-control``): send, cancel, redrive, replay.
+"""The console's control actions (``durastate ui --allow-control``): send, cancel, suspend, resume,
+terminate, redrive, replay.
 
 Each action is the command line's own operation, not a second implementation: events (``send``,
-``cancel``) go through the ``deliver`` function the console was given (the CLI hands it its delivery:
-queued in the store's inbox for ``durastate serve``, or applied in process for a store without one);
-``redrive`` is :func:`durastate.store.control.redrive`; ``replay`` checks with
-:func:`durastate.runtime.local.check_replay` and moves the letter with its box's ``replay``.
+``cancel``, ``suspend``, ``resume``) go through the ``deliver`` function the console was given (the CLI
+hands it its delivery: queued in the store's inbox for ``durastate serve``, or applied in process for a
+store without one); ``terminate`` and ``redrive`` are :func:`durastate.store.control.terminate` and
+:func:`durastate.store.control.redrive`; ``replay`` checks with :func:`durastate.runtime.local.check_replay`
+and moves the letter with its box's ``replay``. ``send`` refuses an event no state of the definition
+handles (:func:`durastate.engine.introspect.unhandled_event`, the check of ``durastate send``) unless its
+``force`` box is ticked.
 
 Confirmation: a form first posts to the *confirm* page, which changes nothing and shows what will happen,
 with a token (:class:`Confirmations`): random, bound to the action, the execution and every field, and good
@@ -24,22 +28,42 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from durastate.engine.model import RESERVED_PREFIX, Event, new_id
+from durastate.engine.definition import Definition
+from durastate.engine.ids import start_event_id
+from durastate.engine.introspect import unhandled_event
+from durastate.engine.model import ENDED, RESERVED_PREFIX, START, Event, Execution, new_id
 from durastate.engine.registry import DefinitionRegistry
-from durastate.engine.values import check_json
+from durastate.engine.values import check_execution_id, check_json
 from durastate.errors import DurastateError, InvalidValue, UnknownExecution
 from durastate.runtime.local import check_replay
 from durastate.store.base import ExecutionStore
-from durastate.store.control import cancel_event, redrive
+from durastate.store.control import cancel_event, redrive, resume_event, suspend_event, terminate
 from durastate.transport.base import DeadLetterBox, UnknownDeadLetter
 
 ACTIONS: dict[str, tuple[str, ...]] = {
-    "send": ("event", "data"),
+    "send": ("event", "data", "force"),
     "cancel": ("reason",),
+    "suspend": ("reason",),
+    "resume": (),
+    "terminate": ("reason",),
     "redrive": (),
     "replay": ("letter",),
+    "start": ("definition", "id", "context"),
 }
 """Each action and the form fields it takes (the token covers exactly these)."""
+APPLIES: dict[str, Callable[[str], bool]] = {
+    "suspend": lambda status: status == "running",
+    "resume": lambda status: status == "suspended",
+    "terminate": lambda status: status not in ENDED,
+    "redrive": lambda status: status == "failed",
+}
+"""The statuses an action's button is offered for (the others: every status); the engine refuses the rest."""
+
+
+def offered(action: str, status: str) -> bool:
+    """Whether the execution page offers ``action`` for an execution with ``status``."""
+    applies = APPLIES.get(action)
+    return applies is None or applies(status)
 
 Deliver = Callable[[str, Event], str]
 """Hands an event to the execution; returns what happened, in a few words ("queued", "applied")."""
@@ -126,8 +150,10 @@ class Confirmations:
 
 def plan(action: str, execution_id: str, form: Mapping[str, str]) -> Plan:
     """Check an action's input and say what it will do (changes nothing)."""
-    if action not in ACTIONS:
-        raise ActionRefused(f"unknown action {action!r}; the console offers {', '.join(ACTIONS)}")
+    if action not in ACTIONS or action == "start":
+        offers = ", ".join(a for a in ACTIONS if a != "start")
+        raise ActionRefused(f"unknown action {action!r} on an execution; the console offers {offers} "
+                            "(start an execution from its definition's page)")
     fields = {name: str(form.get(name, "")).strip() for name in ACTIONS[action]}
     if action == "send":
         name = fields["event"]
@@ -137,10 +163,21 @@ def plan(action: str, execution_id: str, form: Mapping[str, str]) -> Plan:
             raise ActionRefused(f"event names starting with {RESERVED_PREFIX!r} are reserved for the runtime; "
                                 "use the cancel action to cancel")
         event_data(fields["data"])
+        fields["force"] = "yes" if fields["force"] else ""
         summary = f"send {name} to {execution_id}" + (f" with data {fields['data']}" if fields["data"] else "")
+        if fields["force"]:
+            summary += ", even if no state of its definition handles it"
     elif action == "cancel":
         summary = f"cancel {execution_id}" + (f" ({fields['reason']})" if fields["reason"] else "")
         summary += ": its active states' exit actions run and its children are cancelled"
+    elif action == "suspend":
+        summary = f"suspend {execution_id}" + (f" ({fields['reason']})" if fields["reason"] else "")
+        summary += ": events and due timers that reach it are kept until it is resumed"
+    elif action == "resume":
+        summary = f"resume {execution_id}: what it kept while suspended applies now, in order"
+    elif action == "terminate":
+        summary = f"terminate {execution_id}" + (f" ({fields['reason']})" if fields["reason"] else "")
+        summary += " now: no action runs, its timers are disarmed and its children are terminated"
     elif action == "redrive":
         summary = f"redrive {execution_id}: restore it to before its failed step and apply that event again"
     else:
@@ -150,39 +187,93 @@ def plan(action: str, execution_id: str, form: Mapping[str, str]) -> Plan:
     return Plan(action, execution_id, fields, summary)
 
 
-def event_data(text: str) -> dict[str, object]:
-    """The data of a sent event: a JSON object, or nothing."""
+def event_data(text: str, what: str = "event data") -> dict[str, object]:
+    """The data of a sent event (or a start's context): a JSON object, or nothing."""
     if not text:
         return {}
     try:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise ActionRefused(f"the event data is not valid JSON ({exc.msg} at column {exc.colno})") from None
+        raise ActionRefused(f"the {what} is not valid JSON ({exc.msg} at column {exc.colno})") from None
     if not isinstance(value, dict):
-        raise ActionRefused(f"the event data must be a JSON object like {{\"amount\": 10}}, got "
+        raise ActionRefused(f"the {what} must be a JSON object like {{\"amount\": 10}}, got "
                             f"{type(value).__name__}")
     try:
-        check_json(value, "event data")
+        check_json(value, what)
     except InvalidValue as exc:
         raise ActionRefused(str(exc)) from None
     return value
 
 
+def plan_start(definition_id: str, form: Mapping[str, str], store: ExecutionStore) -> Plan:
+    """Check a start's input and say what it will do: the id (a new one unless given, so the confirmation
+    names it), the context (a JSON object); an id that exists already is refused, as nothing would start."""
+    fields = {name: str(form.get(name, "")).strip() for name in ACTIONS["start"]}
+    fields["definition"] = definition_id
+    fields["id"] = fields["id"] or new_id()
+    try:
+        check_execution_id(fields["id"])
+    except InvalidValue as exc:
+        raise ActionRefused(str(exc)) from None
+    event_data(fields["context"], "context")
+    existing = store.load(fields["id"])
+    if existing is not None:
+        raise ActionRefused(f"execution {fields['id']} already exists ({existing.definition_id}, "
+                            f"{existing.status}): nothing was started; pick another id, or leave it empty "
+                            "for a new one")
+    summary = f"start {fields['id']} of {definition_id}" + (
+        f" with context {fields['context']}" if fields["context"] else " with the definition's default context")
+    return Plan("start", fields["id"], fields, summary)
+
+
+def perform_start(todo: Plan, store: ExecutionStore, deliver: Deliver | None) -> str:
+    """Start a confirmed execution: the start event ``durastate start`` queues, through the same delivery."""
+    exe_id = todo.execution_id
+    if deliver is None:
+        raise ActionRefused("this console cannot deliver events to this store")
+    plan_start(todo.fields["definition"], todo.fields, store)  # checked again: it may exist by now
+    event = Event(id=start_event_id(exe_id), name=START,
+                  data={"definition_id": todo.fields["definition"],
+                        "context": event_data(todo.fields["context"], "context")})
+    return f"started {exe_id} ({todo.fields['definition']}): {deliver(exe_id, event)}"
+
+
+def check_send(defn: Definition | None, todo: Plan) -> None:
+    """Refuse a send no state of the execution's definition handles, unless it is forced (``defn`` is
+    ``None`` when the console has no definitions folder: then, as ``durastate send``, nothing is checked)."""
+    if todo.action != "send" or todo.fields.get("force") or defn is None:
+        return
+    problem = unhandled_event(defn, todo.fields["event"])
+    if problem is not None:
+        raise ActionRefused(f"{problem}; tick \"send even if unhandled\" to send it anyway")
+
+
 def perform(todo: Plan, store: ExecutionStore, deliver: Deliver | None, registry: DefinitionRegistry | None,
-            box: DeadLetterBox | None, queued: Callable[[], list[tuple[str, Event]]] | None) -> str:
+            box: DeadLetterBox | None, queued: Callable[[], list[tuple[str, Event]]] | None,
+            definition_of: Callable[[Execution], Definition | None] = lambda exe: None) -> str:
     """Run a confirmed action; returns what happened, for the page to say."""
     exe_id = todo.execution_id
-    if todo.action in ("send", "cancel"):
-        if store.load(exe_id) is None:
+    if todo.action in ("send", "cancel", "suspend", "resume"):
+        exe = store.load(exe_id)
+        if exe is None:
             raise UnknownExecution(exe_id)
+        if not offered(todo.action, exe.status):
+            raise ActionRefused(f"execution {exe_id} is {exe.status}: {todo.action} does not apply to it")
         if deliver is None:
             raise ActionRefused("this console cannot deliver events to this store")
+        reason = todo.fields.get("reason") or None
         if todo.action == "send":
+            check_send(definition_of(exe), todo)
             event = Event(id=new_id(), name=todo.fields["event"], data=event_data(todo.fields["data"]))
+        elif todo.action == "resume":
+            event = resume_event(exe_id)
         else:
-            event = cancel_event(exe_id, todo.fields["reason"] or None)
+            event = {"cancel": cancel_event, "suspend": suspend_event}[todo.action](exe_id, reason)
         outcome = deliver(exe_id, event)
         return f"{event.name} for {exe_id} (event {event.id}): {outcome}"
+    if todo.action == "terminate":
+        terminate(store, exe_id, todo.fields["reason"] or None)
+        return f"terminated {exe_id}" + (f": {todo.fields['reason']}" if todo.fields["reason"] else "")
     if todo.action == "redrive":
         done = redrive(store, exe_id)
         return f"redriven {exe_id}: {done.event.name} is applied again as event {done.event.id}"

@@ -25,14 +25,24 @@ from durastate.engine.definition import Definition
 from durastate.engine.durations import format_duration, parse_duration
 from durastate.engine.ids import describe_timer_key
 from durastate.engine.model import ENDED, STATUSES, Event, Execution
+from durastate.engine.progress import descendant_timers, map_progress
 from durastate.engine.search import typed_where
-from durastate.store.base import ExecutionPage, ExecutionStore, ExecutionSummary
+from durastate.store.base import (
+    ExecutionPage,
+    ExecutionStore,
+    ExecutionSummary,
+    normalize_status,
+    summary_matches,
+)
 from durastate.transport.base import DeadLetter, DeadLetterBox
 
 COUNT_CAP = 1000
 """Counts per status stop here ("1,000+"): one indexed listing of at most this many rows per status."""
 STATE_SCAN_CAP = 10_000
 """A definition page counts active states over at most this many running executions (and says so)."""
+ID_SCAN_CAP = 10_000
+"""An id search looks through at most this many executions (in id order, with the page's filters) for ids
+that start with what was typed: the store lists by id but cannot seek to a prefix, so it says when it stopped."""
 LETTER_SCAN_CAP = 1000
 """Dead letters looked through for one execution's page (the box lists them oldest first, not by target)."""
 CHILD_CAP = 200
@@ -56,6 +66,8 @@ class ListFilter:
     parent: str = ""
     since: str = ""
     """A duration ("15m", "2d 3h"): only executions updated that recently (when the store can filter so)."""
+    id: str = ""
+    """An execution id, or the start of some: the executions with that id or an id starting so."""
     cursor: str = ""
     limit: int = 50
     where: str = ""
@@ -64,8 +76,8 @@ class ListFilter:
     def query(self, **changes: Any) -> str:
         """This filter as a query string, with ``changes`` applied (for paging and filter links)."""
         values = {"status": list(self.status), "definition": self.definition, "parent": self.parent,
-                  "since": self.since, "cursor": self.cursor, "limit": self.limit if self.limit != 50 else "",
-                  "where": self.where}
+                  "since": self.since, "id": self.id, "cursor": self.cursor,
+                  "limit": self.limit if self.limit != 50 else "", "where": self.where}
         values.update(changes)
         from urllib.parse import urlencode
 
@@ -89,6 +101,49 @@ def list_page(store: ExecutionStore, filt: ListFilter, now: float,
     return store.list_executions(definition_id=filt.definition or None, status=list(filt.status) or None,
                                  limit=filt.limit, cursor=filt.cursor or None, parent_id=filt.parent or None,
                                  updated_after=None if since is None else now - since, where=where)
+
+
+@dataclass(frozen=True)
+class IdSearch:
+    """The executions whose id is, or starts with, what was searched: over at most ``cap`` scanned."""
+
+    items: list[ExecutionSummary]
+    scanned: int
+    capped: bool
+
+
+def search_ids(store: ExecutionStore, filt: ListFilter, now: float, cap: int = ID_SCAN_CAP) -> IdSearch:
+    """The execution with id ``filt.id`` (one read) and those whose id starts with it, with the page's other
+    filters: the listing runs in id order, so it stops at the first id past the prefix, or at ``cap``."""
+    wanted = filt.id
+    since = parse_duration(filt.since, "since") if filt.since else None
+    filters: dict[str, Any] = {"definition_id": filt.definition or None, "parent_id": filt.parent or None,
+                               "updated_after": None if since is None else now - since}
+    found: dict[str, ExecutionSummary] = {}
+    exact = store.load(wanted)
+    if exact is not None:  # the one read that finds it wherever it is in the id order
+        summary = ExecutionSummary.of(exact)
+        if summary_matches(summary, filters["definition_id"], normalize_status(list(filt.status) or None),
+                           False, parent_id=filters["parent_id"], updated_after=filters["updated_after"]):
+            found[summary.id] = summary
+    scanned, cursor, capped = 0, None, True
+    while scanned < cap and len(found) < filt.limit:
+        page = store.list_executions(status=list(filt.status) or None, limit=min(1000, cap - scanned),
+                                     cursor=cursor, **filters)
+        scanned += len(page.items)
+        past = False
+        for item in page.items:
+            if item.id.startswith(wanted):
+                found.setdefault(item.id, item)
+            elif item.id > wanted:  # in id order: every later id is past the prefix too
+                past = True
+                break
+        if past or page.next_cursor is None or not page.items:
+            capped = False
+            break
+        cursor = page.next_cursor
+    items = sorted(found.values(), key=lambda s: s.id)[: filt.limit]
+    return IdSearch(items, scanned, capped)
 
 
 @dataclass(frozen=True)
@@ -120,6 +175,10 @@ class Timer:
     due: float
     due_text: str
     relative: str
+    execution_id: str = ""
+    kind: str = "own"
+    """``own``, or the kind of child (``region``, ``invoke``, ``map``) whose timer it is: one of its descendants
+    (as ``durastate show`` lists them)."""
 
 
 @dataclass
@@ -137,6 +196,8 @@ class ExecutionView:
     trace: list[dict[str, Any]]
     context_json: str = ""
     held: list[Event] = field(default_factory=list)
+    maps: list[str] = field(default_factory=list)
+    """Each map state's progress, one line each, as ``durastate show`` prints it."""
 
 
 def stamp(epoch: float | None) -> str:
@@ -163,13 +224,15 @@ def execution_view(store: ExecutionStore, exe: Execution, now: float,
         loaded = store.load(exe.parent_id)
         parent = ExecutionSummary.of(loaded) if loaded is not None else None
     children = child_rows(store, exe)
-    timers = [Timer(describe_timer_key(key), due, stamp(due), relative(due, now))
-              for key, due in sorted(exe.timers.items(), key=lambda kv: kv[1])]
+    armed, _descendants = descendant_timers(exe, store.load)
+    timers = [Timer(describe_timer_key(t.path), t.fire_at, stamp(t.fire_at), relative(t.fire_at, now),
+                    t.execution_id, t.kind) for t in armed]
+    maps = [map_progress(path, progress, ended=exe.status in ENDED) for path, progress in exe.maps.items()]
     waiting = None if queued is None else [ev for target, ev in queued(exe.id) if target == exe.id]
     letters = None if box is None else letters_for(box, exe.id)
     trace = store.read_trace(exe.id)
     return ExecutionView(exe, parent, children, timers, waiting, letters, trace,
-                         json.dumps(exe.context, indent=2, sort_keys=True, default=str), list(exe.held))
+                         json.dumps(exe.context, indent=2, sort_keys=True, default=str), list(exe.held), maps)
 
 
 def child_rows(store: ExecutionStore, exe: Execution,

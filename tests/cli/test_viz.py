@@ -247,3 +247,18 @@ def test_viz_refuses_png_to_stdout_and_unknown_formats(cli: Callable[..., Outcom
     assert bad.code == 1 and "unknown --format 'gif'; use one of mermaid, svg, png" in bad.stderr
     md = cli("viz", "counter", "--format", "svg", "--markdown")
     assert md.code == 1 and "--markdown" in md.stderr
+
+
+def test_guard_text_reads_every_guard_as_written_never_as_a_python_dict() -> None:
+    assert guard_text({"in_state": "processing.payment"}) == "in_state(processing.payment)"
+    assert guard_text({"gt": [{"len": "$context.items"}, 3]}) == "len(context.items) > 3"
+    assert guard_text({"le": [{"mul": ["$event.qty", "$event.price"]}, {"max": ["$context.limit", 10]}]}) == \
+        "event.qty * event.price <= max(context.limit, 10)"
+    assert guard_text({"in": ["$event.tier", ["gold", "silver"]]}) == "event.tier in ['gold', 'silver']"
+    assert guard_text({"eq": ["$event.ok", True]}) == "event.ok == true"
+    assert guard_text({"ne": ["$context.note", None]}) == "context.note != null"
+
+    def in_stock(context: object, event: object) -> bool:
+        return True
+
+    assert guard_text(in_stock) == "in_stock()"

@@ -1,10 +1,12 @@
-"""Questions the CLI asks of a definition: which events it handles, which states are active."""
+"""Questions asked of a definition, by the CLI and the console alike: which events it handles, which
+states are active."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
 from durastate.engine.definition import Definition, State
+from durastate.engine.expressions import did_you_mean
 from durastate.engine.model import Execution
 from durastate.engine.tables import descriptor_matches
 
@@ -34,6 +36,18 @@ def handled_events(defn: Definition) -> HandledEvents:
 
     walk(defn.states)
     return names
+
+
+def unhandled_event(defn: Definition, name: str) -> str | None:
+    """Why ``defn`` would not take event ``name`` (no state has a transition on it), or ``None`` if some state
+    does: the check ``durastate send`` and the console's send make before queueing, each then saying how to
+    send anyway."""
+    known = handled_events(defn)
+    if name in known:
+        return None
+    listed = ", ".join(sorted(known)) or "none"
+    return (f"definition {defn.id!r} has no transition on event {name!r}{did_you_mean(name, known)} "
+            f"(known events: {listed})")
 
 
 def active_paths(exe: Execution, load: Callable[[str], Execution | None], depth: int = 8) -> list[str]:
