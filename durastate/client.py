@@ -15,7 +15,7 @@ execution that already exists is a no-op anyway. Without ``execution_id`` a fres
 ``send`` takes an optional ``event_id`` for the same reason: a caller that retries a send after a timeout
 passes the same id, and the event is applied once.
 
-Control: ``cancel``, ``suspend`` and ``resume`` are events, queued behind the execution's others;
+Control: ``cancel``, ``suspend``, ``resume`` and ``reset`` are events, queued behind the execution's others;
 ``terminate`` and ``redrive`` are compare-and-swap commits to the store (the client needs one). Dead
 letters — the events the worker could never apply — are read, replayed and dropped through the
 transport's box: ``dead_letters()``, ``replay_dead_letters()``, ``drop_dead_letter()`` (on AWS build the
@@ -160,6 +160,23 @@ class DurastateClient:
         check_event_id(execution_id, "execution id")
         data: dict[str, Any] = {} if reason is None else {"reason": reason}
         event = new_event(name, data, event_id or derived_id(execution_id, name.rsplit(".", 1)[1], time.time_ns()))
+        self.transport.send([(execution_id, event)])
+        return event.id
+
+    def reset(self, execution_id: str, to: Sequence[str], *, actions: str = "none",
+              context_patch: dict[str, Any] | None = None, send: tuple[str, dict[str, Any]] | None = None,
+              reason: str | None = None, by: str | None = None, request_id: str | None = None) -> str:
+        """Queue a ``durastate.reset``: the execution moves to the configuration ``to`` (state paths), its
+        timers and children following (``actions``: ``none``, or ``transition`` to run the exit and entry
+        actions), its context patched first (JSON merge patch), then ``send`` (an event name and its data)
+        applied, all in one commit traced with ``by`` and ``reason``. With a store and ``definitions`` the
+        reset is checked first (:class:`~durastate.errors.ControlRefused`, nothing queued). Returns the event
+        id; pass the same ``request_id`` to retry a reset safely (it is applied once)."""
+        check_event_id(execution_id, "execution id")
+        if self.store is not None and self.definitions is not None:
+            store_control.check_reset_of(self.store, self.definitions, execution_id, list(to))
+        event = store_control.reset_event(execution_id, list(to), actions=actions, context_patch=context_patch,
+                                          send=send, reason=reason, by=by, request=request_id)
         self.transport.send([(execution_id, event)])
         return event.id
 

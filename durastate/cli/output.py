@@ -19,7 +19,7 @@ from rich.text import Text
 
 from durastate.cli import clock
 from durastate.engine.durations import format_duration
-from durastate.engine.ids import RESUME, SUSPEND, TERMINATE, describe_timer_key
+from durastate.engine.ids import RESET, RESUME, SUSPEND, TERMINATE, describe_timer_key
 from durastate.engine.model import CANCEL, ENDED, FINISHED, START, TIMEOUT, Event, Execution, MapProgress
 from durastate.store import ExecutionSummary
 
@@ -246,4 +246,4 @@ def describe_event(event: Event) -> str:
     return event.name
 
 
-_CONTROL = {CANCEL: "cancel", SUSPEND: "suspend", RESUME: "resume", TERMINATE: "terminate"}
+_CONTROL = {CANCEL: "cancel", SUSPEND: "suspend", RESUME: "resume", TERMINATE: "terminate", RESET: "reset"}

@@ -23,7 +23,10 @@ of those ids first, nor forge the event it names. Per kind:
   applies only if its id is the one its data derives, its timer is armed at that time and it is due by
   the worker's clock (up to :data:`TIMER_SKEW` early); a finished notice only if its id is its child's
   and the child's stored state bears it out; a redrive only as the redrive the execution waits for (and
-  what applies is the event the execution stored, not the message's copy). Anything else with such an id
+  what applies is the event the execution stored, not the message's copy); a reset
+  (``durastate.reset``, which a producer may send like ``terminate``) only under the id its data derives
+  (:func:`reset_event_id`: a digest of the data, request nonce included), so a copy sent first under that
+  id is exactly the true reset, and one with other data under it is refused. Anything else with such an id
   is refused or left unrecorded, never marked applied — so a copy sent first cannot take the id from the
   real event, which still applies when it comes. Checking, rather than a MAC, because the checks are
   exact where the state exists, and these ids stay readable and derivable (``durastate show`` prints them).
@@ -44,6 +47,9 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import json
+from collections.abc import Mapping
+from typing import Any
 
 __all__ = [
     "AFTER_SEPARATOR",
@@ -58,6 +64,7 @@ __all__ = [
     "REINVOKE_PREFIX",
     "RESERVED",
     "RESERVED_PREFIX",
+    "RESET",
     "RESUME",
     "RETRY_PATH",
     "SCHEDULE_RECORD",
@@ -87,6 +94,9 @@ __all__ = [
     "redrive_event_id",
     "reserved_event_id",
     "reserved_id_problem",
+    "reset_event_id",
+    "reset_problem",
+    "reset_sent_event_id",
     "retarget_timer_key",
     "retry_event_id",
     "run_witness",
@@ -114,8 +124,11 @@ CANCEL = "durastate.cancel"
 SUSPEND = "durastate.suspend"
 RESUME = "durastate.resume"
 TERMINATE = "durastate.terminate"
+RESET = "durastate.reset"
+"""Moves an execution to a named configuration (:mod:`durastate.engine.reset`). Its id is always the one its
+data derives (:func:`reset_event_id`): the worker refuses any other (:func:`reset_problem`)."""
 
-FROM_OUTSIDE = frozenset((START, CANCEL, SUSPEND, RESUME, TERMINATE))
+FROM_OUTSIDE = frozenset((START, CANCEL, SUSPEND, RESUME, TERMINATE, RESET))
 """The reserved events a client, the CLI or a producer may send. The others (``timeout``, ``finished``)
 come from the runtime alone, and the worker checks each against the stored state before it acts on it (a
 task's answer, which has no stored state to check, by its unguessable id: :func:`task_id`)."""
@@ -419,3 +432,31 @@ def timeout_event_id(execution_id: str, path: str, fire_at: float) -> str:
     The sweeper uses it so that sweeping the same due timer twice enqueues one event in effect.
     """
     return reserved_event_id(TIMEOUT, execution_id, path, repr(float(fire_at)))
+
+
+def _digest(data: Mapping[str, Any]) -> str:
+    text = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def reset_event_id(execution_id: str, data: Mapping[str, Any]) -> str:
+    """The id of the ``durastate.reset`` of ``execution_id`` with ``data``: ``<id>:reset:<digest of data>``.
+
+    The data carries a request nonce (``request``), so two resets asked separately are two events, and the
+    same request sent again (a retried command) is one. Derived from the data rather than chosen, so that
+    whoever sends a reset first under this id sends exactly this reset (:func:`reset_problem`)."""
+    return derived_id(execution_id, "reset", _digest(data))
+
+
+def reset_problem(target_id: str, event_id: str, data: Mapping[str, Any]) -> str | None:
+    """Why the ``durastate.reset`` ``event_id`` for ``target_id`` is refused (``None``: its id is the one its
+    data derives)."""
+    if event_id != reset_event_id(target_id, data):
+        return (f"reset {event_id!r} does not have the id durastate derives from its data: a durastate.reset "
+                "is built by `durastate reset` or DurastateClient.reset, not by hand")
+    return None
+
+
+def reset_sent_event_id(reset_id: str) -> str:
+    """The event a reset delivers after it (``--send``), applied in the reset's own commit."""
+    return derived_id(reset_id, "send")

@@ -63,7 +63,9 @@ from durastate.store.base import ExecutionStore
 from durastate.store.control import (
     Redriven,
     cancel_event,
+    check_reset_of,
     redrive,
+    reset_event,
     resume_event,
     suspend_event,
     terminate,
@@ -274,6 +276,18 @@ class LocalRuntime:
     def resume(self, execution_id: str) -> str:
         """Queue ``durastate.resume``: what the execution held applies, in order. Returns the event id."""
         event = resume_event(execution_id)
+        self.send(execution_id, event)
+        return event.id
+
+    def reset(self, execution_id: str, to: list[str], *, actions: str = "none",
+              context_patch: dict[str, Any] | None = None, send: tuple[str, dict[str, Any]] | None = None,
+              reason: str | None = None, by: str | None = None) -> str:
+        """Queue a ``durastate.reset`` to the configuration ``to`` (:mod:`durastate.engine.reset`), checked
+        first against the stored execution (:class:`~durastate.errors.ControlRefused`: nothing is queued).
+        Returns the event id."""
+        check_reset_of(self.store, self.registry, execution_id, to)
+        event = reset_event(execution_id, to, actions=actions, context_patch=context_patch, send=send,
+                            reason=reason, by=by)
         self.send(execution_id, event)
         return event.id
 

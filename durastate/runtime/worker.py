@@ -57,6 +57,7 @@ from durastate.engine.ids import (
     REDRIVE,
     RESERVED,
     RESERVED_PREFIX,
+    RESET,
     RESUME,
     RETRY_PATH,
     START,
@@ -69,10 +70,13 @@ from durastate.engine.ids import (
     finished_event_id,
     is_derived_event_id,
     is_system_id,
+    reset_problem,
+    reset_sent_event_id,
     run_witness,
     timeout_problem,
 )
 from durastate.engine.model import ENDED, Event, Execution, PendingRetry
+from durastate.engine.reset import ResetRefused, ResetRequest, reset
 from durastate.engine.schedules import schedule_record_id
 from durastate.engine.tracing import step_details
 from durastate.engine.values import check_execution_id
@@ -343,6 +347,8 @@ class Worker:
     def _control(self, exe: Execution, event: Event, now: float, blind: bool) -> HandleResult | None:
         """Control events, and events for an execution that is not simply running; ``None``: step it."""
         name, status = event.name, exe.status
+        if name == RESET:
+            return self._reset(exe, event, now, blind)
         if name == TERMINATE:
             if status in ENDED:
                 self._ignore(exe, event, blind, now, f"already {status}")
@@ -391,16 +397,49 @@ class Worker:
             return self._hold(exe, event, blind, now)
         return None
 
+    def _reset(self, exe: Execution, event: Event, now: float, blind: bool) -> HandleResult:
+        """Move ``exe`` to a named configuration (:mod:`durastate.engine.reset`), deliver the reset's own event
+        after it and the events it held, all in one commit; a reset that cannot apply is refused (the runtime
+        dead-letters it with the reason) and nothing changes."""
+        problem = reset_problem(exe.id, event.id, event.data)
+        if problem is not None:
+            raise MalformedEvent(problem)
+        try:
+            request = ResetRequest.from_data(event.data)
+            defn = self.versions.of(exe)
+            res = reset(defn, exe, event, request, now)
+        except ResetRefused as err:
+            raise MalformedEvent(f"reset of {exe.id} refused: {err}") from None
+        batch = _Batch()
+        batch.add(res)
+        if request.send is not None:
+            name, data = request.send
+            sent = Event.model_construct(id=reset_sent_event_id(event.id), name=name, data=data)
+            if exe.status == "suspended":
+                self._keep(exe, sent)
+            elif exe.status == "running":
+                batch.step(self, defn, exe, sent, now, detached_copy(exe), fresh=False)
+        if exe.held and exe.retry is None and exe.status == "running":
+            held, exe.held = exe.held, []
+            self._apply_held(batch, exe, held, now)
+        self._commit(exe, batch.emits, event.id, blind, timers=batch.timers, spawns=batch.spawns,
+                     trace=batch.trace(), audit=True)
+        return HandleResult.APPLIED
+
+    @staticmethod
+    def _keep(exe: Execution, event: Event) -> None:
+        try:
+            control.hold(exe, event)
+        except control.ControlError as err:
+            raise MalformedEvent(str(err)) from None  # refused for good: the runtime dead-letters it
+
     def _hold(self, exe: Execution, event: Event, blind: bool, now: float) -> HandleResult:
         """Keep ``event`` in ``exe`` (suspended, waiting for a retry, or failed and awaiting a redrive).
 
         A child's ``finished`` notice was checked on arrival (:meth:`_derived`), while the child's record
         still said how it ended; once held it is true for good, and is not checked again when it is applied
         (retention may have purged the child by then, leaving only a tombstone to compare with)."""
-        try:
-            control.hold(exe, event)
-        except control.ControlError as err:
-            raise MalformedEvent(str(err)) from None  # refused for good: the runtime dead-letters it
+        self._keep(exe, event)
         self._commit(exe, [], event.id, blind, trace={
             "event": event.name, "event_id": event.id, "from": exe.active_path, "to": exe.active_path,
             "status": exe.status, "held": len(exe.held), "at": now})
@@ -483,10 +522,11 @@ class Worker:
 
     def _commit(self, exe: Execution, emits: Sequence[Emit], event_id: str, blind: bool, *,
                 timers: Iterable[TimerOp] = (), spawns: Iterable[Spawn] = (),
-                trace: dict[str, Any] | None = None) -> None:
-        """The one commit of an event; afterwards ``exe`` is what the store holds, so keep it."""
+                trace: dict[str, Any] | None = None, audit: bool = False) -> None:
+        """The one commit of an event; afterwards ``exe`` is what the store holds, so keep it. ``audit``: the
+        trace step is committed even with ``trace`` off (an operator's reset says who and why)."""
         failure: dict[str, Any] | None = None
-        if not self.trace:
+        if not self.trace and not audit:
             if self.trace_failures and trace is not None and (exe.status == "failed" or "error" in trace):
                 failure = trace if "error" in trace or not exe.error else {**trace, "error": exe.error}
             trace = None

@@ -1,7 +1,7 @@
-"""The console's control actions (``durastate ui --allow-control``): send, cancel, redrive, replay.
+"""The console's control actions (``durastate ui --allow-control``): send, cancel, reset, redrive, replay.
 
 Each action is the command line's own operation, not a second implementation: events (``send``,
-``cancel``) go through the ``deliver`` function the console was given (the CLI hands it its delivery:
+``cancel``, ``reset``) go through the ``deliver`` function the console was given (the CLI hands it its delivery:
 queued in the store's inbox for ``durastate serve``, or applied in process for a store without one);
 ``redrive`` is :func:`durastate.store.control.redrive`; ``replay`` checks with
 :func:`durastate.runtime.local.check_replay` and moves the letter with its box's ``replay``.
@@ -26,16 +26,18 @@ from dataclasses import dataclass, field
 
 from durastate.engine.model import RESERVED_PREFIX, Event, new_id
 from durastate.engine.registry import DefinitionRegistry
+from durastate.engine.reset import RESET_ACTIONS
 from durastate.engine.values import check_json
-from durastate.errors import DurastateError, InvalidValue, UnknownExecution
+from durastate.errors import ControlRefused, DurastateError, InvalidValue, UnknownExecution
 from durastate.runtime.local import check_replay
 from durastate.store.base import ExecutionStore
-from durastate.store.control import cancel_event, redrive
+from durastate.store.control import cancel_event, check_reset_of, redrive, reset_event
 from durastate.transport.base import DeadLetterBox, UnknownDeadLetter
 
 ACTIONS: dict[str, tuple[str, ...]] = {
     "send": ("event", "data"),
     "cancel": ("reason",),
+    "reset": ("to", "actions", "context_patch", "reason"),
     "redrive": (),
     "replay": ("letter",),
 }
@@ -141,6 +143,19 @@ def plan(action: str, execution_id: str, form: Mapping[str, str]) -> Plan:
     elif action == "cancel":
         summary = f"cancel {execution_id}" + (f" ({fields['reason']})" if fields["reason"] else "")
         summary += ": its active states' exit actions run and its children are cancelled"
+    elif action == "reset":
+        states = _states(fields["to"])
+        fields["actions"] = fields["actions"] or "none"
+        if fields["actions"] not in RESET_ACTIONS:
+            raise ActionRefused(f"actions {fields['actions']!r}: choose {' or '.join(RESET_ACTIONS)}")
+        if fields["context_patch"]:
+            json_object(fields["context_patch"], "the context patch")
+        summary = (f"reset {execution_id} to {', '.join(states)}"
+                   + (f" with the context patch {fields['context_patch']}" if fields["context_patch"] else "")
+                   + (" running the exit and entry actions" if fields["actions"] == "transition"
+                      else " without running any action")
+                   + (f" ({fields['reason']})" if fields["reason"] else "")
+                   + ": the timers and children of the states it leaves go, those of the states it enters start")
     elif action == "redrive":
         summary = f"redrive {execution_id}: restore it to before its failed step and apply that event again"
     else:
@@ -152,20 +167,29 @@ def plan(action: str, execution_id: str, form: Mapping[str, str]) -> Plan:
 
 def event_data(text: str) -> dict[str, object]:
     """The data of a sent event: a JSON object, or nothing."""
-    if not text:
-        return {}
+    return json_object(text, "the event data") if text else {}
+
+
+def json_object(text: str, what: str) -> dict[str, object]:
+    """A form field holding a JSON object (:class:`ActionRefused` saying what is wrong otherwise)."""
     try:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise ActionRefused(f"the event data is not valid JSON ({exc.msg} at column {exc.colno})") from None
+        raise ActionRefused(f"{what} is not valid JSON ({exc.msg} at column {exc.colno})") from None
     if not isinstance(value, dict):
-        raise ActionRefused(f"the event data must be a JSON object like {{\"amount\": 10}}, got "
-                            f"{type(value).__name__}")
+        raise ActionRefused(f"{what} must be a JSON object like {{\"amount\": 10}}, got {type(value).__name__}")
     try:
-        check_json(value, "event data")
+        check_json(value, what)
     except InvalidValue as exc:
         raise ActionRefused(str(exc)) from None
     return value
+
+
+def _states(text: str) -> list[str]:
+    states = [p.strip() for p in text.split(",") if p.strip()]
+    if not states:
+        raise ActionRefused("name the configuration to reset to: one or more state paths, comma-separated")
+    return states
 
 
 def perform(todo: Plan, store: ExecutionStore, deliver: Deliver | None, registry: DefinitionRegistry | None,
@@ -183,6 +207,22 @@ def perform(todo: Plan, store: ExecutionStore, deliver: Deliver | None, registry
             event = cancel_event(exe_id, todo.fields["reason"] or None)
         outcome = deliver(exe_id, event)
         return f"{event.name} for {exe_id} (event {event.id}): {outcome}"
+    if todo.action == "reset":
+        if deliver is None:
+            raise ActionRefused("this console cannot deliver events to this store")
+        if registry is None:
+            raise ActionRefused("this console has no definitions to check the configuration against")
+        states = _states(todo.fields["to"])
+        patch = todo.fields["context_patch"]
+        try:
+            check_reset_of(store, registry, exe_id, states)
+            event = reset_event(exe_id, states, actions=todo.fields["actions"],
+                                context_patch=json_object(patch, "the context patch") if patch else None,
+                                reason=todo.fields["reason"] or None, by="console")
+        except ControlRefused as err:
+            raise ActionRefused(str(err)) from None
+        outcome = deliver(exe_id, event)
+        return f"reset {exe_id} to {', '.join(states)} (event {event.id}): {outcome}"
     if todo.action == "redrive":
         done = redrive(store, exe_id)
         return f"redriven {exe_id}: {done.event.name} is applied again as event {done.event.id}"
