@@ -38,6 +38,7 @@ from durastate.engine.ids import (
     start_event_id,
 )
 from durastate.engine.model import START, Event, Execution, new_id
+from durastate.engine.run_timeout import check_start_timeout
 from durastate.engine.values import check_event_id, check_execution_id
 from durastate.errors import DurastateError, MalformedEvent, ReservedId
 from durastate.store import control as store_control
@@ -48,12 +49,16 @@ from durastate.transport.wire import new_event
 __all__ = ["DurastateClient", "start_event", "start_event_id"]
 
 
-def start_event(execution_id: str, definition_id: str, context: dict[str, Any] | None = None) -> Event:
-    """The ``durastate.start`` event that creates ``execution_id`` from ``definition_id``."""
+def start_event(execution_id: str, definition_id: str, context: dict[str, Any] | None = None,
+                timeout: float | str | None = None) -> Event:
+    """The ``durastate.start`` event that creates ``execution_id`` from ``definition_id`` (``timeout``: its
+    own run timeout, seconds or a duration such as ``"1h"``, instead of the definition's)."""
     if not definition_id:
         raise MalformedEvent("a start needs a definition id")
-    return new_event(START, {"definition_id": definition_id, "context": dict(context or {})},
-                     start_event_id(execution_id))
+    data: dict[str, Any] = {"definition_id": definition_id, "context": dict(context or {})}
+    if timeout is not None:
+        data["timeout"] = check_start_timeout(timeout)
+    return new_event(START, data, start_event_id(execution_id))
 
 
 def _check_producer(target_id: str, event: Event) -> None:
@@ -113,12 +118,13 @@ class DurastateClient:
 
     # -- writing -------------------------------------------------------------------------------------
     def start(self, definition_id: str, context: dict[str, Any] | None = None,
-              execution_id: str | None = None) -> str:
-        """Enqueue the start of an execution and return its id (``execution_id`` or a generated one)."""
+              execution_id: str | None = None, *, timeout: float | str | None = None) -> str:
+        """Enqueue the start of an execution and return its id (``execution_id`` or a generated one).
+        ``timeout``: its run timeout (seconds, or ``"1h"``), instead of the definition's ``timeout``."""
         if self.definitions is not None:
             self.definitions.get(definition_id)  # raises UnknownDefinition naming the known ones
         exe_id = check_execution_id(execution_id) if execution_id is not None else new_id()
-        self.transport.send([(exe_id, start_event(exe_id, definition_id, context))])
+        self.transport.send([(exe_id, start_event(exe_id, definition_id, context, timeout))])
         return exe_id
 
     def send(self, execution_id: str, name: str, data: dict[str, Any] | None = None,

@@ -159,7 +159,7 @@ def _start_on_queue(url: str, args: dict[str, Any]) -> None:
 
         client.definitions = load_folder(folder)
     with aws_errors("SQS", _where(url)):
-        exe_id = client.start(definition, context, execution_id=args.get("execution_id"))
+        exe_id = client.start(definition, context, execution_id=args.get("execution_id"), timeout=args.get("timeout"))
     if args.get("quiet"):
         output.say(exe_id)
     else:

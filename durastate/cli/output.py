@@ -19,7 +19,7 @@ from rich.text import Text
 
 from durastate.cli import clock
 from durastate.engine.durations import format_duration
-from durastate.engine.ids import RESET, RESUME, SUSPEND, TERMINATE, describe_timer_key
+from durastate.engine.ids import RESET, RESUME, RUN_TIMEOUT_PATH, SUSPEND, TERMINATE, describe_timer_key
 from durastate.engine.model import CANCEL, ENDED, FINISHED, START, TIMEOUT, Event, Execution, MapProgress
 from durastate.store import ExecutionSummary
 
@@ -236,6 +236,8 @@ def describe_event(event: Event) -> str:
     if event.name == START:
         return f"start ({data.get('definition_id', '?')})"
     if event.name == TIMEOUT:
+        if data.get("path") == RUN_TIMEOUT_PATH:
+            return "run timeout"
         return f"timeout ({data.get('path', '?')})"
     if event.name == FINISHED:
         what = "task" if "task_id" in data else "child"  # (a task's answer: durastate.engine.tasks)

@@ -26,8 +26,10 @@ from typing import Any
 from durastate.engine.ids import (
     FINISHED,
     RESUME,
+    RUN_TIMEOUT_PATH,
     SUSPEND,
     TERMINATE,
+    TIMEOUT,
     control_event_id,
     finished_event_id,
     redrive_event_id,
@@ -192,7 +194,12 @@ def redrive(exe: Execution, now: float) -> tuple[Effects, Event]:
     if failure is None:
         raise ControlError(f"execution {exe.id} failed before durastate kept what a redrive needs (no failed "
                            "event recorded); start a new execution instead")
-    restored = Execution.model_validate({"id": exe.id, "definition_id": exe.definition_id, **failure.before})
+    before = failure.before
+    if failure.event.name == TIMEOUT and failure.event.data.get("path") == RUN_TIMEOUT_PATH:
+        # It failed by its run timeout: redriven, it runs on without one (the timeout applies again as a
+        # stale timer, ignored), or it would time out again at once.
+        before = {**before, "timers": {k: v for k, v in before.get("timers", {}).items() if k != RUN_TIMEOUT_PATH}}
+    restored = Execution.model_validate({"id": exe.id, "definition_id": exe.definition_id, **before})
     for name in RESTORED_FIELDS:
         setattr(exe, name, getattr(restored, name))
     exe.status = "running"

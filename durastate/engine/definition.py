@@ -265,6 +265,13 @@ class Definition(BaseModel):
     initial: str | None = None
     context: dict[str, Any] = Field(default_factory=dict)
     """The default context of a new execution (the start event's context is merged over it)."""
+    timeout: float | str | None = None
+    """The run timeout (Step Functions' ``TimeoutSeconds``): seconds or a duration (``1h``, ``2d 3h``) after
+    the start, by the runtime's clock, when the execution is ended as ``on_timeout`` says; a start may
+    give its own (:mod:`durastate.engine.run_timeout`)."""
+    on_timeout: Literal["fail", "cancel"] = "fail"
+    """What the run timeout does: ``fail`` (the default, as Step Functions does: failed with the reason) or
+    ``cancel`` (the active states' exit actions run, children are cancelled, the parent is told)."""
     states: dict[str, State] = Field(default_factory=dict)
 
     # Plain slots, not pydantic private attributes: ``step`` reads the tables on every event, and a

@@ -67,6 +67,7 @@ __all__ = [
     "RESET",
     "RESUME",
     "RETRY_PATH",
+    "RUN_TIMEOUT_PATH",
     "SCHEDULE_RECORD",
     "START",
     "SUSPEND",
@@ -147,6 +148,10 @@ runner, never to a worker (so it is not in :data:`RESERVED`: no queue accepts it
 
 TASK_TIMEOUT_PREFIX = "~task:"
 """The timer path (``~task:<state path>``) that abandons a task that did not answer within its ``timeout``."""
+
+RUN_TIMEOUT_PATH = "~deadline"
+"""The timer path of an execution's run timeout (the definition's ``timeout``, or the start's): armed when
+the execution starts, it cancels or fails the whole execution (:mod:`durastate.engine.deadline`)."""
 
 RETRY_PATH = "~retry"
 """The timer path of a pending retry (``~`` cannot occur in a state path, so no state's timer collides)."""
@@ -259,7 +264,7 @@ def timer_key_state(key: str) -> str:
     for prefix in (REINVOKE_PREFIX, TASK_TIMEOUT_PREFIX):
         if key.startswith(prefix):
             return key[len(prefix):]
-    if key == RETRY_PATH:
+    if key in (RETRY_PATH, RUN_TIMEOUT_PATH):
         return ""
     return key.split(AFTER_SEPARATOR, 1)[0]
 
@@ -269,7 +274,7 @@ def retarget_timer_key(key: str, new_path: str) -> str:
     for prefix in (REINVOKE_PREFIX, TASK_TIMEOUT_PREFIX):
         if key.startswith(prefix):
             return prefix + new_path
-    if key == RETRY_PATH:
+    if key in (RETRY_PATH, RUN_TIMEOUT_PATH):
         return key
     _, sep, index = key.partition(AFTER_SEPARATOR)
     return f"{new_path}{sep}{index}"
@@ -284,6 +289,8 @@ def describe_timer_key(key: str) -> str:
         return f"{key[len(TASK_TIMEOUT_PREFIX):]} (task timeout)"
     if key == RETRY_PATH:
         return "(retry of the failed step)"
+    if key == RUN_TIMEOUT_PATH:
+        return "(run timeout)"
     path, sep, index = key.partition(AFTER_SEPARATOR)
     return f"{path} after[{index}]" if sep else key
 

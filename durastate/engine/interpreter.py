@@ -38,6 +38,7 @@ from durastate.engine.expressions import ACTIVE
 from durastate.engine.ids import (
     CATCH,
     REINVOKE_PREFIX,
+    RUN_TIMEOUT_PATH,
     TASK_TIMEOUT_PREFIX,
     cancel_event_id,
     child_execution_id,
@@ -58,6 +59,7 @@ from durastate.engine.model import (
     TimerOp,
 )
 from durastate.engine.retry import RetryableFailure
+from durastate.engine.run_timeout import timed_out_reason
 from durastate.engine.tables import CompiledTransition, Tables
 from durastate.engine.timers import BadTimerValue
 from durastate.engine.tracing import describe_transitions
@@ -556,6 +558,9 @@ class Run(StepResult):
             return self.reinvoke(path[len(REINVOKE_PREFIX):])
         if path.startswith(TASK_TIMEOUT_PREFIX):
             return tasks.timed_out(self, path[len(TASK_TIMEOUT_PREFIX):], ev)
+        if path == RUN_TIMEOUT_PATH:
+            self.run_timed_out(float(fire_at) - (exe.created_at or float(fire_at)))
+            return True
         timer = t.after_keys.get(path)
         if timer is None:
             return True
@@ -566,6 +571,28 @@ class Run(StepResult):
                 return True
         self.fire(ct)
         return True
+
+    def arm_run_timeout(self, ev: Event) -> None:
+        """At the start: arm the run timeout, the start's own (``data.timeout``, checked by the worker) or
+        the definition's (:mod:`durastate.engine.run_timeout`)."""
+        given = ev.data.get("timeout") if ev.name == START else None
+        seconds = float(given) if isinstance(given, int | float) and not isinstance(given, bool) and given > 0 \
+            else self.t.run_timeout
+        if seconds is None:
+            return
+        fire_at = self.now + seconds
+        self.exe.timers[RUN_TIMEOUT_PATH] = fire_at
+        self._timer(TimerOp("schedule", RUN_TIMEOUT_PATH, fire_at))
+
+    def run_timed_out(self, seconds: float) -> None:
+        """The run timeout fired: fail the execution with the reason, or cancel it (``on_timeout``)."""
+        reason = timed_out_reason(seconds)
+        if self.t.on_timeout == "cancel":
+            self.end("cancelled", None)
+            self.exe.__dict__["reason"] = reason
+            self.exe.__pydantic_fields_set__.add("reason")
+            return
+        raise ExecutionFailed(reason)
 
     def _retry_invoke(self, s: int, ref: ChildRef, ev: Event) -> bool:
         """A failed invoked child whose state has a retry policy with tries left: arm the timer that
@@ -703,6 +730,8 @@ def step(defn: Definition, exe: Execution, event: Event, now: float, *, detail: 
             exe.__pydantic_fields_set__.update(_STARTED_FIELDS)
             if fields["created_at"] is None:
                 fields["created_at"] = now
+            if root_path is None:
+                run.arm_run_timeout(event)
             if run.root:
                 run.enter_state(run.root)
             run.complete(run.root)

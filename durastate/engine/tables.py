@@ -44,6 +44,7 @@ from durastate.engine.ids import AFTER_SEPARATOR, after_timer_key
 from durastate.engine.inline_rules import inline_rules
 from durastate.engine.model import RESERVED_PREFIX, Event
 from durastate.engine.retry import RetryPolicy, parse_retry
+from durastate.engine.run_timeout import run_timeout_of
 from durastate.engine.tasks import CompiledTask, compile_task
 from durastate.engine.timers import MAX_FIRE_AT, BadTimerValue, deadline_of, delay_of, show_value
 
@@ -254,6 +255,9 @@ class Tables:
     the commit and run outside the step."""
     in_state: bool = False
     """Some guard is an ``in_state`` guard: steps publish their configuration to it."""
+    run_timeout: float | None = None
+    """The definition's run timeout in seconds (``timeout``), or ``None``; what it does is ``on_timeout``."""
+    on_timeout: str = "fail"
     crossing: frozenset[str] = frozenset()
     """The sites of the transitions that enter an inline parallel state on the way to their target (the
     other regions start too: :mod:`durastate.engine.inline` takes them even from a single leaf)."""
@@ -384,6 +388,8 @@ class _Builder:
             if ct is not None:
                 put(ct)
         t.has_tasks = any(c is not None for c in t.task)
+        t.run_timeout = run_timeout_of(self.defn.timeout, "timeout", issues)
+        t.on_timeout = self.defn.on_timeout
         self._chains()
 
     # -- per-state rules -----------------------------------------------------------------------------

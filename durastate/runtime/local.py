@@ -38,6 +38,7 @@ from typing import Any
 from durastate.engine import DefinitionRegistry
 from durastate.engine.ids import producer_problem, start_event_id
 from durastate.engine.model import START, Event, Execution, new_id
+from durastate.engine.run_timeout import check_start_timeout
 from durastate.engine.schedules import ScheduleSpec
 from durastate.engine.values import check_execution_id
 from durastate.errors import (
@@ -244,16 +245,19 @@ class LocalRuntime:
         self.transport.send([(target_id, event)])
 
     def start(self, definition_id: str, context: dict[str, Any] | None = None,
-              execution_id: str | None = None) -> str:
+              execution_id: str | None = None, *, timeout: float | str | None = None) -> str:
         """Enqueue the start of a new execution and return its id.
 
         With an ``execution_id`` the start is idempotent: its event id is derived from the execution id,
         so starting the same id twice creates one execution. An unknown definition fails here, at once.
+        ``timeout``: the run timeout (seconds or ``"1h"``) instead of the definition's.
         """
         self.registry.get(definition_id)
         eid = check_execution_id(execution_id) if execution_id is not None else new_id()
-        self.send(eid, Event(id=start_event_id(eid), name=START,
-                             data={"definition_id": definition_id, "context": dict(context or {})}))
+        data: dict[str, Any] = {"definition_id": definition_id, "context": dict(context or {})}
+        if timeout is not None:
+            data["timeout"] = check_start_timeout(timeout)
+        self.send(eid, Event(id=start_event_id(eid), name=START, data=data))
         return eid
 
     def get(self, execution_id: str) -> Execution | None:

@@ -77,11 +77,13 @@ from durastate.engine.ids import (
 )
 from durastate.engine.model import ENDED, Event, Execution, PendingRetry
 from durastate.engine.reset import ResetRefused, ResetRequest, reset
+from durastate.engine.run_timeout import check_start_timeout
 from durastate.engine.schedules import schedule_record_id
 from durastate.engine.tracing import step_details
 from durastate.engine.values import check_execution_id
 from durastate.errors import (
     EventAlreadyProcessed,
+    InvalidValue,
     MalformedEvent,
     ReservedId,
     StoreConflict,
@@ -306,7 +308,7 @@ class Worker:
         if target_id.startswith(CHILD_SEPARATOR) and is_system_id(target_id):
             raise ReservedId(f"{target_id!r} is a system record (a schedule or an archived definition version): "
                              f"it accepts no events, and {event.name} {event.id!r} was not applied")
-        if event.name == TIMEOUT:
+        if event.name == TIMEOUT and not event.id.startswith(_REDRIVE_PREFIX):  # (a redrive's: checked below)
             _check_timeout(target_id, event)
         before: Execution | None = None  # the execution as committed, when the worker has it at hand
         if exe is None:
@@ -486,6 +488,11 @@ class Worker:
         either be exactly the true one or change nothing.
         """
         name = event.name
+        if event.id.startswith(_REDRIVE_PREFIX):
+            pending = exe.retry
+            if pending is None or pending.attempt != 0 or pending.event.id != event.id:
+                raise _NotRecorded  # not the redrive this execution waits for
+            return pending.event  # the event the execution stored, whatever the message says
         if name == TIMEOUT:
             path, fire_at = event.data["path"], event.data["fire_at"]  # checked by _check_timeout
             if exe.timers.get(path) != fire_at:
@@ -504,11 +511,6 @@ class Worker:
                          event.id, exe.id)
                 raise _NotRecorded
             return event
-        if event.id.startswith(_REDRIVE_PREFIX):
-            pending = exe.retry
-            if pending is None or pending.attempt != 0 or pending.event.id != event.id:
-                raise _NotRecorded  # not the redrive this execution waits for
-            return pending.event  # the event the execution stored, whatever the message says
         return event
 
     def _ignore(self, exe: Execution, event: Event, blind: bool, now: float, reason: str | None) -> None:
@@ -572,6 +574,11 @@ class Worker:
         if not isinstance(context, dict):
             raise MalformedEvent(f"durastate.start for {target_id!r}: data.context must be a JSON object, got "
                                  f"{type(context).__name__}")
+        if data.get("timeout") is not None:
+            try:
+                check_start_timeout(data["timeout"], f"durastate.start for {target_id!r}: data.timeout")
+            except InvalidValue as exc:
+                raise MalformedEvent(str(exc)) from None
         refs: dict[str, str | None] = {}
         for key in ("parent_id", "child_id", "root_path"):
             value = data.get(key)

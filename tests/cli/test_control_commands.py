@@ -233,3 +233,17 @@ def test_bad_reset_input_is_one_line_and_changes_nothing(ok: Callable[..., Outco
     assert show(ok, "r1") == before
     ok("serve", "--until-idle")
     assert show(ok, "r1") == before
+
+
+def test_start_timeout_fails_the_run_when_it_passes_and_a_bad_one_is_one_line(ok: Callable[..., Outcome],
+                                                                              cli: Cli) -> None:
+    ok("start", "counter", "--id", "t1", "--timeout", "1h")
+    ok("serve", "--until-idle")
+    assert "(run timeout)" in ok("show", "t1").stdout
+    ok("serve", "--until-idle", "--advance", "1h")
+    failed = show(ok, "t1")
+    assert (failed["status"], failed["error"]) == ("failed", "timed out: the run did not end within its timeout of 1h")
+    assert_one_line_error(cli("start", "counter", "--id", "t2", "--timeout", "soon"),
+                          "--timeout: 'soon' is not a duration")
+    assert_one_line_error(cli("start", "counter", "--id", "t2", "--timeout", "0"), "more than 0 seconds")
+    assert_one_line_error(cli("show", "t2"), "no execution 't2'")
