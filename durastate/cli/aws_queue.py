@@ -201,8 +201,10 @@ def _reset_on_queue(url: str, args: dict[str, Any]) -> None:
     """``reset`` with a queue URL: the same event, checked against the store when one is named (``--store``
     or ``DURASTATE_STORE``: the stack's tables), else by the worker alone (a bad one is dead-lettered)."""
     execution_id = str(args["execution_id"])
-    named = args.get("store") or os.environ.get("DURASTATE_STORE")
-    sess = session(args["ctx"], args.get("store")) if named else None
+    ctx = args["ctx"]
+    root = ctx.find_root().obj
+    named = args.get("store") or getattr(root, "store", None) or os.environ.get("DURASTATE_STORE")
+    sess = session(ctx, args.get("store")) if named else None
     event = reset_command_event(sess, execution_id, str(args["to"]), str(args.get("actions") or "none"),
                                 args.get("context_patch"), args.get("send"), args.get("data"), args.get("reason"),
                                 args.get("by"))
