@@ -75,7 +75,9 @@ class Effects:
 def _children(exe: Execution, name: str, want: str) -> list[Emit]:
     out: list[Emit] = []
     for n, (cid, ref) in enumerate(sorted(exe.children.items()), 1):
-        if ref.status == want and ref.kind != "task":  # a task is no execution: nothing to pass on
+        # a task is no execution: nothing to pass on; an abandoned child runs on its own
+        if ref.status == want and ref.kind != "task" and not ref.abandoned and not (
+                name == TERMINATE and ref.parent_close == "abandon"):
             out.append((cid, Event.model_construct(id=control_event_id(exe.id, name, exe.version, n),
                                                    name=name, data={})))
     return out
@@ -130,8 +132,11 @@ def terminate(exe: Execution, reason: str | None, now: float) -> Effects:
     effects.timers = [TimerOp("cancel", path) for path in exe.timers]
     effects.emits = _children(exe, TERMINATE, "running")
     for ref in exe.children.values():
-        if ref.status == "running":
-            ref.status = "cancelled"
+        if ref.status == "running" and not ref.abandoned:
+            if ref.parent_close == "abandon":
+                ref.abandoned = True  # it runs on; its finished notice is traced as ignored
+            else:
+                ref.status = "cancelled"
     exe.timers = {}
     exe.retry = None
     exe.held = []

@@ -173,6 +173,10 @@ class Invoke(BaseModel):
     retry: dict[str, Any] | None = None
     """A retry policy (:mod:`durastate.engine.retry`): a failed child is followed, after the backoff, by a
     new one (its ``on`` names match the child's error type); ``on_error`` runs once the tries run out."""
+    parent_close: Literal["cancel", "terminate", "abandon"] | None = None
+    """Child executions only (Temporal's ParentClosePolicy): what happens to the child when the parent
+    leaves the invoking state or ends: ``cancel`` (the default: its exit actions run), ``terminate`` (at
+    once, no action runs) or ``abandon`` (it runs on; its finished notice is ignored, and traced so)."""
 
 
 class Map(BaseModel):

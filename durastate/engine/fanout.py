@@ -121,6 +121,9 @@ def compile_map(node: State, kind: str, at: Callable[[str], str], issues: Issues
         definition = ""
     elif spec.invoke.input is not None or spec.invoke.timeout is not None:
         issues.append(f"{site}.invoke: `input` and `timeout` are for tasks; a map's child gets `context`")
+    if spec.invoke.parent_close is not None:
+        issues.append(f"{site}.invoke.parent_close: a map's children are always cancelled when the map state "
+                      "is left; invoke from a state of its own to choose terminate or abandon")
     if spec.invoke.retry is not None:
         issues.append(f"{site}.invoke.retry: a map does not retry its items; retry inside the child definition "
                       "(a `call` with a `retry` policy), or accept failed items with `tolerate`")

@@ -104,6 +104,7 @@ __all__ = [
     "start_event_id",
     "task_id",
     "task_request_id",
+    "terminate_event_id",
     "timeout_event_id",
     "timeout_problem",
     "timer_key_state",
@@ -151,7 +152,7 @@ TASK_TIMEOUT_PREFIX = "~task:"
 
 RUN_TIMEOUT_PATH = "~deadline"
 """The timer path of an execution's run timeout (the definition's ``timeout``, or the start's): armed when
-the execution starts, it cancels or fails the whole execution (:mod:`durastate.engine.deadline`)."""
+the execution starts, it cancels or fails the whole execution (:mod:`durastate.engine.run_timeout`)."""
 
 RETRY_PATH = "~retry"
 """The timer path of a pending retry (``~`` cannot occur in a state path, so no state's timer collides)."""
@@ -393,6 +394,12 @@ def reserved_id_problem(event_id: str, name: str) -> str | None:
 def cancel_event_id(execution_id: str) -> str:
     """The ``durastate.cancel`` event sent to ``execution_id`` (by its parent, the client or the CLI)."""
     return reserved_event_id(CANCEL, execution_id)
+
+
+def terminate_event_id(execution_id: str) -> str:
+    """The ``durastate.terminate`` a parent sends a child it invoked with ``parent_close: terminate`` when
+    it leaves the invoking state or ends."""
+    return reserved_event_id(TERMINATE, execution_id)
 
 
 def finished_event_id(child_id: str) -> str:

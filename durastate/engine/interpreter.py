@@ -40,12 +40,14 @@ from durastate.engine.ids import (
     REINVOKE_PREFIX,
     RUN_TIMEOUT_PATH,
     TASK_TIMEOUT_PREFIX,
+    TERMINATE,
     cancel_event_id,
     child_execution_id,
     emit_event_id,
     finished_event_id,
     forwarded_event_id,
     start_event_id,
+    terminate_event_id,
 )
 from durastate.engine.model import (
     CANCEL,
@@ -285,7 +287,8 @@ class Run(StepResult):
                 self._timer(TimerOp("cancel", again))
 
     def _drop_children(self, s: int) -> None:
-        """Cancel the running children the state owns and forget them all (late news is ignored)."""
+        """Close the running children the state owns as their ``parent_close`` says and forget them (late news
+        is ignored); an abandoned one is kept, marked, so that its finished notice is traced as ignored."""
         t, exe = self.t, self.exe
         path = t.paths[s]
         prefix = path + "."
@@ -295,10 +298,22 @@ class Run(StepResult):
                 if ref.kind == "invoke"
                 else (ref.path.startswith(prefix) and "." not in ref.path[len(prefix) :])
             )
-            if owned:
-                if ref.status == "running":
-                    self.res.emits.append((cid, _event(cancel_event_id(cid), CANCEL, {})))
+            if owned and not ref.abandoned:
+                if ref.status == "running" and self.close_child(cid, ref):
+                    continue
                 del exe.children[cid]
+
+    def close_child(self, cid: str, ref: ChildRef) -> bool:
+        """Cancel, terminate or abandon running child ``cid`` as its ``parent_close`` says; ``True``: it was
+        abandoned (its reference stays, marked)."""
+        if ref.parent_close == "abandon":
+            ref.abandoned = True
+            return True
+        if ref.parent_close == "terminate":
+            self.res.emits.append((cid, _event(terminate_event_id(cid), TERMINATE, {})))
+        elif ref.kind != "task":  # a task is no execution: nothing to cancel (a late answer is ignored)
+            self.res.emits.append((cid, _event(cancel_event_id(cid), CANCEL, {})))
+        return False
 
     def enter_state(self, s: int) -> None:
         self.leaf = s
@@ -435,9 +450,7 @@ class Run(StepResult):
             self._timer(TimerOp("cancel", path))
         exe.timers.clear()
         for cid, ref in exe.children.items():
-            if ref.status == "running":
-                if ref.kind != "task":  # a task is no execution: nothing to cancel (a late answer is ignored)
-                    self.res.emits.append((cid, _event(cancel_event_id(cid), CANCEL, {})))
+            if ref.status == "running" and not ref.abandoned and not self.close_child(cid, ref):
                 ref.status = "cancelled"
         self.internal = self.invokes = self.forks = None
         data: dict[str, Any] = {
@@ -525,7 +538,8 @@ class Run(StepResult):
         for s, definition_id, child_ctx in starts:
             exe.invoke_seq += 1
             cid = child_execution_id(exe.id, exe.invoke_seq)
-            exe.children[cid] = ChildRef(path=t.paths[s], kind="invoke", attempt=self.invoke_attempt)
+            exe.children[cid] = ChildRef(path=t.paths[s], kind="invoke", attempt=self.invoke_attempt,
+                                         parent_close=t.parent_close.get(s, "cancel"))
             data = {
                 "definition_id": definition_id,
                 "context": _snapshot(child_ctx),
@@ -616,8 +630,10 @@ class Run(StepResult):
         s = t.index.get(path, -1)
         if s < 0 or not (s == self.leaf or t.is_proper_ancestor(s, self.leaf)):
             return False
-        tries = [ref.attempt for ref in exe.children.values() if ref.kind != "region" and ref.path == path]
-        for cid in [c for c, ref in exe.children.items() if ref.kind != "region" and ref.path == path]:
+        tries = [ref.attempt for ref in exe.children.values()
+                 if ref.kind != "region" and ref.path == path and not ref.abandoned]
+        for cid in [c for c, ref in exe.children.items()
+                    if ref.kind != "region" and ref.path == path and not ref.abandoned]:
             del exe.children[cid]
         self.invoke_attempt = max(tries, default=0) + 1
         self.invokes = [*(self.invokes or ()), s]
@@ -641,8 +657,8 @@ class Run(StepResult):
         t, exe = self.t, self.exe
         cid = ev.data.get("child_id")
         ref = exe.children.get(cid) if isinstance(cid, str) else None
-        if ref is None or ref.status != "running":
-            return False  # a child we already forgot (cancelled) or a duplicate
+        if ref is None or ref.status != "running" or ref.abandoned:
+            return False  # a child we already forgot (cancelled) or abandoned, or a duplicate
         if ref.kind == "map":
             assert isinstance(cid, str)
             return fanout.on_finished(self, cid, ref, ev)

@@ -214,6 +214,8 @@ class Tables:
     """Every ``after`` timer by its timer key (what a ``durastate.timeout`` names)."""
     invoke: list[tuple[str, Value] | None] = field(default_factory=list)
     invoke_retry: list[RetryPolicy | None] = field(default_factory=list)
+    parent_close: dict[int, str] = field(default_factory=dict)
+    """The invoking states whose ``parent_close`` is not ``cancel``, by index."""
     maps: dict[int, CompiledMap] = field(default_factory=dict)
     """The states with a ``map`` (:mod:`durastate.engine.fanout`), by index."""
     task: list[CompiledTask | None] = field(default_factory=list)
@@ -539,6 +541,8 @@ class _Builder:
                 if node.invoke.input is not None or node.invoke.timeout is not None:
                     checks.append(f"{at('invoke')}: `input` and `timeout` are for tasks; a child execution "
                                   "gets `context` (and ends when it finishes)")
+                if node.invoke.parent_close not in (None, "cancel"):
+                    t.parent_close[i] = node.invoke.parent_close
             if node.invoke.retry is not None:
                 t.invoke_retry[i] = parse_retry(node.invoke.retry, f"{at('invoke')}.retry", issues)
         if node.map is not None:

@@ -108,6 +108,10 @@ def compile_task(invoke: Invoke, where: str, issues: Issues) -> CompiledTask | N
         elif kind == "http" and not target.startswith(("http://", "https://")):
             issues.append(f"{where}.task.http: an http:// or https:// URL, got {target!r}")
             ok = False
+    if invoke.parent_close is not None:
+        issues.append(f"{where}.parent_close: for child executions (`definition`); a task's late answer is "
+                      "ignored once its state is left")
+        ok = False
     timeout: float | None = None
     if invoke.timeout is not None:
         try:

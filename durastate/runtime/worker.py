@@ -323,6 +323,10 @@ class Worker:
                 event = self._derived(exe, event, now)
             if self.copy_on_load and not blind:  # a kept copy is the worker's own already
                 before, exe = exe, detached_copy(exe)
+            if event.name == FINISHED and exe.children:
+                abandoned = self._abandoned(exe, event, now, blind)
+                if abandoned is not None:
+                    return abandoned
             controlled = self._control(exe, event, now, blind)
             if controlled is not None:
                 return controlled
@@ -398,6 +402,21 @@ class Worker:
         if exe.retry is not None and name != CANCEL and not _fires_retry(exe, event):
             return self._hold(exe, event, blind, now)
         return None
+
+    def _abandoned(self, exe: Execution, event: Event, now: float, blind: bool) -> HandleResult | None:
+        """The finished notice of a child the execution abandoned (``parent_close: abandon``): consumed,
+        traced as ignored with why, and the child forgotten; ``None``: not such a notice."""
+        child_id = event.data.get("child_id")
+        ref = exe.children.get(child_id) if isinstance(child_id, str) else None
+        if ref is None or not ref.abandoned:
+            return None
+        del exe.children[cast(str, child_id)]
+        self._commit(exe, [], event.id, blind, trace={
+            "event": event.name, "event_id": event.id, "from": exe.active_path, "to": exe.active_path,
+            "status": exe.status, "ignored": True, "at": now,
+            "reason": f"child {child_id} {event.data.get('status', 'finished')}, but it was abandoned when "
+                      f"{exe.id} left {ref.path} (parent_close: abandon): its end is not applied"})
+        return HandleResult.IGNORED
 
     def _reset(self, exe: Execution, event: Event, now: float, blind: bool) -> HandleResult:
         """Move ``exe`` to a named configuration (:mod:`durastate.engine.reset`), deliver the reset's own event
