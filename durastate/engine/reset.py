@@ -25,7 +25,8 @@ timers armed, invokes, regions and maps started), then ``always`` transitions se
 whether the exit and entry actions of those states run: ``none`` (the default: an operator's move has no
 side effects) or ``transition`` (as a transition would run them). A failed execution has no active
 states left (its failure disarmed its timers and cancelled its children), so it is entered from the top,
-without exit actions. A context patch (RFC 7386 JSON merge patch: ``null`` deletes a key) is applied
+without exit actions; its run timeout, if it had one before the failed step, is armed again (unless
+that timeout is what failed it). A context patch (RFC 7386 JSON merge patch: ``null`` deletes a key) is applied
 before anything is entered, so entry actions and timers see it.
 """
 
@@ -38,7 +39,7 @@ from typing import Any, Literal, cast
 from durastate.engine.control import ControlError
 from durastate.engine.definition import Definition
 from durastate.engine.expressions import ACTIVE
-from durastate.engine.ids import RETRY_PATH
+from durastate.engine.ids import RETRY_PATH, RUN_TIMEOUT_PATH, TIMEOUT
 from durastate.engine.interpreter import Run, StepResult
 from durastate.engine.model import Event, Execution, TimerOp
 from durastate.engine.tables import Tables
@@ -203,6 +204,16 @@ def _run_class(inline: bool) -> type[Run]:
     return type("ResetRun", (_Quiet, Run), {})
 
 
+def _deadline_before(exe: Execution) -> float | None:
+    """The run timeout a failed execution had armed before its failed step (``None``: none, or it is the
+    timeout that failed it)."""
+    failure = exe.failure
+    if failure is None or (failure.event.name == TIMEOUT and failure.event.data.get("path") == RUN_TIMEOUT_PATH):
+        return None
+    at = failure.before.get("timers", {}).get(RUN_TIMEOUT_PATH)
+    return float(at) if isinstance(at, int | float) else None
+
+
 def _domain(t: Tables, states: list[int], floor: int) -> int:
     """The deepest compound state (or ``floor``) that is a proper ancestor of every one of ``states``."""
     s = t.parent[states[0]]
@@ -244,11 +255,17 @@ def reset(defn: Definition, exe: Execution, event: Event, request: ResetRequest,
     run.quiet = request.actions == "none"
     try:
         if status == "failed" or before is None:
-            # Nothing is active any more: its failure disarmed the timers and cancelled the children.
+            # Nothing is active any more: its failure disarmed the timers and cancelled the children (an
+            # abandoned child is kept: its notice is still traced when it comes). The run timeout it had
+            # before the failed step is armed again, unless that timeout is what failed it.
+            deadline = _deadline_before(exe)
             for path in list(exe.timers):
                 run._timer(TimerOp("cancel", path))
             exe.timers.clear()
-            exe.children.clear()
+            if deadline is not None:
+                exe.timers[RUN_TIMEOUT_PATH] = deadline
+                run._timer(TimerOp("schedule", RUN_TIMEOUT_PATH, deadline))
+            exe.children = {cid: ref for cid, ref in exe.children.items() if ref.abandoned}
             exe.maps.clear()
             exe.leaves = []
             exe.error = exe.outcome = None

@@ -120,3 +120,26 @@ def test_a_bad_timeout_at_the_start_is_refused_and_nothing_is_queued(rt: LocalRu
         rt.start("slow", execution_id="b", timeout=bad)
     rt.run_until_idle()
     assert rt.get("b") is None
+
+
+def test_a_reset_keeps_the_deadline_and_one_of_a_failed_execution_arms_it_again(
+        rt: LocalRuntime, store: ExecutionStore, clock: ManualClock) -> None:
+    reg = DefinitionRegistry()
+    reg.register(load_definition({**slow(timeout="1h"), "states": {
+        "working": {"on": {"done": "finished", "break": "broken"}},
+        "broken": {"entry": [{"assign": {"x": {"div": [1, 0]}}}]},
+        "finished": {"type": "final", "outcome": "ok"}}}))
+    local = LocalRuntime(store, reg, clock=clock)
+    local.start("slow", execution_id="s")
+    local.run_until_idle()
+    deadline = clock() + 3600
+    local.send("s", Event(id="b", name="break"))
+    local.run_until_idle()
+    assert local.get("s").status == "failed"  # type: ignore[union-attr]
+    local.reset("s", ["working"])
+    local.run_until_idle()
+    s = local.get("s")
+    assert s is not None and (s.status, s.timers) == ("running", {RUN_TIMEOUT_PATH: deadline})
+    clock.advance(3600)
+    local.run_until_idle()
+    assert local.get("s").error == "timed out: the run did not end within its timeout of 1h"  # type: ignore[union-attr]
