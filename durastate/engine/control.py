@@ -1,4 +1,5 @@
-"""Control of an execution from outside its statechart: suspend, resume, terminate, hold, redrive.
+"""Control of an execution from outside its statechart: suspend, resume, terminate, hold, redrive (and, in
+:mod:`durastate.engine.reset`, reset to a named configuration).
 
 These are not transitions of the user's chart; they act on the execution as a whole, the way Step
 Functions' StopExecution and RedriveExecution or Temporal's terminate, pause and reset do. Like the

@@ -178,10 +178,14 @@ def resolve_configuration(defn: Definition, exe: Execution, to: Sequence[str]) -
 def check_reset(defn: Definition, exe: Execution, to: Sequence[str]) -> list[str]:
     """What a reset of ``exe`` to ``to`` would be refused for, checked before it is sent (changes nothing):
     raises :class:`ResetRefused`; returns the resolved state paths."""
+    _check_status(exe)
+    return [defn.tables.paths[s] for s in resolve_configuration(defn, exe, to)]
+
+
+def _check_status(exe: Execution) -> None:
     if exe.status not in RESETTABLE:
         raise ResetRefused(f"execution {exe.id} is {exe.status}; only a {', '.join(RESETTABLE[:-1])} or "
                            f"{RESETTABLE[-1]} execution can be reset")
-    return [defn.tables.paths[s] for s in resolve_configuration(defn, exe, to)]
 
 
 class _Quiet:
@@ -231,7 +235,7 @@ def reset(defn: Definition, exe: Execution, event: Event, request: ResetRequest,
     or a timer value that fails while entering): ``exe`` may then be half changed and must be thrown away,
     as a step's is after a failed callable.
     """
-    check_reset(defn, exe, request.to)
+    _check_status(exe)
     t = defn.tables
     want = resolve_configuration(defn, exe, request.to)
     status, before, leaves_before = exe.status, exe.active_path, list(exe.leaves)
