@@ -50,8 +50,12 @@ lint: $(FULL_STAMP)
 typecheck: $(FULL_STAMP)
 	$(VENV)/bin/mypy
 
+# Two test processes (pytest-xdist), a whole file to each at a time: a module's fixtures (the LocalStack deploy,
+# a local stack) are set up once, and the slow process-level tests overlap the fast ones. PYTEST_ARGS adds to
+# it (`make unit PYTEST_ARGS="-m 'not slow'"`); XDIST="" runs in one process.
+XDIST ?= -n 2 --dist loadfile
 unit: $(FULL_STAMP) $(NODE_STAMP)
-	PATH="$(CURDIR)/node_modules/.bin:$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) -m pytest -q $(PYTEST_ARGS)
+	PATH="$(CURDIR)/node_modules/.bin:$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) -m pytest -q $(XDIST) $(PYTEST_ARGS)
 
 ## bench: run the benchmarks and write bench/results/
 bench: $(FULL_STAMP) $(NODE_STAMP)

@@ -10,6 +10,7 @@ Settings come from CDK context (``cdk.json`` or ``-c key=value``):
   durastate:sweeperRateMinutes / durastate:relayBackstopMinutes        (defaults 1 / 5)
   durastate:retentionDays   purge executions ended longer ago      (default: unset, never purge)
   durastate:trace           record a trace step per commit         (default false: only failed steps)
+  durastate:history         keep every trace step, not the newest 200 (default false)
   durastate:timerHops       timers due within 15 min take the SQS delay hop (default true; false: sweeper only)
   durastate:workerMaxConcurrency  the worker event source's maximum concurrency (default 10)
   durastate:taskFunctions   Lambda functions definitions run as tasks, names or ARNs, comma-separated
@@ -74,6 +75,7 @@ def main() -> None:
         relay_backstop_rate=cdk.Duration.minutes(int(_context(app, "relayBackstopMinutes", "5"))),
         retention=_days(_context(app, "retentionDays", "")),
         trace=_flag(_context(app, "trace", "false"), "trace"),
+        history=_flag(_context(app, "history", "false"), "history"),
         timer_hops=_flag(_context(app, "timerHops", "true"), "timerHops"),
         worker_max_concurrency=int(_context(app, "workerMaxConcurrency", "10")),
         task_functions=[f.strip() for f in _context(app, "taskFunctions", "").split(",") if f.strip()],

@@ -25,7 +25,7 @@ from typing import Any
 
 from bench import report
 
-SECTIONS = ("engine", "stores", "dynamo", "dynamo_local", "growth", "queue")
+SECTIONS = ("engine", "stores", "dynamo", "dynamo_local", "growth", "queue", "telemetry")
 
 FULL = {
     "engine": {"cycles": 800, "repeats": 9},
@@ -38,6 +38,7 @@ FULL = {
     "queue": {"sizes": {"memory": 2000, "sqlite NORMAL": 2000, "sqlite FULL": 400, "postgres": 400,
                         "queue sqlite NORMAL": 2000, "queue sqlite FULL": 400, "queue postgres": 320},
               "repeats": 5},
+    "telemetry": {"events": 2000, "repeats": 9},
 }
 QUICK = {
     "engine": {"cycles": 60, "repeats": 5},
@@ -50,6 +51,7 @@ QUICK = {
     "queue": {"sizes": {"memory": 400, "sqlite NORMAL": 400, "sqlite FULL": 80, "postgres": 80,
                         "queue sqlite NORMAL": 400, "queue sqlite FULL": 80, "queue postgres": 80},
               "repeats": 3},
+    "telemetry": {"events": 400, "repeats": 5},
 }
 TINY = {  # the smoke test: every code path, no meaningful numbers
     "engine": {"cycles": 2, "repeats": 1, "warmup": False},
@@ -62,12 +64,13 @@ TINY = {  # the smoke test: every code path, no meaningful numbers
     "queue": {"sizes": dict.fromkeys(("memory", "sqlite NORMAL", "sqlite FULL", "postgres", "queue sqlite NORMAL",
                                       "queue sqlite FULL", "queue postgres"), 10),
               "m": 2, "repeats": 1, "warmup": False, "peer": "installed", "breakdown_events": 10},
+    "telemetry": {"events": 5, "repeats": 1, "warmup": False},
 }
 
 
 def run(sizes: dict[str, Any], only: tuple[str, ...] = SECTIONS, log: Any = print) -> dict[str, Any]:
     """Run the selected sections; each result (or its error) lands under its name."""
-    from bench import dynamo_cost, dynamo_cost_local, engine, growth, queue_path, stores
+    from bench import dynamo_cost, dynamo_cost_local, engine, growth, queue_path, stores, telemetry
 
     results: dict[str, Any] = {}
 
@@ -103,6 +106,8 @@ def run(sizes: dict[str, Any], only: tuple[str, ...] = SECTIONS, log: Any = prin
             results["growth_pg"] = {"skipped": f"PostgreSQL not reachable at {stores.PG_DSN}"}
     if "queue" in only:
         section("queue", lambda: queue_path.run(**sizes["queue"], log=log))
+    if "telemetry" in only:
+        section("telemetry", lambda: telemetry.run(**sizes["telemetry"]))
     return results
 
 

@@ -632,6 +632,8 @@ def write(out: Path, results: dict[str, Any], info: dict[str, str], command: str
         growth_md(results.get("growth_dynamo"), results.get("growth_pg"), targets),
         "## The queue path, and the other durable engine (harel)",
         queue_md(results.get("queue"), targets),
+        "## OpenTelemetry: the worker's cost per event, off and on",
+        telemetry_md(results.get("telemetry"), targets),
     ]
     local = results.get("dynamo_local")
     targets += [t for t in in_process
@@ -666,6 +668,26 @@ def write(out: Path, results: dict[str, Any], info: dict[str, str], command: str
     text = "\n".join(head) + "\n\n" + "\n\n".join(body) + ("\n\n" + notes if notes else "") + "\n"
     (out / "README.md").write_text(text, encoding="utf-8")
     return text
+
+
+def telemetry_md(res: dict[str, Any] | None, targets: list[list[str]]) -> str:
+    target = "Telemetry: tracing off ≥ 95 % of the extra absent (worker, chart 1)"
+    bad = _failed("telemetry", res)
+    if bad:
+        targets.append([target, "n/a", bad])
+        return bad
+    assert res is not None
+    from bench.telemetry import ABSENT, OFF
+
+    s: dict[str, Series] = res["series"]
+    rows = [[name, fmt_series(ser), "—" if name == ABSENT else _ratio(res["ratios"][name])]
+            for name, ser in s.items()]
+    off = res["ratios"][OFF]
+    targets.append([target, _ok(off[0] >= 0.95), _ratio(off)])
+    return (f"The engine section's headline worker (`Worker.handle` on `DictStore`, a full commit per event), "
+            f"{res['events']} chart-1 events per run, {res['repeats']} interleaved repeats (`bench/telemetry.py` "
+            "says what each row is).\n\n"
+            + table(["worker", "events/s median (min–max)", "÷ extra absent, per-repeat median (min–max)"], rows))
 
 
 _ENGINE_INTRO = (

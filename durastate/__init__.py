@@ -26,6 +26,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from durastate.errors import (
+    BackfillRefused,
     ControlRefused,
     DefinitionError,
     DeliveryFailed,
@@ -42,6 +43,7 @@ from durastate.errors import (
     StoreConflict,
     StoreThrottled,
     StoreUnavailable,
+    TelemetryUnavailable,
     TimerNotDue,
     UnknownDefinition,
     UnknownDefinitionVersion,
@@ -74,6 +76,7 @@ _LAZY: dict[str, str] = {
 }
 
 __all__ = [
+    "BackfillRefused",
     "ControlRefused",
     "Definition",
     "DefinitionError",
@@ -97,6 +100,7 @@ __all__ = [
     "StoreConflict",
     "StoreThrottled",
     "StoreUnavailable",
+    "TelemetryUnavailable",
     "TimerNotDue",
     "UnknownDefinition",
     "UnknownDefinitionVersion",

@@ -16,7 +16,7 @@ execution that already exists is a no-op anyway. Without ``execution_id`` a fres
 passes the same id, and the event is applied once.
 
 Control: ``cancel``, ``suspend``, ``resume`` and ``reset`` are events, queued behind the execution's others;
-``terminate`` and ``redrive`` are compare-and-swap commits to the store (the client needs one). Dead
+``terminate``, ``redrive`` and ``migrate`` are compare-and-swap commits to the store (the client needs one). Dead
 letters — the events the worker could never apply — are read, replayed and dropped through the
 transport's box: ``dead_letters()``, ``replay_dead_letters()``, ``drop_dead_letter()`` (on AWS build the
 client with ``dlq_url``).
@@ -25,8 +25,8 @@ client with ``dlq_url``).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable, Collection, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from durastate.engine.ids import (
     CANCEL,
@@ -39,12 +39,18 @@ from durastate.engine.ids import (
 )
 from durastate.engine.model import START, Event, Execution, new_id
 from durastate.engine.run_timeout import check_start_timeout
+from durastate.engine.tasks import heartbeat_message
 from durastate.engine.values import check_event_id, check_execution_id
 from durastate.errors import DurastateError, MalformedEvent, ReservedId
 from durastate.store import control as store_control
 from durastate.store.base import ExecutionPage, ExecutionStore
 from durastate.transport.base import DeadLetter, DeadLetterBox, DeadLetterPage, Transport
+from durastate.transport.tracecontext import current_traceparent, stamp
 from durastate.transport.wire import new_event
+
+if TYPE_CHECKING:
+    from durastate.engine.definition import Definition
+    from durastate.store.migration import Migration
 
 __all__ = ["DurastateClient", "start_event", "start_event_id"]
 
@@ -124,7 +130,7 @@ class DurastateClient:
         if self.definitions is not None:
             self.definitions.get(definition_id)  # raises UnknownDefinition naming the known ones
         exe_id = check_execution_id(execution_id) if execution_id is not None else new_id()
-        self.transport.send([(exe_id, start_event(exe_id, definition_id, context, timeout))])
+        self._send([(exe_id, start_event(exe_id, definition_id, context, timeout))])
         return exe_id
 
     def send(self, execution_id: str, name: str, data: dict[str, Any] | None = None,
@@ -136,7 +142,7 @@ class DurastateClient:
         if name.startswith("durastate.") and name != "durastate.cancel":
             raise MalformedEvent(f"{name!r} is a reserved event name; use start() to start an execution, "
                                  "cancel()/suspend()/resume() to control one")
-        self.transport.send([(execution_id, event)])
+        self._send([(execution_id, event)])
         return event.id
 
     def send_many(self, messages: Sequence[tuple[str, Event]]) -> None:
@@ -145,7 +151,12 @@ class DurastateClient:
         messages = list(messages)
         for target_id, event in messages:
             _check_producer(target_id, event)
-        self.transport.send(messages)
+        self._send(messages)
+
+    def _send(self, messages: Sequence[tuple[str, Event]]) -> None:
+        """Enqueue, each event carrying the caller's active OpenTelemetry span (if there is one): the span
+        that applies it links to it (:mod:`durastate.runtime.telemetry`)."""
+        self.transport.send(stamp(messages, current_traceparent()))
 
     # -- control -------------------------------------------------------------------------------------
     def cancel(self, execution_id: str, reason: str | None = None, *, event_id: str | None = None) -> str:
@@ -166,7 +177,17 @@ class DurastateClient:
         check_event_id(execution_id, "execution id")
         data: dict[str, Any] = {} if reason is None else {"reason": reason}
         event = new_event(name, data, event_id or derived_id(execution_id, name.rsplit(".", 1)[1], time.time_ns()))
-        self.transport.send([(execution_id, event)])
+        self._send([(execution_id, event)])
+        return event.id
+
+    def heartbeat(self, task_id: str, details: Any = None, *, execution_id: str | None = None) -> str:
+        """Report that task ``task_id`` is alive, with ``details`` (JSON: progress, a checkpoint) the
+        execution keeps as the task's last heartbeat. With a ``heartbeat_timeout`` the task must heartbeat
+        at least that often, or it fails with ``TaskTimeout``. ``execution_id`` is needed only for a task
+        id too long to hold it (the task receives both). Returns the heartbeat's event id; a heartbeat
+        for a task that is no longer running is ignored (traced), not an error."""
+        target, event = heartbeat_message(task_id, details, execution_id)
+        self.transport.send([(target, event)])
         return event.id
 
     def reset(self, execution_id: str, to: Sequence[str], *, actions: str = "none",
@@ -183,7 +204,7 @@ class DurastateClient:
             store_control.check_reset_of(self.store, self.definitions, execution_id, list(to))
         event = store_control.reset_event(execution_id, list(to), actions=actions, context_patch=context_patch,
                                           send=send, reason=reason, by=by, request=request_id)
-        self.transport.send([(execution_id, event)])
+        self._send([(execution_id, event)])
         return event.id
 
     def terminate(self, execution_id: str, reason: str | None = None) -> Execution:
@@ -195,6 +216,25 @@ class DurastateClient:
         """Restore a failed execution to the state before its failed step and queue that step's event
         again (through the outbox: the relay delivers it). Returns that event. Needs the store."""
         return store_control.redrive(self._store("redrive an execution"), execution_id, self.clock).event
+
+    def migrate(self, definition_id: str, from_version: str, to: Definition | None = None,
+                mapping: Mapping[str, str] | None = None, *, ids: Collection[str] | None = None,
+                statuses: Collection[str] | None = None, dry_run: bool = False) -> Migration:
+        """Move running and suspended executions of ``definition_id`` from ``from_version`` to ``to``'s version
+        (default: the client's ``definitions``' copy) — only ``ids``, or only those in ``statuses``, when
+        given — as ``durastate migrate`` does (:func:`~durastate.store.migration.migrate_executions`: one
+        commit each, nothing moved if any would be stranded). Needs the store."""
+        from durastate.store.migration import migrate_executions
+
+        store = self._store("migrate executions")
+        if to is None:
+            if self.definitions is None:
+                raise DurastateError("pass the target version's definition as to=, or build the client with "
+                                     "definitions=")
+            to = self.definitions.get(definition_id)
+        assert to is not None
+        return migrate_executions(store, definition_id, from_version, to, mapping, ids=ids, statuses=statuses,
+                                  clock=self.clock, dry_run=dry_run)
 
     # -- dead letters ----------------------------------------------------------------------------------
     def _box(self) -> DeadLetterBox:
@@ -234,6 +274,11 @@ class DurastateClient:
     def trace(self, execution_id: str) -> list[dict[str, Any]]:
         """The execution's step trace, oldest first (the last ``trace_max`` steps)."""
         return self._store().read_trace(execution_id)
+
+    def history(self, execution_id: str) -> list[dict[str, Any]]:
+        """Every recorded step of the execution, oldest first: its whole history when the store keeps
+        histories (``history=True``, ``?history=1``), else what its trace ring holds."""
+        return self._store().read_history(execution_id)
 
     def list(self, definition_id: str | None = None, status: str | Sequence[str] | None = None,
              roots_only: bool = False, limit: int = 100, cursor: str | None = None, *,

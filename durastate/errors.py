@@ -250,6 +250,11 @@ class ScheduleError(DefinitionError):
         Exception.__init__(self, f"{head}invalid schedules: {body}")
 
 
+class BackfillRefused(DurastateError, ValueError):
+    """A ``schedules backfill`` that cannot run as asked (``--from`` after ``--to``, ``--to`` in the future,
+    too many ticks); nothing was started."""
+
+
 class UnknownSchedule(DurastateError):
     """No schedule of that name is stored (or it was removed from the definitions folder)."""
 
@@ -263,3 +268,7 @@ class UnknownSchedule(DurastateError):
 
     def __reduce__(self) -> tuple[object, ...]:
         return (type(self), (self.name, self.known))
+
+
+class TelemetryUnavailable(DurastateError):
+    """``DURASTATE_OTEL=1`` asks for OpenTelemetry spans, and the ``otel`` extra is not installed."""

@@ -115,6 +115,7 @@ OPTIONAL_LIBRARIES = frozenset({
     "starlette", "uvicorn", "jinja2", "markupsafe",
     "PIL",  # durastate.render.png, lazily (the `cli` extra)
     "pytest",  # durastate.testing.pytest_plugin, lazily (the kit's plain functions need only durastate)
+    "opentelemetry",  # durastate.runtime.telemetry, lazily (the `otel` extra; looked up in sys.modules)
 })
 IMPORT_TIME_EXTRAS: dict[str, frozenset[str]] = {
     "durastate.cli": frozenset({"typer", "rich", "click"}),  # the `cli` extra

@@ -46,7 +46,7 @@ HOMES = {
 
 #: Client libraries of the optional extras (and the heavy dev/bench tools): never loaded by ``import durastate``.
 HEAVY = ("boto3", "botocore", "aiobotocore", "psycopg", "psycopg_pool", "rich", "typer", "click",
-         "aws_lambda_powertools", "moto", "matplotlib")
+         "aws_lambda_powertools", "moto", "matplotlib", "opentelemetry")
 
 
 def user_errors() -> set[str]:

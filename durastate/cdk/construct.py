@@ -338,14 +338,17 @@ class DurastateEngine(Construct):
       bundle_layer: no layer: the engine layer's contents go into each function's code instead (default
         off). For LocalStack community, whose Lambda runs a function's own code and ignores its layers.
       trace: record a trace step per commit (off by default: it makes state-only commits transactions).
+      history: keep every trace step of an execution (``durastate history``, the replay check), not a ring
+        of the newest 200; the steps still expire with ``trace_ttl`` (off by default).
       processed_ttl / trace_ttl: how long dedupe marks (default 14 days, longer than the queue's
         retention) and trace steps (default 7 days) live before DynamoDB's TTL may delete them.
       retention: purge executions that ended longer ago than this (off by default): each sweeper run also
         turns up to ``retention_batches`` batches of 500 of them into tombstones, which keep recognising
         their events for ``tombstone_ttl`` (default 14 days) before the executions table's TTL deletes them.
-      schedules: ``{name: {definition, cron | rate, timezone, context, catch_up, overlap, grace}}``, as in a
-        ``schedules:`` file of the definitions folder (either or both; a name in both is an error). The
-        existing sweeper stores and fires them: no new resource, only its grants on the records.
+      schedules: ``{name: {definition, cron | rate, timezone, context, catch_up, overlap, grace, start_at,
+        end_at, jitter}}``, as in a ``schedules:`` file of the definitions folder (either or both; a name in
+        both is an error). The existing sweeper stores and fires them: no new resource, only its grants on
+        the records.
       task_functions: the Lambda functions that definitions invoke as tasks (``invoke: {task: {lambda:
         ...}}``), as functions of the app or by name or ARN: the relay, which runs tasks, may invoke these
         and no others (``lambda:InvokeFunction`` on exactly their ARNs).
@@ -383,6 +386,7 @@ class DurastateEngine(Construct):
         layer_code: lambda_.Code | None = None,
         functions_dir: str | Path = FUNCTIONS_DIR,
         trace: bool = False,
+        history: bool = False,
         processed_ttl: cdk.Duration | None = None,
         trace_ttl: cdk.Duration | None = None,
         retention: cdk.Duration | None = None,
@@ -492,6 +496,8 @@ class DurastateEngine(Construct):
             "POWERTOOLS_METRICS_NAMESPACE": "durastate",
             "POWERTOOLS_LOG_LEVEL": "INFO",
         }
+        if history:  # only when asked: a template without it is the one every earlier deploy had
+            environment["DURASTATE_HISTORY"] = "1"
         if self.timers_queue is not None:
             environment["DURASTATE_TIMERS_QUEUE_URL"] = self.timers_queue.queue_url
         if retention is not None:

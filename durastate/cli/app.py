@@ -24,8 +24,8 @@ from durastate.errors import DefinitionError, DurastateError, ScheduleError
 
 COMMAND_MODULES: tuple[str, ...] = (
     "durastate.cli.executions",
-    "durastate.cli.control",  # cancel, suspend, resume, terminate, redrive
-    "durastate.cli.aws_queue",  # adds --queue-url / DURASTATE_QUEUE_URL to start, send, cancel, suspend, resume
+    "durastate.cli.control",  # cancel, suspend, resume, terminate, redrive, heartbeat
+    "durastate.cli.aws_queue",  # adds --queue-url / DURASTATE_QUEUE_URL to the commands that queue one event
     "durastate.cli.serve",
     "durastate.cli.dead_letters",  # durastate dead-letters list | show | replay | drop
     "durastate.cli.definitions",

@@ -56,7 +56,7 @@ QueueUrlOption = Annotated[str | None, typer.Option(
     help="Enqueue on this SQS FIFO queue (the AWS stack's) instead of the local store's inbox; "
          "the deployed worker applies it.")]
 
-_WRAPPED = ("start", "send", "cancel", "suspend", "resume", "reset")
+_WRAPPED = ("start", "send", "cancel", "suspend", "resume", "reset", "heartbeat")
 """The commands that get ``--queue-url``: those that queue an event for one execution."""
 
 
@@ -214,10 +214,21 @@ def _reset_on_queue(url: str, args: dict[str, Any]) -> None:
     output.say(f"queued reset for {execution_id} (event {event.id}) on {url}; the worker applies it")
 
 
+def _heartbeat_on_queue(url: str, args: dict[str, Any]) -> None:
+    """``heartbeat``: the task's heartbeat, sent in its execution's FIFO group (the task id is its proof)."""
+    details = args.get("details")
+    client = queue_client(url)
+    with aws_errors("SQS", _where(url)):
+        eid = client.heartbeat(str(args["task_id"]), parse_json_object(details, "--details") if details else None,
+                               execution_id=args.get("execution_id"))
+    output.say(f"queued heartbeat for task {args['task_id']} (event {eid}) on {url}; the worker applies it")
+
+
 _ON_QUEUE: dict[str, Callable[[str, dict[str, Any]], None]] = {
     "start": _start_on_queue,
     "send": _send_on_queue,
     **{verb: _control_on_queue(verb) for verb in ("cancel", "suspend", "resume")},
     "reset": _reset_on_queue,
+    "heartbeat": _heartbeat_on_queue,
 }
 """What each command of :data:`_WRAPPED` does with a queue URL, given its arguments by name."""

@@ -42,6 +42,15 @@ def open_cli_store(url: str, retries: int, *, create: bool = True) -> ExecutionS
     error, not a new empty store — ``durastate list --store sqlite:///typo.db`` must say so, not answer
     "no executions". A file this process may not write is opened read-only.
     """
+    from durastate.store.urls import split_history
+
+    url, history = split_history(url)
+    store = _open_cli_store(url, retries, create=create)
+    store.history = history
+    return store
+
+
+def _open_cli_store(url: str, retries: int, *, create: bool) -> ExecutionStore:
     from durastate.store import open_store
 
     scheme = urlsplit(url).scheme.lower()

@@ -1,4 +1,5 @@
-"""Commands that control executions: ``cancel``, ``suspend``, ``resume``, ``reset``, ``terminate``, ``redrive``.
+"""Commands that control executions: ``cancel``, ``suspend``, ``resume``, ``reset``, ``terminate``, ``redrive``,
+and a task's ``heartbeat``.
 
 ``cancel``, ``suspend``, ``resume`` and ``reset`` are events: they queue behind the execution's other events (in
 the durable inbox, or on the SQS queue with ``--queue-url``) and apply in order. ``terminate`` and
@@ -17,10 +18,11 @@ import typer
 
 from durastate.cli import output
 from durastate.cli.clock import command_clock
-from durastate.cli.common import StoreOption, session
+from durastate.cli.common import StoreOption, parse_json_object, session
 from durastate.cli.delivery import deliver, queued_start
 from durastate.cli.session import Session, UsageError
 from durastate.engine.model import Event
+from durastate.engine.tasks import heartbeat_message
 from durastate.engine.values import check_event_id
 from durastate.errors import UnknownExecution
 from durastate.store.control import (
@@ -48,6 +50,7 @@ def register(app: typer.Typer) -> None:
     app.command("reset")(reset)
     app.command("terminate")(terminate_)
     app.command("redrive")(redrive_)
+    app.command("heartbeat")(heartbeat)
 
 
 def control_event(verb: str, execution_id: str, reason: str | None = None, event_id: str | None = None) -> Event:
@@ -63,10 +66,10 @@ def control_event(verb: str, execution_id: str, reason: str | None = None, event
     return build(execution_id, reason, event_id)
 
 
-def _deliver(sess: Session, execution_id: str, event: Event, verb: str) -> None:
+def _deliver(sess: Session, execution_id: str, event: Event, verb: str, *, witnessed: bool = False) -> None:
     if sess.store.load(execution_id) is None and queued_start(sess, execution_id) is None:
         raise UnknownExecution(execution_id)  # (a start still queued counts: this queues behind it)
-    result = deliver(sess, execution_id, event)
+    result = deliver(sess, execution_id, event, witnessed=witnessed)
     if result.queued:
         output.say(f"queued {verb} for {execution_id} (event {event.id}); `durastate serve` applies it")
         return
@@ -105,6 +108,23 @@ def resume(
 ) -> None:
     """Resume suspended execution ID: what it kept meanwhile applies now, in order."""
     _deliver(session(ctx, store), execution_id, control_event("resume", execution_id, event_id=event_id), "resume")
+
+
+def heartbeat(
+    ctx: typer.Context,
+    task_id: Annotated[str, typer.Argument(metavar="TASK_ID", help="The task's `task_id` (it receives it).")],
+    details: Annotated[str | None, typer.Option("--details", "-D", metavar="JSON", help="Progress the execution "
+                                                "keeps as the task's last heartbeat (a JSON object).")] = None,
+    execution_id: Annotated[str | None, typer.Option("--execution", metavar="ID", help="The task's execution "
+                                                     "(read from TASK_ID unless the id is a hashed one).")] = None,
+    store: StoreOption = None,
+) -> None:
+    """Report that task TASK_ID is alive: a task with a `heartbeat_timeout` must do so that often, or it fails
+    with TaskTimeout. A heartbeat for a task that is no longer running is ignored (traced)."""
+    sess = session(ctx, store)
+    target, event = heartbeat_message(task_id, parse_json_object(details, "--details") if details else None,
+                                      execution_id)
+    _deliver(sess, target, event, "heartbeat", witnessed=True)
 
 
 def terminate_(

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -21,7 +20,6 @@ from durastate.engine.explore import Exploration, explore
 from durastate.engine.model import Execution
 from durastate.engine.registry import DEFINITION_SUFFIXES, duplicate_ids
 from durastate.engine.schedules import is_schedule_file
-from durastate.engine.versions import canonical_form
 from durastate.errors import DefinitionError, UnknownExecution
 from durastate.runtime.definitions import IMPORTED_SUFFIXES, folder_files, load_file
 
@@ -64,12 +62,24 @@ def validate(
         "--domain", metavar="KEY=V1,V2",
         help="With --explore: values a start context (context.KEY) or event data (event.KEY) may hold; "
              "JSON values, repeatable.")] = None,
+    replay_files: Annotated[list[Path] | None, typer.Option(
+        "--replay", metavar="HISTORY",
+        help="Also replay a recorded history (`durastate history ID --json > HISTORY`) through the definition "
+             "and fail on the first step whose transition, actions or context would differ; repeatable.")] = None,
+    from_store: Annotated[bool, typer.Option(
+        "--from-store", help="Also replay the histories of executions of each definition in the store "
+                             "(--against STORE, else --store / DURASTATE_STORE); see --replay.")] = False,
+    replay_limit: Annotated[int, typer.Option(
+        "--replay-limit", metavar="N", min=1,
+        help="With --from-store: replay at most N executions per definition (default 100).")] = 100,
+    store: StoreOption = None,
 ) -> None:
     """Check definition files and report every problem in each, with its path in the document.
 
     Files of one folder are checked together as the runtime loads them: two of them with the same id
     are both invalid. With --against STORE, also fail when a definition changed so that a running execution
-    would be stranded (it would run on the new version and sits in a state it no longer has).
+    would be stranded (it would run on the new version and sits in a state it no longer has). With --replay
+    HISTORY or --from-store, also fail when a recorded history would run differently on it.
     """
     if not files:
         folder = session(ctx, definitions=definitions).definitions_dir
@@ -107,8 +117,8 @@ def validate(
         domains = _domains(domain or [])
         for _, valid, _ in results:
             if valid is not None:
-                unseen = sorted(k for k in _event_refs(valid) if f"event.{k}" not in domains)
-                explored[valid.id] = (explore(valid, explore_limit, domains), unseen)
+                found = explore(valid, explore_limit, domains)
+                explored[valid.id] = (found, found.unvalued_event_keys)
     if as_json:
         output.print_json([{"file": str(p), "id": d.id if d else None, "valid": d is not None and not issues,
                             "issues": issues, "warnings": warnings.get(p, []),
@@ -138,10 +148,20 @@ def validate(
     if problems:
         output.error(f"exploration found {problems} problem{'s' if problems != 1 else ''}")
         raise typer.Exit(1)
+    validated = [d for _, d, _ in results if d is not None]
+    if replay_files or from_store:
+        from durastate.cli.replay import replay_files as replay_histories
+        from durastate.cli.replay import replay_store, report_replays
+
+        reports = replay_histories(replay_files or [], validated)
+        if from_store:
+            reports += replay_store(session(ctx, against or store, definitions).store, validated, replay_limit)
+        if report_replays(reports, as_json):
+            raise typer.Exit(1)
     if against is not None:
         from durastate.cli.versions import check_against
 
-        check_against(session(ctx, against, definitions), [d for _, d, _ in results if d is not None], strict)
+        check_against(session(ctx, against, definitions), validated, strict)
 
 
 def _domains(specs: list[str]) -> dict[str, list[Any]]:
@@ -168,37 +188,33 @@ def _print_exploration(result: Exploration, unseen: list[str], limit: int) -> No
     plural = "s" if result.configurations != 1 else ""
     output.say(Text(f"    explored {result.configurations} configuration{plural} ({bound})",
                     style="red" if result.findings else "green"))
+    cov = result.coverage
+    whole = not cov.never_reached and not cov.never_taken
+    output.say(Text(f"    {cov.describe()}", style="green" if whole else "yellow"))
     for finding in result.findings:
         output.say(Text(f"    {finding.describe()}", style="red"))
+    if any(f.kind == "failure" for f in result.findings):
+        output.say(Text("    hint: an execution that takes these steps fails the same way; fix the definition "
+                        "(a default in its context, a guard that checks the value first), or give the values that "
+                        "can really come with --domain context.KEY=… / event.KEY=…", style="yellow"))
     if unseen:
         hint = " ".join(f"--domain event.{k}=…" for k in unseen)
-        output.say(Text(f"    note: guards and actions read $event.{', $event.'.join(unseen)}, which no --domain "
-                        f"gives values for; transitions that need them were not explored ({hint})", style="yellow"))
+        output.say(Text(f"    note: guards compare $event.{', $event.'.join(unseen)} with no constant and no --domain "
+                        f"gives values for it; transitions that need them may not have been tried ({hint})",
+                        style="yellow"))
 
 
 def _exploration_json(result: Exploration, unseen: list[str]) -> dict[str, Any]:
     return {"configurations": result.configurations, "complete": result.complete,
             "findings": [{"kind": f.kind, "active_path": f.active_path, "events": list(f.events),
                           "detail": f.detail} for f in result.findings],
+            "coverage": {"states": len(result.coverage.states),
+                         "states_reached": len(result.coverage.reached & set(result.coverage.states)),
+                         "transitions": len(result.coverage.transitions),
+                         "transitions_taken": len(result.coverage.taken & set(result.coverage.transitions)),
+                         "never_reached": result.coverage.never_reached,
+                         "never_taken": result.coverage.never_taken},
             "undomained_event_keys": unseen}
-
-
-_EVENT_REF = re.compile(r"\$event\.([A-Za-z_][A-Za-z0-9_]*)")
-
-
-def _event_refs(defn: Definition) -> set[str]:
-    """The top-level ``$event.KEY`` names the definition reads from the events it is sent (not from the
-    child endings ``on_done``/``on_error`` and a map's ``output`` see, which the exploration makes itself)."""
-
-    def sent(node: Any) -> Any:
-        if isinstance(node, dict):
-            return {k: sent({**v, "output": None} if k == "map" and isinstance(v, dict) else v)
-                    for k, v in node.items() if k not in ("on_done", "on_error")}
-        if isinstance(node, list):
-            return [sent(v) for v in node]
-        return node
-
-    return set(_EVENT_REF.findall(json.dumps(sent(canonical_form(defn)), default=str)))
 
 
 def _same_folder_clashes(loaded: list[tuple[Path, Definition]]) -> dict[Path, list[str]]:

@@ -1,4 +1,4 @@
-"""Commands about executions: ``start``, ``send``, ``show``, ``list``, ``trace``.
+"""Commands about executions: ``start``, ``send``, ``show``, ``list``, ``trace``, ``history``.
 
 ``start`` and ``send`` check what they can before anything is queued — the definition exists, the JSON
 parses, the execution exists (or its start is already queued), the definition handles the event — and
@@ -35,7 +35,7 @@ from durastate.engine.model import CANCEL, ENDED, RESERVED_PREFIX, START, STATUS
 from durastate.engine.run_timeout import check_start_timeout
 from durastate.engine.values import check_event_id, check_execution_id
 from durastate.errors import InvalidValue, UnknownExecution
-from durastate.store.base import ExecutionStore
+from durastate.store.base import ExecutionStore, keeps_history
 
 
 def register(app: typer.Typer) -> None:
@@ -44,6 +44,7 @@ def register(app: typer.Typer) -> None:
     app.command("show")(show)
     app.command("list")(list_)
     app.command("trace")(trace)
+    app.command("history")(history)
 
 
 def start(
@@ -294,12 +295,54 @@ def trace(
         if as_json:
             output.print_json(steps)
         elif not steps:
-            output.note(f"no trace recorded for {execution_id}")
+            output.note(no_trace_note(sess.store, execution_id))
         for step in [] if as_json else steps:
             for line in view.render(step):
                 output.say(line)
         return
     follow_trace(sess.store, execution_id, steps, view, as_json, interval, until_ended)
+
+
+def no_trace_note(store: ExecutionStore, execution_id: str) -> str:
+    """What an empty trace means: on AWS (a DynamoDB store) the deployment may record only failed steps."""
+    if type(store).__module__.startswith("durastate.store.dynamodb."):  # (no import: boto3 is an extra)
+        return (f"no trace step recorded for {execution_id}: on AWS only the steps that fail are recorded unless "
+                "the deployment traces every step (DURASTATE_TRACE=1: cdk deploy -c durastate:trace=true), and "
+                "none of its steps failed")
+    return f"no trace recorded for {execution_id}"
+
+
+def history(
+    ctx: typer.Context,
+    execution_id: Annotated[str, typer.Argument(metavar="ID")],
+    ids: Annotated[bool, typer.Option("--ids/--no-ids", help="Show event ids (default: on).")] = True,
+    as_json: Annotated[bool, typer.Option("--json", help="One step a line (JSON Lines), as stored: what "
+                                                         "`validate --replay FILE` reads.")] = False,
+    store: StoreOption = None,
+) -> None:
+    """Print every recorded step of execution ID, oldest first — its whole history when the store keeps
+    histories (a store URL with ?history=1), not only the trace's newest steps."""
+    sess = session(ctx, store)
+    if sess.store.load(execution_id) is None:
+        raise UnknownExecution(execution_id)
+    steps = sess.store.read_history(execution_id)
+    if not keeps_history(sess.store):
+        output.warn(f"this store keeps only the newest {sess.store.trace_max} steps of an execution: open it "
+                    "with ?history=1 in its URL (DURASTATE_STORE) to keep whole histories")
+    elif steps and steps[0].get("index") != 0:
+        output.warn(f"the history of {execution_id} begins at step #{steps[0].get('index')}: the steps before "
+                    "were trimmed before the store kept histories")
+    if as_json:
+        for step in steps:
+            output.console.file.write(json.dumps(step, default=str) + "\n")
+        output.console.file.flush()
+        return
+    if not steps:
+        output.note(no_trace_note(sess.store, execution_id))
+    view = TraceView(show_ids=ids)
+    for step in steps:
+        for line in view.render(step):
+            output.say(line)
 
 
 def follow_trace(store: ExecutionStore, execution_id: str, first: list[dict[str, Any]], view: TraceView,

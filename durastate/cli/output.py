@@ -157,16 +157,23 @@ def show_execution(exe: Execution, children: Sequence[Execution] = (), now: floa
             child = by_id.get(cid)
             status = child.status if child else ref.status
             outcome = child.outcome if child else ref.outcome
-            table.add_row(*_cells(cid, ref.kind, ref.path, status_text(status, outcome),
-                                  relative(child.active_path, ref.path) if child and child.active_path
-                                  else "-"))
+            if ref.kind == "task" and ref.heartbeat_at is not None:  # a task's progress: its last heartbeat
+                active = f"heartbeat {when(ref.heartbeat_at, now)}: {compact(ref.heartbeat, 60)}"
+            elif child and child.active_path:
+                active = relative(child.active_path, ref.path)
+            else:
+                active = "-"
+            table.add_row(*_cells(cid, ref.kind, ref.path, status_text(status, outcome), active))
         console.print(table)
 
 
 def map_progress(path: str, progress: MapProgress, *, ended: bool = False) -> str:
-    """One line of a map state's progress: ``charging: 40 started, 35 done, 2 failed of 100 (3 running)``;
-    ``ended``: the execution ended in the map state, which cancelled the children still running."""
-    running = "the execution ended: none running" if ended else f"{progress.running} running"
+    """One line of a map state's progress: ``charging: 40 started, 35 done, 2 failed of 100 (3 running)``
+    (``…, 1 waiting to be retried``: failed items whose retry's backoff runs); ``ended``: the execution
+    ended in the map state, which cancelled the children still running."""
+    waiting = len(progress.retries)
+    running = "the execution ended: none running" if ended else f"{progress.running - waiting} running" + (
+        f", {waiting} waiting to be retried" if waiting else "")
     line = (f"{path}: {progress.started} started, {progress.done} done, {progress.failed} failed of "
             f"{progress.total} ({running})")
     if progress.cancelled:

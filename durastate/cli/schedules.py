@@ -1,4 +1,4 @@
-"""``durastate schedules list | pause | resume | trigger``: the schedules stored in a store.
+"""``durastate schedules list | pause | resume | trigger | backfill | delete``: the schedules stored in a store.
 
 Schedules are written in a ``schedules:`` file of the definitions folder; ``durastate serve`` stores them
 when it starts (:func:`sync_definitions_schedules`) and its sweeps start their executions. These commands
@@ -19,7 +19,7 @@ from rich.text import Text
 
 from durastate.cli import clock, output
 from durastate.cli.common import DefinitionsOption, JsonOption, StoreOption, session
-from durastate.cli.session import Session
+from durastate.cli.session import Session, UsageError
 from durastate.engine.definition import Definition, load_definition
 from durastate.engine.durations import format_duration
 from durastate.engine.registry import definition_files
@@ -28,6 +28,9 @@ from durastate.errors import DefinitionError
 from durastate.runtime.schedules import (
     ScheduleState,
     SyncReport,
+    backfill_schedule,
+    delete_schedule,
+    get_schedule,
     list_schedules,
     pause_schedule,
     resume_schedule,
@@ -38,7 +41,7 @@ from durastate.runtime.schedules import (
 schedules_app = typer.Typer(
     name="schedules", no_args_is_help=True, rich_markup_mode="rich",
     help="Schedules that start executions (from a `schedules:` file in the definitions folder): list, pause, "
-         "resume or trigger them.")
+         "resume, trigger, backfill or delete them.")
 
 NameArgument = Annotated[str, typer.Argument(metavar="NAME", help="The schedule's name (its key under "
                                                                   "`schedules:`).")]
@@ -93,7 +96,7 @@ def list_(
         table.add_column(col)
     for s in states:
         spec = s.spec
-        state = Text("removed", style="dim") if s.removed else (
+        state = Text("deleted" if s.deleted else "removed", style="dim") if s.removed else (
             Text("paused", style="yellow") if s.paused else Text("active", style="green"))
         table.add_row(Text(s.name), Text(spec.definition if spec else "?"),
                       Text(spec.expression() if spec else "(invalid spec)"), Text(_next(s, now)), state,
@@ -127,6 +130,58 @@ def trigger(ctx: typer.Context, name: NameArgument, store: StoreOption = None,
     sess = session(ctx, store, definitions)
     execution_id = trigger_schedule(sess.store, name, clock.now())
     output.say(f"triggered {name}: started {execution_id}, `durastate serve` applies it")
+
+
+@schedules_app.command("backfill")
+def backfill(
+    ctx: typer.Context,
+    name: NameArgument,
+    from_: Annotated[str, typer.Option("--from", metavar="TIME", help="The first tick to start (ISO 8601, e.g. "
+                                       "2026-03-01T00:00; read in the schedule's timezone unless it has an "
+                                       "offset).")],
+    to: Annotated[str, typer.Option("--to", metavar="TIME", help="The last tick to start (at most now).")],
+    store: StoreOption = None,
+    definitions: DefinitionsOption = None,
+) -> None:
+    """Start the schedule's ticks from --from to --to (both included) that have no execution yet: each
+    once, as the execution the tick would have started. Ticks already run are skipped; running it again
+    starts nothing more."""
+    sess = session(ctx, store, definitions)
+    state = get_schedule(sess.store, name)
+    if state.spec is None:
+        raise UsageError(f"schedule {name}'s stored spec does not validate: sync it from the definitions folder "
+                         "(`durastate serve`) first")
+    start, end = (_instant(state.spec, option, text) for option, text in (("--from", from_), ("--to", to)))
+    done = backfill_schedule(sess.store, name, start, end, clock.now())
+    skipped = f"; {len(done.existing)} already ran" if done.existing else ""
+    output.say(f"backfilled {name}: started {len(done.started)} tick(s){skipped}"
+               + (", `durastate serve` applies them" if done.started else ""))
+    for eid in done.started:
+        output.say(f"    {eid}")
+
+
+@schedules_app.command("delete")
+def delete(ctx: typer.Context, name: NameArgument, store: StoreOption = None,
+           definitions: DefinitionsOption = None) -> None:
+    """Stop the schedule for good: its timer is cancelled, no tick fires again (its record and the executions
+    it started stay readable). Remove it from the `schedules:` file too, or the next `serve` stores it again."""
+    sess = session(ctx, store, definitions)
+    delete_schedule(sess.store, name, clock.now())
+    try:
+        still = name in definitions_schedules(sess)
+    except DefinitionError:  # an invalid folder: `serve` would refuse it anyway
+        still = False
+    output.say(f"deleted {name}: its timer is cancelled, no tick starts again"
+               + ("; it is still in the definitions folder's `schedules:` file, remove it there or the next "
+                  "`durastate serve` stores it again" if still else ""))
+
+
+def _instant(spec: ScheduleSpec, option: str, text: str) -> float:
+    try:
+        return spec.instant(text)
+    except ValueError:
+        raise UsageError(f"{option} {text!r} is not an ISO 8601 time; write e.g. 2026-03-01T09:00 (in the "
+                         "schedule's timezone) or 2026-03-01T09:00+01:00") from None
 
 
 def check_schedule_files(paths: Sequence[Path], loaded: Sequence[tuple[Path, Definition]]
@@ -185,5 +240,6 @@ def _next(s: ScheduleState, now: float) -> str:
 
 def _json(s: ScheduleState) -> dict[str, Any]:
     return {"name": s.name, "spec": s.spec.to_dict() if s.spec else s.record.context.get("spec"),
-            "paused": s.paused, "removed": s.removed, "next_tick": s.next_tick, "last_tick": s.last_tick,
+            "paused": s.paused, "removed": s.removed, "deleted": s.deleted, "next_tick": s.next_tick,
+            "last_tick": s.last_tick,
             "last_execution_id": s.last_execution_id, "last_started_at": s.last_started_at}

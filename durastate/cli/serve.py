@@ -9,8 +9,10 @@ Several ``serve`` processes may share one store: the inbox hands each execution'
 them at a time.
 
 ``--until-idle`` and ``--once`` make it a batch job for scripts; ``--advance DURATION`` (``90s``, ``15m``,
-``14d``, ``2d 3h``) runs on a clock that far ahead of real time, to fire timers in a demo or a test without
-waiting for them.
+``14d``, ``2d 3h``) runs the server through that much time at once, to fire timers in a demo or a test
+without waiting for them: what is due now first, then each timer at the time it falls due (what it arms
+counts from there), step by step (:func:`_advance`). The store keeps the clock where the advance left it
+(:mod:`durastate.cli.clock`), so ``show`` and ``list`` afterwards tell the times ``serve`` committed.
 
 An event that can never apply as it is (a definition missing from ``--definitions``, an event for an
 execution that does not exist, …) is kept as a dead letter with its reason — in the store's
@@ -41,7 +43,7 @@ import typer
 from rich.text import Text
 
 from durastate.cli import output
-from durastate.cli.clock import command_clock
+from durastate.cli.clock import command_clock, manual_instant, move_offset, store_offset
 from durastate.cli.common import DefinitionsOption, StoreOption, parse_duration_option, session
 from durastate.cli.dead_letters import command_hint
 from durastate.cli.dead_letters import describe as describe_letter
@@ -83,8 +85,8 @@ def serve(
                                        )] = False,
     advance: Annotated[float, typer.Option(
         "--advance", metavar="DURATION", parser=parse_duration_option,
-        help="Run on a clock this far ahead of real time: 90s, 15m, 14d, 2d 3h or seconds (fires timers early; "
-             "demos, tests).")
+        help="Serve through this much time at once: 90s, 15m, 14d, 2d 3h or seconds. What is due now first, then "
+             "each timer when it falls due; the store keeps the moved clock (demos, tests).")
     ] = 0.0,
     poll: Annotated[float, typer.Option("--poll", metavar="SECONDS", min=0.01,
                                         help="How long to wait when idle before looking again.")] = 0.2,
@@ -120,7 +122,7 @@ def serve(
     """Apply queued events, relay what executions emit and fire due timers, until stopped."""
     sess = session(ctx, store, definitions, creates=True)
     _configure_logging()
-    clock = command_clock(advance)
+    clock = command_clock()  # the store's clock: --advance moves it, step by step (_advance)
     transport = sess.inbox
     if transport is None:
         output.note(f"{sess.scheme}:// has no durable queue here: serving only what this process finds "
@@ -143,31 +145,75 @@ def serve(
     with _stop_on_signals(stop):
         # Printed once Ctrl-C / SIGTERM stop cleanly: a supervisor may wait for this line.
         output.note(f"serving {redact(sess.store_url)} ({mode}{shift})")
-        backoff = Backoff(max(poll, FIRST_ERROR_WAIT), max(poll, MAX_ERROR_WAIT))
+        rounds = _Rounds(runtime, stop, total, Backoff(max(poll, FIRST_ERROR_WAIT), max(poll, MAX_ERROR_WAIT)),
+                         poll)
+        if advance:
+            _advance(sess, clock, advance, rounds, once)
+            if not stop.is_set():
+                output.note(f"clock moved {format_duration(advance)}: {_clock_state()}")
+        if not stop.is_set() and not (advance and (until_idle or once)):
+            rounds.run(until_idle=until_idle, once=once)
+    _summary(sess, total, clock, interrupted=stop.is_set())
+
+
+class _Rounds:
+    """Serve rounds until idle, one round, or until stopped; a transient failure is retried after a wait."""
+
+    def __init__(self, runtime: LocalRuntime, stop: threading.Event, total: RunStats, backoff: Backoff,
+                 poll: float) -> None:
+        self.runtime, self.stop, self.total, self.backoff, self.poll = runtime, stop, total, backoff, poll
+
+    def run(self, *, until_idle: bool, once: bool) -> None:
         failed = 0  # rounds failed in a row
-        while not stop.is_set():
+        while not self.stop.is_set():
             stats = RunStats()
             try:
-                runtime.run_once(stats)
+                self.runtime.run_once(stats)
             except Exception as err:
-                _merge(total, stats)  # what the round applied before it failed was committed
+                _merge(self.total, stats)  # what the round applied before it failed was committed
                 if not is_transient(err):
                     raise  # one line and exit status 1, from the app
                 failed += 1
-                delay = backoff.delay(failed)
+                delay = self.backoff.delay(failed)
                 reason = " ".join(str(err).split()) or "no details"
                 output.warn(f"round failed ({type(err).__name__}: {reason}); retrying in {delay:.1f}s")
-                _wait(stop, delay)
+                _wait(self.stop, delay)
                 continue
             failed = 0
-            _merge(total, stats)
+            _merge(self.total, stats)
             if once:
                 break
             if stats.idle:
                 if until_idle:
                     break
-                _wait(stop, poll)
-    _summary(sess, total, clock, interrupted=stop.is_set())
+                _wait(self.stop, self.poll)
+
+
+def _advance(sess: Session, clock: Callable[[], float], advance: float, rounds: _Rounds, once: bool) -> None:
+    """``--advance``: serve what is due now, then move the store's clock to the next timer that falls due
+    within ``advance`` and serve again, step by step, and at last to the end of ``advance``.
+
+    So a timer fires at its own time, and what it arms (a follow-up timer, a child's timeout) counts from
+    then, as if the server had run through those hours; every step's offset is stored before its round
+    (:func:`~durastate.cli.clock.move_offset`), so nothing is committed at a time the store's clock has not
+    reached, even when a signal stops the run half-way."""
+    start = store_offset()
+    end = start + advance
+    rounds.run(until_idle=not once, once=once)
+    while not rounds.stop.is_set() and store_offset() < end:
+        now = clock()
+        horizon = now + (end - store_offset())
+        due = [fire_at for _, _, fire_at in sess.store.due_timers(horizon, since=now) if fire_at > now]
+        offset = end if not due else min(end, store_offset() + (min(due) - now))
+        move_offset(sess.store, offset, clock() + (offset - store_offset()))
+        rounds.run(until_idle=not once, once=once)
+
+
+def _clock_state() -> str:
+    """Where the store's clock stands now, for the line after an advance."""
+    base = "DURASTATE_CLOCK" if manual_instant() is not None else "real time"
+    return (f"this store's clock is {format_duration(store_offset())} ahead of {base}, "
+            "for every command on it")
 
 
 @contextlib.contextmanager
@@ -237,13 +283,18 @@ class _ReportingWorker(Worker):
     def __init__(self, inner: Worker, sess: Session) -> None:
         super().__init__(inner.store, inner.registry, inner.clock, inner.max_conflict_retries,
                          copy_on_load=inner.copy_on_load, trace=inner.trace,
-                         keep_committed=inner.keep_committed, exclusive=inner.exclusive)
+                         keep_committed=inner.keep_committed, exclusive=inner.exclusive,
+                         telemetry=inner.telemetry)
         self._sess = sess
+        self._day = time.strftime("%Y-%m-%d", time.localtime(self.clock()))
 
     def handle(self, target_id: str, event: Event) -> HandleResult:
         result = super().handle(target_id, event)
         line = Text()
-        line.append(time.strftime("%H:%M:%S ", time.localtime(self.clock())), style="dim")  # the command's clock
+        at = time.localtime(self.clock())  # the command's clock
+        # the date too once --advance has moved it past the day the server started on
+        shown = "%H:%M:%S " if time.strftime("%Y-%m-%d", at) == self._day else "%Y-%m-%d %H:%M:%S "
+        line.append(time.strftime(shown, at), style="dim")
         line.append(f"{target_id:<14}", style="bold")
         line.append(f" ← {output.describe_event(event):<22}")
         if result is HandleResult.APPLIED:

@@ -70,6 +70,10 @@ class Session:
         self._store_opt = store
         self._definitions_opt = definitions
         self._closers: list[Any] = []
+        from durastate.cli.clock import read_offset, use_store_offset  # it imports this module
+
+        # Every clock of this command reads the offset its store keeps (``serve --advance`` moved it).
+        use_store_offset(lambda: read_offset(self.store))
 
     # -- resolved settings ------------------------------------------------------------------------
     @cached_property
@@ -167,6 +171,9 @@ class Session:
         return transport
 
     def close(self) -> None:
+        from durastate.cli.clock import use_store_offset
+
+        use_store_offset(None)  # the store is closed: a later session reads its own
         closers, self._closers = self._closers, []
         for close in closers:
             with contextlib.suppress(Exception):  # closing must never hide the command's result or error

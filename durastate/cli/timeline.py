@@ -24,11 +24,14 @@ __all__ = ["TraceView", "local_stamp", "local_when"]
 
 _RESERVED_NAMES = {"durastate.start": "start", "durastate.timeout": "timeout", "durastate.finished": "child finished",
                    "durastate.cancel": "cancel", "durastate.suspend": "suspend", "durastate.resume": "resume",
-                   "durastate.terminate": "terminate", "durastate.catch": "catch"}
+                   "durastate.terminate": "terminate", "durastate.catch": "catch",
+                   "durastate.heartbeat": "task heartbeat"}
 
 _SHOWN = {"index", "event", "event_id", "from", "to", "ignored", "status", "outcome", "error", "log", "at",
           "data", "data_cut", "context", "context_cut", "emits", "emits_cut", "timers", "timers_cut", "spawns",
-          "spawns_cut", "transitions", "steps"}
+          "spawns_cut", "transitions", "steps",
+          # What a kept history adds for the replay check (durastate.engine.tracing): not for reading.
+          "data_full", "context_full", "emits_digest", "seed"}
 """Fields the timeline prints in their own way; any other field (a control record's ``reason``, a retry's
 ``attempt``) is printed as ``key=value`` at the end of the step's line."""
 

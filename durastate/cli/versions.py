@@ -23,16 +23,16 @@ from durastate.engine.definition import Definition
 from durastate.engine.migration import mapping_issues, parse_mapping
 from durastate.engine.model import Execution
 from durastate.engine.versions import definition_version
-from durastate.errors import MigrationRefused
-from durastate.store.definitions import archive_version, list_versions, load_version
+from durastate.store.definitions import list_versions, load_version
 from durastate.store.migration import (
     UNVERSIONED,
     Candidate,
     DeployCheck,
     candidates,
     deploy_check,
-    migrate_execution,
+    migrate_executions,
     pinned_executions,
+    stranded_refusal,
 )
 
 versions_app = typer.Typer(
@@ -111,10 +111,18 @@ def migrate(
         help="Where a state went: old.path=new.path (its descendants follow). Repeat for each state.")] = None,
     dry_run: Annotated[bool, typer.Option(
         "--dry-run", help="Show the executions and what would change; change nothing.")] = False,
+    ids: Annotated[list[str] | None, typer.Option(
+        "--id", metavar="EXECUTION",
+        help="Move only this execution (repeat for each); it must be on --from and running or suspended.")] = None,
+    statuses: Annotated[list[str] | None, typer.Option(
+        "--status", metavar="STATUS",
+        help="Move only the executions in this status: running or suspended (repeat for both; default both).")
+    ] = None,
     store: StoreOption = None,
     definitions: DefinitionsOption = None,
 ) -> None:
-    """Move the running (and suspended) executions of DEFINITION from one version to another.
+    """Move the running (and suspended) executions of DEFINITION from one version to another (or only
+    those --id names, or only those in a --status).
 
     Each execution moves in one commit: its active state, history and armed timers are renamed through
     --map (a state not mapped keeps its path), and its trace says so. If any execution sits in a state
@@ -136,7 +144,7 @@ def migrate(
     issues = mapping_issues(mapping, old, new)
     if issues:
         raise UsageError("; ".join(issues))
-    found = candidates(sess.store, definition, from_version, old, new, mapping)
+    found = candidates(sess.store, definition, from_version, old, new, mapping, ids=ids, statuses=statuses)
     stranded = [c for c in found if c.plan.unmapped]
     _show(found, dry_run)
     if stranded:
@@ -145,17 +153,12 @@ def migrate(
         output.say(f"dry run: {len(found)} execution(s) of {definition} would move from {from_version} to "
                    f"{new_version}; nothing changed")
         return
-    archive_version(sess.store, new, clock.now())  # the executions moved need it after the next change
-    moved = 0
-    for c in found:
-        try:
-            done = migrate_execution(sess.store, c.execution.id, from_version, old, new, mapping,
-                                     clock.command_clock())
-        except ValueError as err:  # it moved on since it was planned, to a state the mapping does not cover
-            output.warn(f"{c.execution.id} not migrated: {err}")
-            continue
-        if done is not None:
-            moved += 1
+    done = migrate_executions(sess.store, definition, from_version, new, mapping, old=old,
+                              ids=[c.execution.id for c in found], statuses=statuses,
+                              clock=clock.command_clock()) if found else None
+    for execution_id, why in (done.skipped.items() if done else ()):
+        output.warn(f"{execution_id} not migrated: {why}")
+    moved = len(done.moved) if done else 0
     output.say(f"migrated {moved} execution(s) of {definition} from {from_version} to {new_version}")
 
 
@@ -195,17 +198,11 @@ def _show(found: list[Candidate], dry_run: bool) -> None:
 
 
 def _refuse(definition: str, from_version: str, to_version: str, stranded: list[Candidate]) -> None:
-    states: dict[str, None] = {}
     for c in stranded:
         output.say(Text.assemble((c.execution.id, "bold red"),
                                  f"  {c.execution.status} in {c.execution.active_path or '-'}: would be stranded "
                                  f"(no {', '.join(c.plan.unmapped)} in {to_version})"))
-        states.update(dict.fromkeys(c.plan.unmapped))
-    maps = " ".join(f"--map {s}=<new path>" for s in states)
-    raise MigrationRefused(
-        f"{len(stranded)} execution(s) of {definition} on {from_version} sit in states that version {to_version} "
-        f"does not have: {', '.join(states)}; nothing was migrated. Say where they went: {maps}",
-        {c.execution.id: c.plan.unmapped for c in stranded})
+    raise stranded_refusal(definition, from_version, to_version, stranded)
 
 
 def check_against(sess: Session, defns: list[Definition], strict: bool) -> None:

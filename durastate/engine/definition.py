@@ -168,6 +168,12 @@ class Invoke(BaseModel):
     """Tasks only: the JSON the task receives (``$context.x`` references allowed; default ``{}``)."""
     timeout: float | str | None = None
     """Tasks only: abandon the task as failed (``TaskTimeout``) when it has not answered after this long."""
+    heartbeat_timeout: float | str | None = None
+    """Tasks only: abandon the task as failed (``TaskTimeout``) when this long passes without a heartbeat
+    from it (counted from its start, then from each heartbeat)."""
+    cancel_url: str | None = None
+    """HTTP tasks only: where the relay POSTs a cancel request when the execution stops waiting for the task
+    (it left the state, ended, or the task timed out) while it may still run."""
     context: dict[str, Any] = Field(default_factory=dict)
     """Values (``$context.x`` references allowed) that seed the child's context."""
     retry: dict[str, Any] | None = None
@@ -187,8 +193,10 @@ class Map(BaseModel):
     item's child starts, with ``$item`` and ``$index`` beside ``$context``. ``output`` (default
     ``$event.output``: the child's whole final context) is what is kept of each finished child, with
     ``$event`` the child's ``durastate.finished`` notice. ``tolerate``: how many failed children the map
-    accepts (their output is ``null`` and they are listed in ``$event.failed``); one more takes
-    ``on_error`` and cancels the children still running.
+    accepts — a count, or a percentage of the items such as ``"10%"`` (rounded down) — (their output is
+    ``null`` and they are listed in ``$event.failed``); one more takes ``on_error`` and cancels the
+    children still running. ``invoke.retry``: a failed child's item is started again, as a new child,
+    by the same policy as an invoke's retry; it counts as failed only once its tries run out.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -197,7 +205,8 @@ class Map(BaseModel):
     invoke: Invoke
     max_concurrency: int = Field(default=10, ge=1, le=1000)
     output: Any = "$event.output"
-    tolerate: int = Field(default=0, ge=0)
+    tolerate: Any = 0
+    """A count of failed children (``3``) or a percentage of the items (``"10%"``); checked at compile."""
 
 
 class State(BaseModel):

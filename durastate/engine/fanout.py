@@ -6,7 +6,7 @@ charging:
     items: $context.orders                                  # evaluated on entry: a JSON array
     invoke: {definition: charge, context: {order: $item, n: $index}}
     max_concurrency: 10                                     # children running at once (default 10)
-    tolerate: 0                                             # failed children accepted (default 0)
+    tolerate: 0                                             # failed children accepted: a count, or "10%"
   on_done: {target: done, actions: [{assign: {results: $event.outputs}}]}
   on_error: failed
 ```
@@ -29,8 +29,16 @@ cancels the children still running and takes ``on_error`` with that child's noti
 Leaving the state (any transition out, a cancel, the end of the execution) cancels the running
 children.
 
-A ``retry`` policy on the map's ``invoke`` is refused at load: retry inside the child definition (a
-``call`` with a retry policy), or accept failures with ``tolerate``.
+``tolerate`` is a count or a percentage of the items (``10%``: of 25 items, 2 may fail — rounded down).
+
+A ``retry`` policy on the map's ``invoke`` retries each item by the same policy as an invoke's retry
+(:mod:`durastate.engine.retry`: ``max_attempts``, ``backoff``, ``on`` matched against the child's error
+type): a failed child whose policy has tries left is followed, after the backoff, by a new child for the
+same item (a new derived id, ``attempt`` one more), and only a child whose tries ran out counts as
+failed (for ``tolerate`` and ``on_error``). While it waits the item keeps its place in the window, so
+``max_concurrency`` still bounds the children running; the map keeps the items of its running children
+(:attr:`~durastate.engine.model.MapProgress.running_items`) so it can start one again, and the waiting
+ones in ``retries``, with ONE timer for the map state (``~invoke:<path>``) at the earliest of them.
 
 Pure, like the rest of the engine: it only changes the execution and adds to the step's result.
 """
@@ -43,15 +51,17 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from durastate.engine.expressions import Issues, Value, compile_value
-from durastate.engine.ids import cancel_event_id, child_execution_id, start_event_id
-from durastate.engine.model import CANCEL, START, ChildRef, Event, MapProgress
+from durastate.engine.ids import REINVOKE_PREFIX, cancel_event_id, child_execution_id, start_event_id
+from durastate.engine.model import CANCEL, START, ChildRef, Event, MapProgress, TimerOp
+from durastate.engine.retry import RetryPolicy, parse_retry
+from durastate.engine.tasks import task_only
 
 if TYPE_CHECKING:
     from durastate.engine.definition import State
     from durastate.engine.interpreter import Run
 
 __all__ = ["DEFAULT_MAX_CONCURRENCY", "ITEM_EVENT", "CompiledMap", "compile_map", "enter", "leave",
-           "on_finished", "start"]
+           "on_finished", "parse_tolerate", "retry_due", "start"]
 
 DEFAULT_MAX_CONCURRENCY = 10
 """Children a map runs at once unless it says otherwise (``max_concurrency``: 1 to 1000)."""
@@ -73,8 +83,35 @@ class CompiledMap:
     """Evaluated with ``(parent context, an ITEM_EVENT)``: ``$item``/``$index`` were rewritten to its data."""
     output: Value
     max_concurrency: int
-    tolerate: int
+    tolerate: int | None
+    """A count of failed children accepted (None: ``tolerate_percent`` says)."""
+    tolerate_percent: float | None
+    retry: RetryPolicy | None
     site: str
+
+    def tolerated(self, total: int) -> int:
+        """How many failed children a map of ``total`` items accepts."""
+        if self.tolerate is not None:
+            return self.tolerate
+        return int(total * (self.tolerate_percent or 0.0) // 100)
+
+
+def parse_tolerate(value: Any, where: str, issues: Issues) -> tuple[int | None, float | None]:
+    """``tolerate``: a whole number of failed children (``3``) or a percentage of the items (``"10%"``,
+    0 to 100); ``(count, None)`` or ``(None, percent)``, an issue appended for anything else."""
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value, None
+    if isinstance(value, str) and value.strip().endswith("%"):
+        number = value.strip()[:-1].strip()
+        try:
+            percent = float(number)
+        except ValueError:
+            percent = -1.0
+        if 0 <= percent <= 100 and number:
+            return None, percent
+    issues.append(f"{where}: must be a whole number of failed children from 0 (e.g. 3) or a percentage of the "
+                  f"items from 0% to 100% (e.g. \"10%\"), got {value!r}")
+    return 0, None
 
 
 # -- load -------------------------------------------------------------------------------------------------
@@ -119,14 +156,13 @@ def compile_map(node: State, kind: str, at: Callable[[str], str], issues: Issues
         issues.append(f"{site}.invoke: a map invokes a child definition per item (`definition`, `context`); "
                       "to run a task per item, map over a definition whose state invokes the task")
         definition = ""
-    elif spec.invoke.input is not None or spec.invoke.timeout is not None:
-        issues.append(f"{site}.invoke: `input` and `timeout` are for tasks; a map's child gets `context`")
+    elif task_only(spec.invoke):
+        issues.append(f"{site}.invoke: `{task_only(spec.invoke)}` is for tasks; a map's child gets `context`")
     if spec.invoke.parent_close is not None:
         issues.append(f"{site}.invoke.parent_close: a map's children are always cancelled when the map state "
                       "is left; invoke from a state of its own to choose terminate or abandon")
-    if spec.invoke.retry is not None:
-        issues.append(f"{site}.invoke.retry: a map does not retry its items; retry inside the child definition "
-                      "(a `call` with a `retry` policy), or accept failed items with `tolerate`")
+    retry = None if spec.invoke.retry is None else parse_retry(spec.invoke.retry, f"{site}.invoke.retry", issues)
+    tolerate, percent = parse_tolerate(spec.tolerate, f"{site}.tolerate", issues)
     items = spec.items
     if not (isinstance(items, list) or (isinstance(items, str) and items.startswith("$") and not items.startswith("$$"))
             or (isinstance(items, dict) and len(items) == 1)):
@@ -139,7 +175,9 @@ def compile_map(node: State, kind: str, at: Callable[[str], str], issues: Issues
         context=compile_value(ctx_spec, f"{site}.invoke.context", issues),
         output=compile_value(spec.output, f"{site}.output", issues),
         max_concurrency=spec.max_concurrency,
-        tolerate=spec.tolerate,
+        tolerate=tolerate,
+        tolerate_percent=percent,
+        retry=retry,
         site=site,
     )
 
@@ -188,30 +226,70 @@ def start(run: Run) -> None:
 def _fill(run: Run, s: int, progress: MapProgress) -> None:
     """Start children until ``max_concurrency`` run or no item is left. The contexts of all of them are
     evaluated first, so a value that fails leaves no half-started window behind."""
-    t, exe = run.t, run.exe
-    m = t.maps[s]
+    m = run.t.maps[s]
     room = min(m.max_concurrency - progress.running, len(progress.pending))
     if room <= 0:
         return
-    run.site = m.site + ".invoke.context"
-    contexts: list[dict[str, Any]] = []
-    for k in range(room):
-        index = progress.started + k
-        child_ctx = m.context(exe.context, _event(run.event.id, ITEM_EVENT,
-                                                  {"item": progress.pending[k], "index": index}))
-        if not isinstance(child_ctx, dict):
-            raise TypeError(f"map invoke context must evaluate to a mapping, got {type(child_ctx).__name__}")
-        contexts.append(copy.deepcopy(child_ctx))
+    contexts = [_item_context(run, s, progress.pending[k], progress.started + k) for k in range(room)]
+    items = progress.pending[:room]
     del progress.pending[:room]
-    path = t.paths[s]
-    for child_ctx in contexts:
-        exe.invoke_seq += 1
-        cid = child_execution_id(exe.id, exe.invoke_seq)
-        exe.children[cid] = ChildRef(path=path, kind="map", index=progress.started)
-        progress.started += 1
+    for item, child_ctx in zip(items, contexts, strict=True):
+        if m.retry is not None:
+            progress.running_items[str(progress.started)] = item
         progress.outputs.append(None)  # (grows as the items shrink: the parent holds each item once)
-        data = {"definition_id": m.definition, "context": child_ctx, "parent_id": exe.id, "child_id": cid}
-        run.res.emits.append((cid, _event(start_event_id(cid), START, data)))
+        progress.started += 1
+        _start_child(run, s, progress.started - 1, 1, child_ctx)
+
+
+def _start_child(run: Run, s: int, index: int, attempt: int, child_ctx: dict[str, Any]) -> None:
+    """Start the child of item ``index`` (its ``attempt``-th try): a new derived id, its start emitted."""
+    t, exe = run.t, run.exe
+    m = t.maps[s]
+    exe.invoke_seq += 1
+    cid = child_execution_id(exe.id, exe.invoke_seq)
+    exe.children[cid] = ChildRef(path=t.paths[s], kind="map", index=index, attempt=attempt)
+    data = {"definition_id": m.definition, "context": child_ctx, "parent_id": exe.id, "child_id": cid}
+    run.res.emits.append((cid, _event(start_event_id(cid), START, data)))
+
+
+def _item_context(run: Run, s: int, item: Any, index: int) -> dict[str, Any]:
+    m = run.t.maps[s]
+    run.site = m.site + ".invoke.context"
+    child_ctx = m.context(run.exe.context, _event(run.event.id, ITEM_EVENT, {"item": item, "index": index}))
+    if not isinstance(child_ctx, dict):
+        raise TypeError(f"map invoke context must evaluate to a mapping, got {type(child_ctx).__name__}")
+    return copy.deepcopy(child_ctx)
+
+
+def _arm_retry(run: Run, s: int, progress: MapProgress) -> None:
+    """The map's one retry timer at its earliest waiting retry (cancelled when none waits)."""
+    key = REINVOKE_PREFIX + run.t.paths[s]
+    timers = run.exe.timers
+    if progress.retries:
+        at = min(float(r["at"]) for r in progress.retries)
+        if timers.get(key) != at:
+            timers[key] = at
+            run._timer(TimerOp("schedule", key, at))
+    elif timers.pop(key, None) is not None:
+        run._timer(TimerOp("cancel", key))
+
+
+def retry_due(run: Run, s: int) -> bool:
+    """The retry timer of map state ``s`` fired: start the next try of every item whose backoff is over."""
+    progress = run.exe.maps.get(run.t.paths[s])
+    if progress is None:
+        return False
+    due = [r for r in progress.retries if float(r["at"]) <= run.now]
+    if not due and progress.retries:  # fired a little early (the worker's skew): the earliest is due
+        first = min(float(r["at"]) for r in progress.retries)
+        due = [r for r in progress.retries if float(r["at"]) == first]
+    contexts = [_item_context(run, s, r["item"], int(r["index"])) for r in due]
+    progress.retries = [r for r in progress.retries if r not in due]
+    for r, child_ctx in zip(due, contexts, strict=True):
+        progress.running_items[str(r["index"])] = r["item"]
+        _start_child(run, s, int(r["index"]), int(r["attempt"]), child_ctx)
+    _arm_retry(run, s, progress)
+    return True
 
 
 def _done_data(progress: MapProgress) -> dict[str, Any]:
@@ -239,6 +317,8 @@ def leave(run: Run, s: int) -> None:
     path = run.t.paths[s]
     _cancel_running(run, path)
     run.exe.maps.pop(path, None)
+    if run.exe.timers.pop(REINVOKE_PREFIX + path, None) is not None:
+        run._timer(TimerOp("cancel", REINVOKE_PREFIX + path))
 
 
 def on_finished(run: Run, cid: str, ref: ChildRef, ev: Event) -> bool:
@@ -253,16 +333,26 @@ def on_finished(run: Run, cid: str, ref: ChildRef, ev: Event) -> bool:
         return False
     m = t.maps[s]
     status = ev.data.get("status", "finished")
+    item = progress.running_items.pop(str(ref.index), None)
+    error = ev.data.get("error") or status
+    if status == "failed" and m.retry is not None and ref.attempt < m.retry.max_attempts \
+            and m.retry.covers(str(error)):
+        progress.retries.append({"index": ref.index, "attempt": ref.attempt + 1, "item": item,
+                                 "at": run.now + m.retry.delay(ref.attempt)})
+        _arm_retry(run, s, progress)
+        return True
     if status == "finished":
         run.site = m.site + ".output"
         progress.outputs[ref.index] = copy.deepcopy(m.output(exe.context, ev))
         progress.done += 1
     else:
         progress.failed += 1
-        error = ev.data.get("error") or status
         progress.failures.append({"index": ref.index, "child_id": cid, "status": status, "error": error})
-        if progress.failed > m.tolerate:
-            progress.cancelled += _cancel_running(run, ref.path)
+        if progress.failed > m.tolerated(progress.total):
+            progress.cancelled += _cancel_running(run, ref.path) + len(progress.retries)
+            progress.retries.clear()
+            progress.running_items.clear()
+            _arm_retry(run, s, progress)
             progress.pending.clear()
             if not run.dispatch(_event(ev.id, t.error_event[s], {**ev.data, "index": ref.index})):
                 raise ExecutionFailed(f"map child {cid} (item {ref.index}) {status}: {error} (no on_error on "

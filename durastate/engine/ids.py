@@ -37,8 +37,8 @@ of those ids first, nor forge the event it names. Per kind:
   a MAC under the schedule record's secret, :func:`run_witness`).
 - *Task ids* carry a MAC under the execution's secret (:func:`task_id`): a task has no stored state a
   forged answer could be checked against, so its unguessable id is the witness.
-- *System records* (``~schedule~<name>``, ``~definition~…``: :func:`is_system_id`) accept no event at all
-  from the queue: the wire refuses every event to one but the timer hop of a schedule's tick (which the
+- *System records* (``~schedule~<name>``, ``~definition~…``, ``~clock~offset``: :func:`is_system_id`) accept
+  no event at all from the queue: the wire refuses every event to one but the timer hop of a schedule's tick (which the
   hop consumer fires by the clock, never through the worker), and the worker refuses (dead-letters, with
   the reason) any event that reaches one anyway.
 """
@@ -56,9 +56,13 @@ __all__ = [
     "CANCEL",
     "CATCH",
     "CHILD_SEPARATOR",
+    "CLOCK_RECORD",
+    "CLOCK_RECORD_ID",
     "DEFINITION_RECORD",
     "FINISHED",
     "FROM_OUTSIDE",
+    "HEARTBEAT",
+    "HEARTBEAT_TIMEOUT_PREFIX",
     "MAX_ID_LENGTH",
     "REDRIVE",
     "REINVOKE_PREFIX",
@@ -74,6 +78,7 @@ __all__ = [
     "SYSTEM_PREFIX",
     "SYSTEM_RECORDS",
     "TASK",
+    "TASK_CANCEL",
     "TASK_MAC_CHARS",
     "TASK_TIMEOUT_PREFIX",
     "TERMINATE",
@@ -89,6 +94,7 @@ __all__ = [
     "emit_event_id",
     "finished_event_id",
     "forwarded_event_id",
+    "heartbeat_event_id",
     "is_derived_event_id",
     "is_system_id",
     "producer_problem",
@@ -102,8 +108,11 @@ __all__ = [
     "retry_event_id",
     "run_witness",
     "start_event_id",
+    "task_cancel_id",
+    "task_execution_id",
     "task_id",
     "task_request_id",
+    "task_seq",
     "terminate_event_id",
     "timeout_event_id",
     "timeout_problem",
@@ -129,12 +138,16 @@ TERMINATE = "durastate.terminate"
 RESET = "durastate.reset"
 """Moves an execution to a named configuration (:mod:`durastate.engine.reset`). Its id is always the one its
 data derives (:func:`reset_event_id`): the worker refuses any other (:func:`reset_problem`)."""
+HEARTBEAT = "durastate.heartbeat"
+"""A running task's sign of life (``DurastateClient.heartbeat``, a Python task's ``current_task().heartbeat``):
+its ``data.task_id`` names the task, and that unguessable id (:func:`task_id`) is its witness, as for the
+task's answer. Not in :data:`FROM_OUTSIDE`: ``send`` refuses it; the client's own helper builds it."""
 
 FROM_OUTSIDE = frozenset((START, CANCEL, SUSPEND, RESUME, TERMINATE, RESET))
 """The reserved events a client, the CLI or a producer may send. The others (``timeout``, ``finished``)
 come from the runtime alone, and the worker checks each against the stored state before it acts on it (a
 task's answer, which has no stored state to check, by its unguessable id: :func:`task_id`)."""
-RESERVED = frozenset((*FROM_OUTSIDE, TIMEOUT, FINISHED))
+RESERVED = frozenset((*FROM_OUTSIDE, TIMEOUT, FINISHED, HEARTBEAT))
 
 CATCH = "durastate.catch"
 """Internal only (the worker's, never accepted from a queue): a failure whose retries ran out, handed to
@@ -153,6 +166,15 @@ TASK_TIMEOUT_PREFIX = "~task:"
 RUN_TIMEOUT_PATH = "~deadline"
 """The timer path of an execution's run timeout (the definition's ``timeout``, or the start's): armed when
 the execution starts, it cancels or fails the whole execution (:mod:`durastate.engine.run_timeout`)."""
+
+HEARTBEAT_TIMEOUT_PREFIX = "~heartbeat:"
+"""The timer path (``~heartbeat:<state path>``) that abandons a task whose last heartbeat (or start) is older
+than its ``heartbeat_timeout``; every heartbeat re-arms it."""
+
+TASK_CANCEL = "durastate.task_cancel"
+"""The name of a cancel request in the outbox: the execution stopped waiting for a task still running (it
+left the state, ended, or the task timed out); the relay asks the task to stop (an HTTP task's
+``cancel_url``, a Python task's cancellation flag). Like :data:`TASK`, never accepted from a queue."""
 
 RETRY_PATH = "~retry"
 """The timer path of a pending retry (``~`` cannot occur in a state path, so no state's timer collides)."""
@@ -173,7 +195,11 @@ DEFINITION_RECORD = "~definition"
 """The definition id of archived definition-version records (``~definition~<definition id>~<version>``)."""
 SCHEDULE_RECORD = "~schedule"
 """The definition id of schedule records (``~schedule~<schedule name>``)."""
-SYSTEM_RECORDS = (DEFINITION_RECORD, SCHEDULE_RECORD)
+CLOCK_RECORD = "~clock"
+"""The definition id of the record that holds how far ``durastate serve --advance`` moved a store's clock."""
+CLOCK_RECORD_ID = f"{CLOCK_RECORD}~offset"
+"""The one clock record of a store (``~clock~offset``); the command line reads it (``durastate.cli.clock``)."""
+SYSTEM_RECORDS = (DEFINITION_RECORD, SCHEDULE_RECORD, CLOCK_RECORD)
 
 
 _SYSTEM_ID_PREFIXES = tuple(kind + CHILD_SEPARATOR for kind in SYSTEM_RECORDS)
@@ -209,8 +235,9 @@ def producer_problem(target_id: str, name: str, event_id: str) -> str | None:
     (``cancel`` and the like) build their events themselves and do not go through it.
     """
     if target_id.startswith(_SYSTEM_ID_PREFIXES):
-        return (f"{target_id!r} is a system record (a schedule or an archived definition version), not an "
-                "execution: it accepts no events; use `durastate schedules pause/resume/trigger` for a schedule")
+        return (f"{target_id!r} is a system record (a schedule, an archived definition version or the clock "
+                "offset), not an execution: it accepts no events; use `durastate schedules pause/resume/trigger` "
+                "for a schedule")
     if name.startswith(RESERVED_PREFIX) and name not in FROM_OUTSIDE:
         return (f"{name!r} is a reserved event only durastate itself sends; a producer may send "
                 f"{', '.join(sorted(FROM_OUTSIDE))} and its own events")
@@ -260,9 +287,13 @@ def after_timer_key(path: str, index: int) -> str:
     return path if index == 0 else f"{path}{AFTER_SEPARATOR}{index}"
 
 
+_STATE_TIMER_PREFIXES = (REINVOKE_PREFIX, TASK_TIMEOUT_PREFIX, HEARTBEAT_TIMEOUT_PREFIX)
+"""The prefixes of the timer keys that belong to one state without being one of its ``after`` timers."""
+
+
 def timer_key_state(key: str) -> str:
     """The state path a timer key belongs to (``""`` for an execution-wide timer such as the retry's)."""
-    for prefix in (REINVOKE_PREFIX, TASK_TIMEOUT_PREFIX):
+    for prefix in _STATE_TIMER_PREFIXES:
         if key.startswith(prefix):
             return key[len(prefix):]
     if key in (RETRY_PATH, RUN_TIMEOUT_PATH):
@@ -272,7 +303,7 @@ def timer_key_state(key: str) -> str:
 
 def retarget_timer_key(key: str, new_path: str) -> str:
     """The same timer key for the state now at ``new_path`` (a migration renames states)."""
-    for prefix in (REINVOKE_PREFIX, TASK_TIMEOUT_PREFIX):
+    for prefix in _STATE_TIMER_PREFIXES:
         if key.startswith(prefix):
             return prefix + new_path
     if key in (RETRY_PATH, RUN_TIMEOUT_PATH):
@@ -288,6 +319,8 @@ def describe_timer_key(key: str) -> str:
         return f"{key[len(REINVOKE_PREFIX):]} (retry of the invoke)"
     if key.startswith(TASK_TIMEOUT_PREFIX):
         return f"{key[len(TASK_TIMEOUT_PREFIX):]} (task timeout)"
+    if key.startswith(HEARTBEAT_TIMEOUT_PREFIX):
+        return f"{key[len(HEARTBEAT_TIMEOUT_PREFIX):]} (task heartbeat timeout)"
     if key == RETRY_PATH:
         return "(retry of the failed step)"
     if key == RUN_TIMEOUT_PATH:
@@ -346,6 +379,43 @@ def task_id(execution_id: str, seq: int, secret: str | None) -> str:
     text = f"{execution_id}{CHILD_SEPARATOR}{seq}"
     mac = hmac.digest(secret.encode(), text.encode(), "sha256").hex()[:TASK_MAC_CHARS]
     return _capped_child_id(f"{text}{CHILD_SEPARATOR}{mac}")
+
+
+def task_seq(execution_id: str, task: str, secret: str | None, invoke_seq: int) -> int | None:
+    """The invoke number ``n`` for which ``task`` is :func:`task_id` of ``execution_id`` (``None``: it is no
+    task of it). How the worker tells the true answer or heartbeat of a task the execution no longer waits
+    for (traced as late) from a forged one (left unrecorded): only the store's secret derives the id."""
+    prefix = f"{execution_id}{CHILD_SEPARATOR}"
+    if task.startswith(prefix):
+        n, _, _ = task[len(prefix):].partition(CHILD_SEPARATOR)
+        if n.isdigit() and 0 < int(n) <= invoke_seq:
+            return int(n) if hmac.compare_digest(task_id(execution_id, int(n), secret), task) else None
+        return None
+    if task.startswith(CHILD_SEPARATOR):  # a hashed (long) id: recompute the candidates
+        return next((n for n in range(invoke_seq, 0, -1)
+                     if hmac.compare_digest(task_id(execution_id, n, secret), task)), None)
+    return None
+
+
+def task_execution_id(task: str) -> str | None:
+    """The execution a task id belongs to, read from the id itself (``<execution id>~<n>~<mac>``); ``None``
+    for an id too long to hold it (hashed: ``~`` and 64 hex digits) or one that is not a task id."""
+    head, sep, mac = task.rpartition(CHILD_SEPARATOR)
+    exe, sep2, n = head.rpartition(CHILD_SEPARATOR)
+    if not (sep and sep2 and exe and n.isdigit() and len(mac) == TASK_MAC_CHARS):
+        return None
+    return exe
+
+
+def heartbeat_event_id(task: str, nonce: str) -> str:
+    """A heartbeat of task ``task``: ``~heartbeat:<task id>:<nonce>`` (each heartbeat its own id, so none is
+    dropped as a duplicate of an earlier one; a redelivered one is)."""
+    return reserved_event_id(HEARTBEAT, task, nonce)
+
+
+def task_cancel_id(task: str) -> str:
+    """The outbox entry that asks the relay to stop task ``task`` (once per task)."""
+    return reserved_event_id(TASK_CANCEL, task)
 
 
 def start_event_id(execution_id: str) -> str:

@@ -37,6 +37,8 @@ from durastate.engine.definition import Definition
 from durastate.engine.expressions import ACTIVE
 from durastate.engine.ids import (
     CATCH,
+    HEARTBEAT,
+    HEARTBEAT_TIMEOUT_PREFIX,
     REINVOKE_PREFIX,
     RUN_TIMEOUT_PATH,
     TASK_TIMEOUT_PREFIX,
@@ -118,7 +120,7 @@ def _event(eid: str, name: str, data: dict[str, Any]) -> Event:
     (Twice as fast as ``Event(...)`` and four times ``Event.model_construct``: steps emit many events.)
     """
     ev = _new(Event)
-    _set(ev, "__dict__", {"id": eid, "name": name, "data": data})
+    _set(ev, "__dict__", {"id": eid, "name": name, "data": data, "traceparent": None})
     _set(ev, "__pydantic_fields_set__", {"id", "name", "data"})
     _set(ev, "__pydantic_extra__", None)
     _set(ev, "__pydantic_private__", None)
@@ -153,6 +155,9 @@ class Run(StepResult):
     fanouts: list[int] | None = None
     """Map states entered in this step, whose first children start at its end (:mod:`durastate.engine.fanout`)."""
     invoke_attempt = 1
+    note: str | None = None
+    """Why the event changed nothing, when the step can say more than "not handled" (a late task answer or
+    heartbeat); the trace records it as ``reason``."""
     fired: list[tuple[CompiledTransition, str]] | None = None
     """The transitions taken and the event in hand when each fired; a list only for ``step(detail=True)``."""
 
@@ -450,7 +455,11 @@ class Run(StepResult):
             self._timer(TimerOp("cancel", path))
         exe.timers.clear()
         for cid, ref in exe.children.items():
-            if ref.status == "running" and not ref.abandoned and not self.close_child(cid, ref):
+            if ref.status == "running" and not ref.abandoned:
+                if ref.kind == "task":  # a task is no execution: asked to stop where it can be
+                    tasks.cancel(self, cid, ref, f"the execution {status}")
+                elif self.close_child(cid, ref):
+                    continue  # abandoned: it runs on, its reference stays (marked)
                 ref.status = "cancelled"
         self.internal = self.invokes = self.forks = None
         data: dict[str, Any] = {
@@ -575,6 +584,8 @@ class Run(StepResult):
         if path == RUN_TIMEOUT_PATH:
             self.run_timed_out(float(fire_at) - (exe.created_at or float(fire_at)))
             return True
+        if path.startswith(HEARTBEAT_TIMEOUT_PREFIX):
+            return tasks.timed_out(self, path[len(HEARTBEAT_TIMEOUT_PREFIX):], ev, heartbeat=True)
         timer = t.after_keys.get(path)
         if timer is None:
             return True
@@ -614,9 +625,7 @@ class Run(StepResult):
         policy = self.t.invoke_retry[s]
         if policy is None or ref.attempt >= policy.max_attempts:
             return False
-        error = str(ev.data.get("error") or "")
-        kind = error.split(":", 1)[0].strip()
-        if policy.on and kind not in policy.on:
+        if not policy.covers(str(ev.data.get("error") or "")):
             return False
         path = REINVOKE_PREFIX + self.t.paths[s]
         fire_at = self.now + policy.delay(ref.attempt)
@@ -630,6 +639,8 @@ class Run(StepResult):
         s = t.index.get(path, -1)
         if s < 0 or not (s == self.leaf or t.is_proper_ancestor(s, self.leaf)):
             return False
+        if t.maps and s in t.maps:
+            return fanout.retry_due(self, s)
         tries = [ref.attempt for ref in exe.children.values()
                  if ref.kind != "region" and ref.path == path and not ref.abandoned]
         for cid in [c for c, ref in exe.children.items()
@@ -658,6 +669,9 @@ class Run(StepResult):
         cid = ev.data.get("child_id")
         ref = exe.children.get(cid) if isinstance(cid, str) else None
         if ref is None or ref.status != "running" or ref.abandoned:
+            if ev.data.get("task_id") == cid:  # the answer of a task the execution no longer waits for
+                self.note = (f"task {cid} answered after the execution stopped waiting for it (it left the "
+                             "state, ended, or the task timed out); the answer is ignored")
             return False  # a child we already forgot (cancelled) or abandoned, or a duplicate
         if ref.kind == "map":
             assert isinstance(cid, str)
@@ -773,6 +787,8 @@ def step(defn: Definition, exe: Execution, event: Event, now: float, *, detail: 
                     run.end("cancelled", None)
                 elif name == CATCH:
                     handled = run.on_catch(event)
+                elif name == HEARTBEAT:
+                    handled = tasks.heartbeat(run, event)
                 else:
                     handled = False  # a repeated start, or an unknown reserved name
             elif not run.dispatch(event):
@@ -813,6 +829,8 @@ def step(defn: Definition, exe: Execution, event: Event, now: float, *, detail: 
     if not handled:
         res.ignored = True
         trace["ignored"] = True
+        if run.note is not None:
+            trace["reason"] = run.note
     elif status == "failed":
         trace["error"] = fields["error"]
     if res.logs:

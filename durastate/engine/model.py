@@ -7,6 +7,7 @@ is the one place that changes an execution.
 
 from __future__ import annotations
 
+import re
 import uuid
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -22,7 +23,7 @@ from durastate.engine.ids import (
     TIMEOUT,
     reserved_id_problem,
 )
-from durastate.engine.values import check_event_id, check_json
+from durastate.engine.values import check_event_id, check_json, printable
 
 ParentClose = Literal["cancel", "terminate", "abandon"]
 """What an invoked child does when its parent leaves the invoking state or ends (``invoke.parent_close``)."""
@@ -46,6 +47,7 @@ __all__ = [
     "START",
     "STATUSES",
     "TIMEOUT",
+    "TRACEPARENT",
     "ChildRef",
     "Emit",
     "Event",
@@ -61,6 +63,10 @@ __all__ = [
 ]
 
 
+TRACEPARENT = re.compile(r"00-(?!0{32})[0-9a-f]{32}-(?!0{16})[0-9a-f]{16}-[0-9a-f]{2}")
+"""A W3C trace context ``traceparent`` header, version 00: ``00-<trace id>-<parent span id>-<flags>``."""
+
+
 def new_id() -> str:
     """A fresh execution or event id (uuid4 hex)."""
     return uuid.uuid4().hex
@@ -74,6 +80,11 @@ class Event(BaseModel):
     id: str = Field(default_factory=new_id, min_length=1, max_length=128)
     name: str = Field(min_length=1, max_length=256)
     data: dict[str, Any] = Field(default_factory=dict)
+    traceparent: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    """The W3C trace context of the span that sent the event (``00-<trace id>-<span id>-<flags>``), when the
+    sender was traced: what links the span that applies it to the one that caused it
+    (:mod:`durastate.runtime.telemetry`). Observability only: it never changes what a step does, and it is
+    left out of the stored JSON while ``None``."""
 
     @field_validator("id")
     @classmethod
@@ -89,6 +100,14 @@ class Event(BaseModel):
     @classmethod
     def _storable_data(cls, v: dict[str, Any]) -> dict[str, Any]:
         check_json(v, "event.data")
+        return v
+
+    @field_validator("traceparent")
+    @classmethod
+    def _w3c_traceparent(cls, v: str | None) -> str | None:
+        if v is not None and TRACEPARENT.fullmatch(v) is None:
+            raise ValueError(f"traceparent {printable(v[:80])!r} is not a W3C trace context (00-<32 hex trace id>-"
+                             "<16 hex span id>-<2 hex flags>, lower case); leave it out if there is none")
         return v
 
     @model_validator(mode="after")
@@ -125,6 +144,11 @@ class ChildRef(BaseModel):
     abandoned: bool = Field(default=False, exclude_if=lambda v: not v)
     """The parent left it running (``parent_close: abandon``): kept only so that its ``durastate.finished``
     notice is recognised, traced as ignored, and forgotten."""
+    heartbeat: Any = Field(default=None, exclude_if=lambda v: v is None)
+    """A ``task`` only: the details of its last heartbeat (JSON the task chose: progress, a checkpoint);
+    left out while it has sent none."""
+    heartbeat_at: float | None = Field(default=None, exclude_if=lambda v: v is None)
+    """A ``task`` only: when its last heartbeat was applied (the worker's clock)."""
 
 
 def _empty(value: object) -> bool:
@@ -157,6 +181,12 @@ class MapProgress(BaseModel):
     twice."""
     failures: list[dict[str, Any]] = Field(default_factory=list)
     """The failed children (``index``, ``child_id``, ``status``, ``error``), in the order they failed."""
+    running_items: dict[str, Any] = Field(default_factory=dict, exclude_if=_empty)
+    """A map with a ``retry`` policy only: the item of each running child, by index, so a failed one can
+    start again (at most ``max_concurrency`` of them)."""
+    retries: list[dict[str, Any]] = Field(default_factory=list, exclude_if=_empty)
+    """A map with a ``retry`` policy only: the failed items waiting for their next try (``index``,
+    ``attempt``, ``item``, ``at``), in the order they failed; each keeps its place in the window."""
 
     @property
     def running(self) -> int:
@@ -256,6 +286,15 @@ class Execution(BaseModel):
     compares. Cleared by a redrive, kept by the ignored events an ended execution still consumes."""
     expires_at: float | None = Field(default=None, exclude_if=lambda v: v is None)
     """A tombstone's (``status == "purged"``) expiry: after it the tombstone and its dedupe marks go."""
+    # OpenTelemetry (durastate.runtime.telemetry). Set only while a tracer provider is configured, and left
+    # out of the stored JSON otherwise: an untraced execution pays nothing for them.
+    traceparent: str | None = Field(default=None, exclude_if=_empty)
+    """The W3C trace context of the span of the execution's first traced commit (its start): every later
+    span of the execution is its child, so the spans of one execution share one trace."""
+    trace_links: dict[str, str] = Field(default_factory=dict, exclude_if=_empty)
+    """The span (id, in :attr:`traceparent`'s trace) of the commit that armed each armed timer (by state path)
+    and spawned each running region child (by child id): what the timeout's span, and the region's start
+    span, link to. Entries go when their timer or child does."""
 
 
 # -- what a step asks to commit with the execution ------------------------------------------------------

@@ -41,6 +41,11 @@ class RetryPolicy:
         """Seconds to wait after failed try number ``attempt`` (1-based)."""
         return float(min(self.max, self.initial * self.factor ** max(0, attempt - 1)))
 
+    def covers(self, error: str) -> bool:
+        """Whether a child's reported ``error`` (``"ValueError: …"``) is one to retry: its type is in
+        ``on`` (by the name it reports), or ``on`` is empty."""
+        return not self.on or error.split(":", 1)[0].strip() in self.on
+
     def matches(self, exc: BaseException) -> bool:
         if not self.on:
             return True

@@ -26,15 +26,25 @@ the ticks that were missed and starts the latest one only if it is at most ``gra
 ``once`` starts one execution for the latest tick however late, standing for all the missed ones. Either
 way at most one execution starts per sweep and per schedule. **overlap** ``skip`` starts none while the
 schedule's previous execution still runs (the runtime checks that; ``allow``, the default, does not).
+
+**start_at** / **end_at** bound the ticks: an ISO 8601 time (``2026-03-01T09:00``, read in ``timezone``
+unless it carries an offset); no tick falls before ``start_at`` or after ``end_at`` (both inclusive). After
+``end_at`` the schedule arms no timer. **jitter** (a duration) delays each tick's firing by an offset in
+``[0, jitter]`` derived from the schedule record's secret and the tick (:func:`jitter_offset`): the same
+tick always gets the same offset — a re-run, a second sweeper or a replayed hop agree — and different
+schedules spread out. It must be shorter than the shortest gap between two ticks, so the ticks still fire
+in order. The execution a tick starts keeps the tick's own time in its id (jitter moves when, not which).
 """
 
 from __future__ import annotations
 
 import calendar
 import hashlib
+import hmac
+import itertools
 import json
 import re
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from functools import cached_property
@@ -58,6 +68,7 @@ __all__ = [
     "TickPlan",
     "is_schedule_document",
     "is_schedule_file",
+    "jitter_offset",
     "load_schedules",
     "manual_execution_id",
     "parse_cron",
@@ -254,13 +265,33 @@ class ScheduleSpec(BaseModel):
     catch_up: Literal["skip", "once"] = "skip"
     overlap: Literal["allow", "skip"] = "allow"
     grace: str | None = None
+    start_at: str | None = None
+    end_at: str | None = None
+    jitter: str | None = None
 
     @field_validator("cron")
     @classmethod
     def _cron(cls, v: str | None) -> str | None:
         return None if v is None else parse_cron(v).text
 
-    @field_validator("rate", "grace", mode="before")
+    @field_validator("start_at", "end_at", mode="before")
+    @classmethod
+    def _instant(cls, v: Any) -> Any:
+        if v is None:
+            return None
+        if isinstance(v, datetime):
+            return v.isoformat()
+        if not isinstance(v, str):
+            raise ValueError(f"must be an ISO 8601 time such as 2026-03-01T09:00 or 2026-03-01T09:00+01:00, "
+                             f"got {v!r}")
+        try:
+            datetime.fromisoformat(v)
+        except ValueError:
+            raise ValueError(f"{v!r} is not an ISO 8601 time; write e.g. 2026-03-01T09:00 (read in the "
+                             "schedule's timezone) or 2026-03-01T09:00+01:00") from None
+        return v
+
+    @field_validator("rate", "grace", "jitter", mode="before")
     @classmethod
     def _duration(cls, v: Any) -> Any:
         if v is None:
@@ -298,6 +329,13 @@ class ScheduleSpec(BaseModel):
             raise ValueError("give exactly one of cron (e.g. \"0 2 * * *\") or rate (e.g. 15m)")
         if self.rate is not None and self.timezone is not None:
             raise ValueError("timezone applies to cron only (a rate is a fixed interval in real time)")
+        if self.start_epoch is not None and self.end_epoch is not None and self.end_epoch < self.start_epoch:
+            raise ValueError(f"end_at {self.end_at} is before start_at {self.start_at}")
+        if self.jitter_seconds:
+            gap = self.shortest_gap()
+            if gap is not None and self.jitter_seconds >= gap:
+                raise ValueError(f"jitter {self.jitter} must be shorter than the gap between two ticks "
+                                 f"({format_duration(gap)}), so the ticks still fire in order")
         return self
 
     # -- derived ---------------------------------------------------------------------------------------
@@ -317,6 +355,40 @@ class ScheduleSpec(BaseModel):
     def grace_seconds(self) -> float:
         return DEFAULT_GRACE if self.grace is None else parse_duration(self.grace)
 
+    @cached_property
+    def jitter_seconds(self) -> float:
+        return 0.0 if self.jitter is None else parse_duration(self.jitter)
+
+    @cached_property
+    def start_epoch(self) -> float | None:
+        return None if self.start_at is None else self.instant(self.start_at)
+
+    @cached_property
+    def end_epoch(self) -> float | None:
+        return None if self.end_at is None else self.instant(self.end_at)
+
+    def instant(self, text: str) -> float:
+        """Epoch seconds of an ISO 8601 time, read in the schedule's ``timezone`` unless it has an offset
+        (ValueError if it is none)."""
+        dt = datetime.fromisoformat(text)
+        return (dt if dt.tzinfo is not None else dt.replace(tzinfo=self.zone)).timestamp()
+
+    def shortest_gap(self) -> float | None:
+        """The shortest time between two ticks: the rate, or the least gap among a cron's ticks over a
+        sample year (from 2026-01-01, its daylight-saving changes included). None: fewer than two ticks."""
+        if self.rate_seconds is not None:
+            return self.rate_seconds
+        sample = self._raw_ticks(datetime(2026, 1, 1, tzinfo=UTC).timestamp(),
+                                 datetime(2027, 1, 1, tzinfo=UTC).timestamp(), 2000)
+        gaps = [b - a for a, b in itertools.pairwise(sample)]
+        return min(gaps) if gaps else None
+
+    def fire_at(self, tick: float, secret: str | None, name: str) -> float:
+        """When ``tick`` fires: the tick plus its :func:`jitter_offset` (the tick itself without jitter)."""
+        if not self.jitter_seconds or secret is None:
+            return tick
+        return tick + jitter_offset(secret, name, tick, self.jitter_seconds)
+
     def expression(self) -> str:
         """How a person reads it: ``cron 0 2 * * * (Europe/Berlin)`` or ``every 15m``."""
         if self.cron is not None:
@@ -334,7 +406,21 @@ class ScheduleSpec(BaseModel):
 
     # -- ticks -----------------------------------------------------------------------------------------
     def next_tick(self, after: float) -> float | None:
-        """The first tick strictly after ``after`` (epoch seconds), or None if the expression has none."""
+        """The first tick strictly after ``after`` (epoch seconds) inside the ``start_at``/``end_at``
+        window, or None if there is none."""
+        start, end = self.start_epoch, self.end_epoch
+        t = self._raw_next(after if start is None else max(after, start - 1))
+        while t is not None and start is not None and t < start:  # ticks are at least 1 s apart
+            t = self._raw_next(t)
+        return None if t is None or (end is not None and t > end) else t
+
+    def latest_tick(self, at_or_before: float) -> float | None:
+        """The last tick at or before ``at_or_before`` inside the window, or None if there is none."""
+        end = self.end_epoch
+        t = self._raw_latest(at_or_before if end is None else min(at_or_before, end))
+        return None if t is None or (self.start_epoch is not None and t < self.start_epoch) else t
+
+    def _raw_next(self, after: float) -> float | None:
         if self.rate_seconds is not None:
             period = self.rate_seconds
             return (after // period + 1) * period
@@ -350,8 +436,7 @@ class ScheduleSpec(BaseModel):
                 return at
             start = naive + timedelta(minutes=1)
 
-    def latest_tick(self, at_or_before: float) -> float | None:
-        """The last tick at or before ``at_or_before``, or None if there is none within ten years."""
+    def _raw_latest(self, at_or_before: float) -> float | None:
         if self.rate_seconds is not None:
             period = self.rate_seconds
             return (at_or_before // period) * period
@@ -368,12 +453,19 @@ class ScheduleSpec(BaseModel):
             end = naive - timedelta(minutes=1)
 
     def ticks(self, after: float, until: float, limit: int = 1000) -> list[float]:
-        """The ticks in ``(after, until]``, at most ``limit`` of them (for display and tests)."""
+        """The ticks in ``(after, until]`` inside the window, at most ``limit`` of them."""
+        return self._ticks(self.next_tick, after, until, limit)
+
+    def _raw_ticks(self, after: float, until: float, limit: int) -> list[float]:
+        return self._ticks(self._raw_next, after, until, limit)
+
+    @staticmethod
+    def _ticks(step: Callable[[float], float | None], after: float, until: float, limit: int) -> list[float]:
         out: list[float] = []
-        t = self.next_tick(after)
+        t = step(after)
         while t is not None and t <= until and len(out) < limit:
             out.append(t)
-            t = self.next_tick(t)
+            t = step(t)
         return out
 
 
@@ -391,22 +483,37 @@ class TickPlan:
     """When the timer fires next (None: the expression has no further tick)."""
 
 
-def plan_ticks(spec: ScheduleSpec, last_tick: float, now: float) -> TickPlan:
+def plan_ticks(spec: ScheduleSpec, last_tick: float, now: float,
+               fire_at: Callable[[float], float] | None = None) -> TickPlan:
     """Which tick to start at ``now`` for a schedule whose last handled tick was ``last_tick``.
 
-    The ticks in ``(last_tick, now]`` are due. ``once`` starts the latest of them; ``skip`` starts it only
-    if it is at most ``grace`` late, and drops the older ones either way. At most one execution per call.
+    A tick is due once its firing time has come: ``fire_at(tick)`` (the tick plus its jitter; the tick
+    itself by default). ``once`` starts the latest due tick; ``skip`` starts it only if it fires at most
+    ``grace`` late, and drops the older ones either way. At most one execution per call. ``next_tick`` is
+    when the next tick fires (its jitter included).
     """
+    fires = fire_at or (lambda tick: tick)
     first = spec.next_tick(last_tick)
-    if first is None or first > now:
-        return TickPlan(None, None, False, first)
+    if first is None or fires(first) > now:
+        return TickPlan(None, None, False, None if first is None else fires(first))
     latest = spec.latest_tick(now)
+    while latest is not None and latest > first and fires(latest) > now:  # ticked, but its jitter runs
+        latest = spec.latest_tick(latest - 1)
     if latest is None or latest < first:  # cannot happen for a sane clock; keep the first due tick
         latest = first
     run: float | None = latest
-    if spec.catch_up == "skip" and now - latest > spec.grace_seconds:
+    if spec.catch_up == "skip" and now - fires(latest) > spec.grace_seconds:
         run = None
-    return TickPlan(run, latest, latest > first, spec.next_tick(max(latest, now)))
+    following = spec.next_tick(latest)
+    return TickPlan(run, latest, latest > first, None if following is None else fires(following))
+
+
+def jitter_offset(secret: str, name: str, tick: float, jitter: float) -> float:
+    """The delay (whole seconds in ``[0, jitter]``) of ``tick`` of schedule ``name``: an HMAC-SHA256 of the
+    tick's execution id under the record's ``secret``. A function of stored state only, so every re-run,
+    sweeper or hop computes the same one; no one without the secret can predict it."""
+    digest = hmac.digest(secret.encode(), f"jitter:{tick_execution_id(name, tick)}".encode(), "sha256")
+    return float(int.from_bytes(digest[:8], "big") % (int(jitter) + 1))
 
 
 # -- ids -------------------------------------------------------------------------------------------------

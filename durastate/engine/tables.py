@@ -45,7 +45,7 @@ from durastate.engine.inline_rules import inline_rules
 from durastate.engine.model import RESERVED_PREFIX, Event
 from durastate.engine.retry import RetryPolicy, parse_retry
 from durastate.engine.run_timeout import run_timeout_of
-from durastate.engine.tasks import CompiledTask, compile_task
+from durastate.engine.tasks import CompiledTask, compile_task, task_only
 from durastate.engine.timers import MAX_FIRE_AT, BadTimerValue, deadline_of, delay_of, show_value
 
 if TYPE_CHECKING:
@@ -538,8 +538,8 @@ class _Builder:
             else:
                 ctx = compile_value(node.invoke.context, f"{at('invoke')}.context", issues)
                 t.invoke[i] = (node.invoke.definition, ctx)
-                if node.invoke.input is not None or node.invoke.timeout is not None:
-                    checks.append(f"{at('invoke')}: `input` and `timeout` are for tasks; a child execution "
+                if task_only(node.invoke):
+                    checks.append(f"{at('invoke')}: `{task_only(node.invoke)}` is for tasks; a child execution "
                                   "gets `context` (and ends when it finishes)")
                 if node.invoke.parent_close not in (None, "cancel"):
                     t.parent_close[i] = node.invoke.parent_close

@@ -16,11 +16,20 @@ execution as a ``durastate.finished`` notice, exactly as an invoked child's: ``o
   task id (it gets it in every call) therefore runs once in effect;
 - **state**: the execution records the running task among its ``children`` (``kind: task``); leaving the
   state forgets it, so a late answer is ignored like a late child notice. A task is not an execution:
-  nothing is cancelled, suspended or terminated with it;
+  it is not suspended or terminated with it, and it is asked to stop only as below (**cancel**);
 - **timeout**: a durable timer (``~task:<path>``, like ``after``): when it fires first, the task counts as
   failed with ``TaskTimeout: ...`` (its late answer is then ignored);
 - **retry**: the invoke's retry policy (:mod:`durastate.engine.retry`): a failed try (an error, a
-  ``TaskTimeout``) starts a new task, with a new task id, after the backoff.
+  ``TaskTimeout``) starts a new task, with a new task id, after the backoff;
+- **heartbeat**: a ``durastate.heartbeat`` naming the task id (:func:`heartbeat`) records its details in
+  the task's :class:`~durastate.engine.model.ChildRef` and, with a ``heartbeat_timeout``, re-arms the
+  durable timer ``~heartbeat:<path>`` at ``now + heartbeat_timeout``; when it fires first the task counts as
+  failed with ``TaskTimeout`` (as for ``timeout``). A heartbeat for a task the execution no longer waits
+  for is ignored (traced);
+- **cancel**: when the execution stops waiting for a task that may still run (it leaves the state, ends,
+  or the task timed out), the step records a cancel request (``durastate.task_cancel``) in the outbox for
+  a Python task and for an HTTP task with a ``cancel_url``: the relay passes it on (the step calls nothing).
+  A Lambda task cannot be stopped: its late answer is ignored, and the trace says so.
 
 This module holds the pure parts: the spec and its checks, what entering, leaving, answering and timing
 out do to the execution, and the request's wire form, which the runtime reads back
@@ -29,6 +38,7 @@ out do to the execution, and the request's wire form, which the runtime reads ba
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -36,14 +46,20 @@ from durastate.engine.durations import parse_duration
 from durastate.engine.expressions import Issues, Value, compile_value
 from durastate.engine.ids import (
     FINISHED,
+    HEARTBEAT,
+    HEARTBEAT_TIMEOUT_PREFIX,
     TASK,
+    TASK_CANCEL,
     TASK_TIMEOUT_PREFIX,
     finished_event_id,
+    heartbeat_event_id,
+    task_cancel_id,
+    task_execution_id,
     task_id,
     task_request_id,
 )
-from durastate.engine.model import ChildRef, Event, TimerOp
-from durastate.engine.values import _json_problem
+from durastate.engine.model import ChildRef, Event, TimerOp, new_id
+from durastate.engine.values import _json_problem, check_json
 from durastate.errors import InvalidValue
 
 if TYPE_CHECKING:
@@ -51,15 +67,26 @@ if TYPE_CHECKING:
     from durastate.engine.interpreter import Run
 
 __all__ = [
+    "MAX_HEARTBEAT_BYTES",
     "TASK_KINDS",
     "CompiledTask",
+    "TaskCancel",
     "TaskKind",
     "TaskRequest",
     "compile_task",
+    "heartbeat_error",
+    "heartbeat_event",
+    "heartbeat_message",
+    "heartbeat_problem",
     "invoked",
+    "task_only",
     "task_result",
     "timeout_error",
 ]
+
+MAX_HEARTBEAT_BYTES = 8 * 1024
+"""The largest heartbeat details (as JSON): they are kept in the execution (the task's last heartbeat) and
+in its trace; progress and a checkpoint key fit, a partial result belongs elsewhere."""
 
 TaskKind = Literal["python", "lambda", "http"]
 TASK_KINDS: tuple[TaskKind, ...] = ("python", "lambda", "http")
@@ -74,6 +101,14 @@ class CompiledTask:
     target: str
     input: Value
     timeout: float | None
+    heartbeat_timeout: float | None = None
+    cancel_url: str | None = None
+
+    @property
+    def cancellable(self) -> bool:
+        """Whether the relay can ask a running task of this kind to stop (a Python task's flag, an HTTP
+        task's ``cancel_url``); a Lambda invocation cannot be stopped."""
+        return self.kind == "python" or self.cancel_url is not None
 
 
 def compile_task(invoke: Invoke, where: str, issues: Issues) -> CompiledTask | None:
@@ -109,24 +144,54 @@ def compile_task(invoke: Invoke, where: str, issues: Issues) -> CompiledTask | N
             issues.append(f"{where}.task.http: an http:// or https:// URL, got {target!r}")
             ok = False
     if invoke.parent_close is not None:
-        issues.append(f"{where}.parent_close: for child executions (`definition`); a task's late answer is "
-                      "ignored once its state is left")
+        issues.append(f"{where}.parent_close: for child executions (`definition`); a task still running "
+                      "when its state is left is asked to stop (`cancel_url`, a Python task's flag)")
         ok = False
-    timeout: float | None = None
-    if invoke.timeout is not None:
-        try:
-            timeout = parse_duration(invoke.timeout, f"{where}.timeout")
-        except InvalidValue as exc:
-            issues.append(str(exc))
+    timeout = _seconds(invoke.timeout, f"{where}.timeout", issues)
+    heartbeat_timeout = _seconds(invoke.heartbeat_timeout, f"{where}.heartbeat_timeout", issues)
+    ok = ok and (timeout is not False) and (heartbeat_timeout is not False)
+    if timeout and heartbeat_timeout and heartbeat_timeout >= timeout:
+        issues.append(f"{where}.heartbeat_timeout: shorter than `timeout` ({invoke.timeout!r}), got "
+                      f"{invoke.heartbeat_timeout!r}; a heartbeat timeout as long as the timeout never fires first")
+        ok = False
+    cancel_url = invoke.cancel_url
+    if cancel_url is not None:
+        if kind != "http":
+            issues.append(f"{where}.cancel_url: only for an `http` task (a Python task gets a cancellation flag, "
+                          "a Lambda invocation cannot be stopped)")
             ok = False
-        else:
-            if timeout <= 0:
-                issues.append(f"{where}.timeout: more than 0 seconds, got {invoke.timeout!r}")
-                ok = False
+        elif not cancel_url.startswith(("http://", "https://")):
+            issues.append(f"{where}.cancel_url: an http:// or https:// URL, got {cancel_url!r}")
+            ok = False
     value = compile_value({} if invoke.input is None else invoke.input, f"{where}.input", issues)
     if not ok:
         return None
-    return CompiledTask(kind, target, value, timeout)
+    assert timeout is not False and heartbeat_timeout is not False
+    return CompiledTask(kind, target, value, timeout, heartbeat_timeout, cancel_url)
+
+
+def _seconds(raw: float | str | None, where: str, issues: Issues) -> float | Literal[False] | None:
+    """A task's duration setting in seconds (``None``: not set; ``False``: bad, with the issue appended)."""
+    if raw is None:
+        return None
+    try:
+        seconds = parse_duration(raw, where)
+    except InvalidValue as exc:
+        issues.append(str(exc))
+        return False
+    if seconds <= 0:
+        issues.append(f"{where}: more than 0 seconds, got {raw!r}")
+        return False
+    return seconds
+
+
+def task_only(invoke: Invoke) -> str | None:
+    """The first setting of ``invoke`` that only a task has (``None``: none is set), for the check that
+    refuses it on a child execution's invoke or a map's."""
+    for name in ("input", "timeout", "heartbeat_timeout", "cancel_url"):
+        if getattr(invoke, name) is not None:
+            return name
+    return None
 
 
 def invoked(invoke: Invoke) -> str:
@@ -157,6 +222,11 @@ class TaskRequest:
     input: Any
     timeout: float | None
     attempt: int
+    heartbeat_timeout: float | None = None
+    cancel_url: str | None = None
+    traceparent: str | None = None
+    """The W3C trace context of the span that started the task: sent to it (the HTTP ``traceparent``
+    header) and carried back by its answer."""
 
     @classmethod
     def from_event(cls, target_id: str, event: Event) -> TaskRequest:
@@ -166,17 +236,97 @@ class TaskRequest:
         if event.name != TASK or kind not in TASK_KINDS or not isinstance(d.get("task_id"), str) \
                 or not isinstance(d.get("target"), str):
             raise ValueError(f"event {event.id} ({event.name}) is not a task request")
-        timeout = d.get("timeout")
+        timeout, heartbeat_timeout, url = d.get("timeout"), d.get("heartbeat_timeout"), d.get("cancel_url")
         return cls(task_id=d["task_id"], execution_id=target_id, path=str(d.get("path", "")), kind=kind,
                    target=d["target"], input=d.get("input"),
                    timeout=float(timeout) if isinstance(timeout, int | float) else None,
-                   attempt=int(d.get("attempt", 1)))
+                   attempt=int(d.get("attempt", 1)),
+                   heartbeat_timeout=float(heartbeat_timeout) if isinstance(heartbeat_timeout, int | float)
+                   else None, cancel_url=url if isinstance(url, str) else None,
+                   traceparent=event.traceparent)
 
     def payload(self) -> dict[str, Any]:
         """What the callee receives (the Lambda event, the HTTP body): the input and the ids to be
-        idempotent on."""
+        idempotent on; with a ``heartbeat_timeout``, also how often it must heartbeat at least."""
+        doc = {"task_id": self.task_id, "execution_id": self.execution_id, "state": self.path,
+               "attempt": self.attempt, "input": self.input}
+        if self.heartbeat_timeout is not None:
+            doc["heartbeat_timeout"] = self.heartbeat_timeout
+        return doc
+
+
+@dataclass(frozen=True, slots=True)
+class TaskCancel:
+    """A cancel request as the relay reads it from the outbox (the event :func:`leave` and the others
+    record when the execution stops waiting for a running task)."""
+
+    task_id: str
+    execution_id: str
+    path: str
+    kind: TaskKind
+    target: str
+    cancel_url: str | None
+    reason: str
+
+    @classmethod
+    def of(cls, request: TaskRequest, reason: str) -> TaskCancel:
+        """The cancel of ``request`` the runner makes itself when it stops waiting for the task (its own
+        deadline passed) while the task may still run."""
+        return cls(task_id=request.task_id, execution_id=request.execution_id, path=request.path,
+                   kind=request.kind, target=request.target, cancel_url=request.cancel_url, reason=reason)
+
+    @classmethod
+    def from_event(cls, target_id: str, event: Event) -> TaskCancel:
+        """Read a ``durastate.task_cancel`` outbox event back; ``ValueError`` when it is not one."""
+        d = event.data
+        kind, url = d.get("kind"), d.get("cancel_url")
+        if event.name != TASK_CANCEL or kind not in TASK_KINDS or not isinstance(d.get("task_id"), str):
+            raise ValueError(f"event {event.id} ({event.name}) is not a task cancel request")
+        return cls(task_id=d["task_id"], execution_id=target_id, path=str(d.get("path", "")), kind=kind,
+                   target=str(d.get("target", "")), cancel_url=url if isinstance(url, str) else None,
+                   reason=str(d.get("reason", "")))
+
+    def payload(self) -> dict[str, Any]:
+        """What an HTTP task's ``cancel_url`` receives."""
         return {"task_id": self.task_id, "execution_id": self.execution_id, "state": self.path,
-                "attempt": self.attempt, "input": self.input}
+                "reason": self.reason}
+
+
+def heartbeat_event(task: str, details: Any, nonce: str) -> Event:
+    """The heartbeat of task ``task`` with ``details`` (checked: :class:`InvalidValue` saying why they
+    cannot be sent); ``nonce`` makes its id its own (:func:`~durastate.engine.ids.heartbeat_event_id`)."""
+    problem = heartbeat_problem(details)
+    if problem is not None:
+        raise InvalidValue(problem)
+    return Event(id=heartbeat_event_id(task, nonce), name=HEARTBEAT, data={"task_id": task, "details": details})
+
+
+def heartbeat_message(task: str, details: Any = None, execution_id: str | None = None) -> tuple[str, Event]:
+    """What a heartbeat of task ``task`` sends: ``(execution id, event)``. The execution is read from the
+    task id (:func:`~durastate.engine.ids.task_execution_id`) unless given; a hashed (very long) task id does
+    not hold it, and then ``execution_id`` is required (every task receives it as ``execution_id``)."""
+    if not isinstance(task, str) or not task:
+        raise InvalidValue(f"a task id is the task's `task_id` (a non-empty string), got {task!r}")
+    target = execution_id or task_execution_id(task)
+    if target is None:
+        raise InvalidValue(f"{task!r} does not name its execution (a task id is `<execution id>~<n>~<mac>`, "
+                           "or `~` and a hash when that is too long); pass the task's `execution_id` too")
+    return target, heartbeat_event(task, details, new_id()[:16])
+
+
+def heartbeat_problem(details: Any) -> str | None:
+    """Why ``details`` cannot be a heartbeat's details (``None``: they can): plain JSON of at most
+    :data:`MAX_HEARTBEAT_BYTES`. The client refuses such details up front; the engine ignores a heartbeat
+    that carries them (traced), without failing anything."""
+    try:
+        check_json(details, "heartbeat details", 2)
+    except InvalidValue as exc:
+        return str(exc)
+    size = len(json.dumps(details, separators=(",", ":"), ensure_ascii=False).encode())
+    if size > MAX_HEARTBEAT_BYTES:
+        return (f"heartbeat details are {size} bytes of JSON, over the {MAX_HEARTBEAT_BYTES} a heartbeat may "
+                "carry; send progress and a key, keep the rest elsewhere")
+    return None
 
 
 def timeout_error(task_id: str, timeout: float | None) -> str:
@@ -194,13 +344,13 @@ def task_result(request: TaskRequest, output: Any = None, error: str | None = No
                             "task_id": request.task_id}
     if error is not None:
         data["error"] = error
-    return Event(id=finished_event_id(request.task_id), name=FINISHED, data=data)
+    return Event(id=finished_event_id(request.task_id), name=FINISHED, data=data, traceparent=request.traceparent)
 
 
 # -- what the interpreter calls ---------------------------------------------------------------------------
 def start(run: Run, s: int, task: CompiledTask) -> None:
     """Enter: record the request for the task of state ``s`` (in the outbox, with the commit) and arm its
-    timeout. The input is evaluated and checked first, so a bad one fails the step with nothing half-made."""
+    timeouts. The input is evaluated and checked first, so a bad one fails the step with nothing half-made."""
     exe, path = run.exe, run.t.paths[s]
     run.site = run.t.sites[s] + ".invoke.input"
     value = task.input(exe.context, run.event)
@@ -212,41 +362,100 @@ def start(run: Run, s: int, task: CompiledTask) -> None:
     exe.children[tid] = ChildRef(path=path, kind="task", attempt=run.invoke_attempt)
     data = {"task_id": tid, "path": path, "kind": task.kind, "target": task.target, "input": value,
             "timeout": task.timeout, "attempt": run.invoke_attempt}
+    if task.heartbeat_timeout is not None:
+        data["heartbeat_timeout"] = task.heartbeat_timeout
+    if task.cancel_url is not None:
+        data["cancel_url"] = task.cancel_url
     run.res.emits.append((exe.id, Event.model_construct(id=task_request_id(tid), name=TASK, data=data)))
     if task.timeout is not None:
-        key = TASK_TIMEOUT_PREFIX + path
-        fire_at = run.now + task.timeout
-        exe.timers[key] = fire_at
-        run._timer(TimerOp("schedule", key, fire_at))
+        _arm(run, TASK_TIMEOUT_PREFIX + path, run.now + task.timeout)
+    if task.heartbeat_timeout is not None:
+        _arm(run, HEARTBEAT_TIMEOUT_PREFIX + path, run.now + task.heartbeat_timeout)
+
+
+def _arm(run: Run, key: str, fire_at: float) -> None:
+    run.exe.timers[key] = fire_at
+    run._timer(TimerOp("schedule", key, fire_at))
 
 
 def leave(run: Run, s: int) -> None:
-    """Exit state ``s``: forget its tasks (a late answer is then ignored) and disarm their timeout."""
+    """Exit state ``s``: forget its tasks (a late answer is then ignored), ask a running one to stop, and
+    disarm their timeouts."""
     exe, path = run.exe, run.t.paths[s]
     for cid in [c for c, ref in exe.children.items() if ref.kind == "task" and ref.path == path]:
-        del exe.children[cid]
+        ref = exe.children.pop(cid)
+        if ref.status == "running":
+            cancel(run, cid, ref, f"the execution left state {path}")
     disarm(run, path)
 
 
+def cancel(run: Run, tid: str, ref: ChildRef, reason: str) -> None:
+    """The execution stops waiting for task ``tid`` while it may still run: record the cancel request the
+    relay passes on, when its kind can be stopped (:attr:`CompiledTask.cancellable`)."""
+    s = run.t.index.get(ref.path, -1)
+    task = run.t.task[s] if s >= 0 else None
+    if task is None or not task.cancellable:
+        return
+    data = {"task_id": tid, "path": ref.path, "kind": task.kind, "target": task.target,
+            "cancel_url": task.cancel_url, "reason": reason}
+    run.res.emits.append((run.exe.id, Event.model_construct(id=task_cancel_id(tid), name=TASK_CANCEL, data=data)))
+
+
 def disarm(run: Run, path: str) -> None:
-    """Disarm the timeout of the task of the state at ``path`` (answered, or left)."""
-    key = TASK_TIMEOUT_PREFIX + path
-    if run.exe.timers.pop(key, None) is not None:
-        run._timer(TimerOp("cancel", key))
+    """Disarm the timeouts of the task of the state at ``path`` (answered, or left)."""
+    timers = run.exe.timers
+    for key in (TASK_TIMEOUT_PREFIX + path, HEARTBEAT_TIMEOUT_PREFIX + path):
+        if timers.pop(key, None) is not None:
+            run._timer(TimerOp("cancel", key))
 
 
-def timed_out(run: Run, path: str, ev: Event) -> bool:
-    """The timeout of the task of ``path`` fired first: the running task counts as failed (``TaskTimeout``)
-    and goes where a failed answer goes (a retry, else ``on_error``)."""
+def timed_out(run: Run, path: str, ev: Event, *, heartbeat: bool = False) -> bool:
+    """A timeout of the task of ``path`` fired first (its ``timeout``, or with ``heartbeat`` its
+    ``heartbeat_timeout``): the running task counts as failed (``TaskTimeout``), is asked to stop, and goes
+    where a failed answer goes (a retry, else ``on_error``)."""
     running = [(cid, ref) for cid, ref in run.exe.children.items()
                if ref.kind == "task" and ref.path == path and ref.status == "running"]
     if not running:
         return False
-    tid, _ = running[-1]
+    tid, ref = running[-1]
     s = run.t.index.get(path, -1)
     task = run.t.task[s] if s >= 0 else None
-    error = timeout_error(tid, task.timeout if task is not None else None)
+    if heartbeat:
+        error = heartbeat_error(tid, task.heartbeat_timeout if task is not None else None)
+    else:
+        error = timeout_error(tid, task.timeout if task is not None else None)
+    cancel(run, tid, ref, error)
     return run.on_finished(Event.model_construct(
         id=ev.id, name=FINISHED,
         data={"child_id": tid, "status": "failed", "outcome": None, "output": None, "error": error,
               "task_id": tid}))
+
+
+def heartbeat_error(task_id: str, heartbeat_timeout: float | None) -> str:
+    """The error of a task that went silent: the same whether its durable heartbeat timer fired first or the
+    runner stopped waiting for it (a Python task's heartbeat deadline)."""
+    within = f" within {heartbeat_timeout:g}s" if heartbeat_timeout is not None else " in time"
+    return f"TaskTimeout: task {task_id} sent no heartbeat{within}"
+
+
+def heartbeat(run: Run, ev: Event) -> bool:
+    """A ``durastate.heartbeat`` for a task: record its details and, with a ``heartbeat_timeout``, re-arm the
+    heartbeat timer from now. ``False`` (ignored, with the reason in ``run.note``) when the execution does
+    not wait for that task (any more) or the details are not fit to keep."""
+    tid = ev.data.get("task_id")
+    ref = run.exe.children.get(tid) if isinstance(tid, str) else None
+    if ref is None or ref.kind != "task" or ref.status != "running":
+        run.note = f"task {tid} is not running (answered, timed out or left); its heartbeat is ignored"
+        return False
+    details = ev.data.get("details")
+    problem = heartbeat_problem(details)
+    if problem is not None:
+        run.note = f"{problem}; the heartbeat is ignored"
+        return False
+    ref.heartbeat = details
+    ref.heartbeat_at = run.now
+    s = run.t.index.get(ref.path, -1)
+    task = run.t.task[s] if s >= 0 else None
+    if task is not None and task.heartbeat_timeout is not None:
+        _arm(run, HEARTBEAT_TIMEOUT_PREFIX + ref.path, run.now + task.heartbeat_timeout)
+    return True

@@ -26,7 +26,7 @@ from aws_lambda_powertools.metrics.functions import is_metrics_disabled
 from aws_lambda_powertools.utilities.data_classes import DynamoDBStreamEvent
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from durastate.runtime import aws
+from durastate.runtime import aws, telemetry
 
 DEFINITIONS_DIR = Path(__file__).resolve().parent / "definitions"
 
@@ -78,4 +78,5 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     result = {"trigger": trigger, "skipped": False, "spawned": stats.spawned, "sent": stats.sent,
               "published": stats.published, "passes": passes}
     logger.info("relay pass done", extra=result)
+    telemetry.flush()  # the region children's spans leave before Lambda may freeze the function
     return result

@@ -24,7 +24,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.metrics.functions import is_metrics_disabled
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from durastate.runtime import aws
+from durastate.runtime import aws, telemetry
 
 DEFINITIONS_DIR = Path(__file__).resolve().parent / "definitions"
 
@@ -57,4 +57,5 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         metrics.add_metric(name="Failures", unit=MetricUnit.Count, value=len(failed))
     logger.info("timers applied", extra={"received": len(records), "failed": len(failed),
                                               **{str(k): v for k, v in outcomes.items()}})
+    telemetry.flush()  # the timeouts' spans leave before Lambda may freeze the function
     return {"batchItemFailures": [{"itemIdentifier": mid} for mid in failed]}

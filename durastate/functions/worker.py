@@ -55,8 +55,9 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from durastate.errors import StoreConflict
-from durastate.runtime import aws
+from durastate.runtime import aws, telemetry
 from durastate.transport.sqs import REPLAY_OF
+from durastate.transport.tracecontext import from_message_attributes
 from durastate.transport.wire import Envelope
 
 DEFINITIONS_DIR = Path(__file__).resolve().parent / "definitions"
@@ -107,7 +108,9 @@ def record_handler(record: SQSRecord) -> str:
     conflicts_before = rt.worker.conflicts
     try:
         outcome = rt.process(record.body, message_id=record.message_id,
-                             group_id=record.attributes.message_group_id, on_parsed=parsed, attempts=attempts)
+                             group_id=record.attributes.message_group_id, on_parsed=parsed, attempts=attempts,
+                             traceparent=from_message_attributes(record.raw_event.get("messageAttributes"),
+                                                                 record.raw_event.get("attributes")))
     except StoreConflict:
         _count("Failures")
         logger.warning("conflicts past the retry bound; SQS will redeliver", exc_info=True)
@@ -154,4 +157,5 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     for name, value in _batch.items():
         metrics.add_metric(name=name, unit=MetricUnit.Count, value=value)
     logger.info("batch done", extra={"records": len(event.get("Records") or []), **_batch})
+    telemetry.flush()  # the spans of this batch leave before Lambda may freeze the function
     return response

@@ -10,6 +10,7 @@ from durastate.runtime.clock import Clock, ManualClock
 from durastate.runtime.local import PERMANENT_ERRORS, DeadLetter, LocalRuntime, RunStats, check_replay
 from durastate.runtime.relay import Relay, RelayStats
 from durastate.runtime.sweeper import Sweeper
+from durastate.runtime.tasks import TaskHandle, current_task
 from durastate.runtime.worker import HandleResult, Worker
 
 __all__ = [
@@ -23,6 +24,8 @@ __all__ = [
     "RelayStats",
     "RunStats",
     "Sweeper",
+    "TaskHandle",
     "Worker",
     "check_replay",
+    "current_task",
 ]

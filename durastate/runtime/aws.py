@@ -23,6 +23,10 @@ definitions) from these variables:
 ``DURASTATE_TRACE``            ``1`` records a trace step per commit (off by default: it turns every state-only
                            commit into a transaction, about 3x the write cost); off, only a step that failed
                            is recorded (one put after its commit), so ``durastate show``/``trace`` can say why
+``DURASTATE_HISTORY``          ``1`` keeps every trace step of an execution (its whole history, for ``durastate
+                           history`` and the replay check) instead of a ring of the newest 200; the steps
+                           still expire with the trace TTL. Only steps that are recorded are kept: with
+                           ``DURASTATE_TRACE`` off, that is the failed ones
 ``DURASTATE_PROCESSED_TTL_SECONDS`` / ``DURASTATE_TRACE_TTL_SECONDS``
                            lifetime of dedupe marks / trace steps before DynamoDB's TTL may delete them
                            (defaults 14 days / 7 days; a mark must outlive the queue's retention period)
@@ -70,7 +74,7 @@ from durastate.store.base import ExecutionStore, TimerOp
 from durastate.transport.base import Sink, Transport
 from durastate.transport.sqs import SqsDeadLetters, dead_letter, sqs_id
 from durastate.transport.sqs_timers import SqsTimerQueue, hop_fire_at
-from durastate.transport.wire import Envelope, parse_envelope
+from durastate.transport.wire import Envelope, parse_envelope, with_traceparent
 
 __all__ = [
     "PERMANENT_ERRORS",
@@ -145,6 +149,8 @@ class AwsSettings:
     trace: bool = False
     processed_ttl: int = DEFAULT_PROCESSED_TTL
     trace_ttl: int = DEFAULT_TRACE_TTL
+    history: bool = False
+    """Keep every trace step (``DURASTATE_HISTORY``), not a ring of the newest."""
     schedules: str | None = None
     """The construct's schedules as JSON (``DURASTATE_SCHEDULES``), besides the definitions folder's."""
     retention: int | None = None
@@ -172,6 +178,7 @@ class AwsSettings:
             trace=(env.get("DURASTATE_TRACE") or "0").strip().lower() in ("1", "true", "yes", "on"),
             processed_ttl=_positive_int(env, "DURASTATE_PROCESSED_TTL_SECONDS", DEFAULT_PROCESSED_TTL),
             trace_ttl=_positive_int(env, "DURASTATE_TRACE_TTL_SECONDS", DEFAULT_TRACE_TTL),
+            history=(env.get("DURASTATE_HISTORY") or "0").strip().lower() in ("1", "true", "yes", "on"),
             schedules=env.get("DURASTATE_SCHEDULES") or None,
             retention=(_positive_int(env, "DURASTATE_RETENTION_SECONDS", 1)
                        if env.get("DURASTATE_RETENTION_SECONDS") else None),
@@ -247,7 +254,8 @@ class AwsRuntime:
         return self.worker.handle(env.target_id, env.event)
 
     def process(self, body: str, *, message_id: str, group_id: str | None = None,
-                on_parsed: Callable[[Envelope], None] | None = None, attempts: int = 1) -> Outcome:
+                on_parsed: Callable[[Envelope], None] | None = None, attempts: int = 1,
+                traceparent: str | None = None) -> Outcome:
         """One SQS record, end to end: parse, apply, dead-letter what can never succeed.
 
         Returns the outcome; raises only on a failure that is not permanent, which the handler reports as
@@ -256,10 +264,11 @@ class AwsRuntime:
         dead-lettered, however many receives it takes; an unexpected error (most likely a bug) is, once the
         record was received ``max_attempts`` times — kept with its reason, it stops holding back its
         execution's later events, and a replay applies it once the cause is fixed. ``attempts`` (the
-        record's receive count) goes with a dead letter.
+        record's receive count) goes with a dead letter. ``traceparent``: the trace context the record
+        brought besides its body (:func:`durastate.transport.tracecontext.from_message_attributes`).
         """
         try:
-            env = self.parse(body)
+            env = with_traceparent(self.parse(body), traceparent)
         except MalformedEvent as exc:
             self.dead_letter(body, exc, message_id=message_id, group_id=group_id, attempts=attempts)
             return "dead-lettered"
@@ -481,7 +490,8 @@ def build_runtime(settings: AwsSettings | None = None, *, clock: Clock = time.ti
         from durastate.store.dynamodb.sync import DynamoDBStore
 
         store = DynamoDBStore(dynamodb, prefix=settings.table_prefix, record_trace=settings.trace,
-                              processed_ttl=settings.processed_ttl, trace_ttl=settings.trace_ttl)
+                              processed_ttl=settings.processed_ttl, trace_ttl=settings.trace_ttl,
+                              history=settings.history)
         built_store = True
     else:
         built_store = False

@@ -40,6 +40,7 @@ from durastate.engine.ids import producer_problem, start_event_id
 from durastate.engine.model import START, Event, Execution, new_id
 from durastate.engine.run_timeout import check_start_timeout
 from durastate.engine.schedules import ScheduleSpec
+from durastate.engine.tasks import heartbeat_message
 from durastate.engine.values import check_execution_id
 from durastate.errors import (
     DefinitionError,
@@ -59,6 +60,7 @@ from durastate.runtime.retention import Retention
 from durastate.runtime.schedules import SyncReport, sync_schedules
 from durastate.runtime.sweeper import Sweeper
 from durastate.runtime.tasks import TaskRunner
+from durastate.runtime.telemetry import Telemetry
 from durastate.runtime.worker import HandleResult, Worker
 from durastate.store.base import ExecutionStore
 from durastate.store.control import (
@@ -82,6 +84,7 @@ from durastate.transport.base import (
     UnknownDeadLetter,
 )
 from durastate.transport.memory import InMemoryDeadLetters, InMemoryTransport
+from durastate.transport.tracecontext import current_traceparent, stamp
 
 __all__ = [
     "PERMANENT_ERRORS",
@@ -181,6 +184,9 @@ class LocalRuntime:
     (a transport without a box: then they do not outlive it, and a warning says so). ``dead_letters``
     lists the ones *this runtime* dead-lettered since it was made, as before; ``on_dead_letter`` is called
     with each, once it is kept.
+
+    ``tracer_provider``: where the OpenTelemetry span of each commit goes (default: the application's global
+    provider, when it set one; else no span is made): see :mod:`durastate.runtime.telemetry`.
     """
 
     def __init__(self, store: ExecutionStore, registry: DefinitionRegistry,
@@ -193,12 +199,15 @@ class LocalRuntime:
                  retry_backoff: Backoff | None = None,
                  rand: Callable[[], float] = random.random,
                  dead_letter_box: DeadLetterBox | None = None, retention: Retention | None = None,
-                 tasks: TaskRunner | None = None, trace: bool = True) -> None:
+                 tasks: TaskRunner | None = None, trace: bool = True, tracer_provider: Any = None) -> None:
         self.store = store
         self.retention = retention
-        """Purges old ended executions between rounds (``serve --retention``), when set."""
+        """Purges old ended executions between rounds (``serve --retention``), when set; one built without
+        a clock runs on this runtime's."""
         self.registry = registry
         self.clock = clock
+        if retention is not None:
+            retention.adopt_clock(clock)
         self.transport: QueueTransport = transport if transport is not None else InMemoryTransport(clock)
         self.sink = sink
         self.batch_size = batch_size
@@ -211,12 +220,13 @@ class LocalRuntime:
         self._last_sweep = float("-inf")
         self.lease_seconds = lease_seconds
         # keep_committed (default: Worker's DEFAULT_KEEP) and exclusive (trust kept copies unread): see Worker.
+        telemetry = Telemetry(tracer_provider)
         self.worker = Worker(store, registry, clock, max_conflict_retries, copy_on_load=copy_on_load,
-                             keep_committed=keep_committed, exclusive=exclusive, trace=trace)
+                             keep_committed=keep_committed, exclusive=exclusive, trace=trace, telemetry=telemetry)
         # ``trace=False`` is the deployment choice AWS makes by default: no trace step with each commit, except
         # for a step that failed (``Worker.trace_failures``), so ``show``/``trace`` can still say what happened.
         self.worker.trace_failures = not trace
-        self.relay = Relay(store, registry, self.transport, sink, clock, tasks=tasks)
+        self.relay = Relay(store, registry, self.transport, sink, clock, tasks=tasks, telemetry=telemetry)
         self.sweeper = Sweeper(store, self.transport, clock)
         if dead_letter_box is None:
             dead_letter_box = getattr(self.transport, "dead_letter_box", None)
@@ -242,7 +252,14 @@ class LocalRuntime:
         problem = producer_problem(target_id, event.name, event.id)
         if problem is not None:
             raise ReservedId(problem)
-        self.transport.send([(target_id, event)])
+        self.transport.send(stamp([(target_id, event)], current_traceparent()))
+
+    def heartbeat(self, task_id: str, details: Any = None, *, execution_id: str | None = None) -> str:
+        """Report that task ``task_id`` is alive (:meth:`durastate.client.DurastateClient.heartbeat`):
+        applied by the next round; returns the heartbeat's event id."""
+        target, event = heartbeat_message(task_id, details, execution_id)
+        self.transport.send([(target, event)])
+        return event.id
 
     def start(self, definition_id: str, context: dict[str, Any] | None = None,
               execution_id: str | None = None, *, timeout: float | str | None = None) -> str:

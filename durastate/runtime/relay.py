@@ -21,9 +21,10 @@ from durastate.engine.tracing import step_details
 from durastate.errors import DeliveryFailed, StoreConflict
 from durastate.runtime.clock import Clock
 from durastate.runtime.keys import give_secret
-from durastate.runtime.tasks import TaskRunner, run_tasks
+from durastate.runtime.tasks import TaskRunner, is_cancel, run_cancels, run_tasks
+from durastate.runtime.telemetry import CommitSpan, Telemetry, spawned_by
 from durastate.runtime.versions import Versions
-from durastate.store.base import ExecutionStore, OutboxEntry, SpawnEntry, TimerOp
+from durastate.store.base import ExecutionStore, OutboxEntry, SpawnEntry, TimerOp, keeps_history
 from durastate.transport.base import Sink, Transport
 
 __all__ = ["Relay", "RelayStats"]
@@ -54,7 +55,7 @@ class Relay:
 
     def __init__(self, store: ExecutionStore, registry: DefinitionRegistry, transport: Transport,
                  sink: Sink | None = None, clock: Clock = time.time, *, batch_size: int = 10,
-                 tasks: TaskRunner | None = None) -> None:
+                 tasks: TaskRunner | None = None, telemetry: Telemetry | None = None) -> None:
         self.store = store
         self.registry = registry
         self.versions = Versions(store, registry, clock)
@@ -64,6 +65,8 @@ class Relay:
         self.batch_size = max(1, batch_size)
         self.tasks = tasks if tasks is not None else TaskRunner()
         """Runs the task requests of the outbox (``invoke: {task: ...}``) before their answers are sent."""
+        self.telemetry = telemetry if telemetry is not None else Telemetry()
+        """Where the span of a region child's creation goes (:mod:`durastate.runtime.telemetry`)."""
         self.undeliverable: list[tuple[OutboxEntry, str]] = []
         """Outbox entries dropped because the transport can never deliver them, with the reason."""
         self.on_commit: Callable[[Execution, Sequence[TimerOp]], None] | None = None
@@ -97,10 +100,13 @@ class Relay:
             outbox = outbox[: budget - len(spawns)]
         spawned = self._spawn_all(spawns)
         requests = [e for e in outbox if e.event.name == TASK]
-        if requests:
-            outbox = [e for e in outbox if e.event.name != TASK]
+        cancels = [e for e in outbox if is_cancel(e)]
+        if requests or cancels:
+            outbox = [e for e in outbox if e.event.name != TASK and not is_cancel(e)]
         sent, published = self._drain(outbox)
         ran = run_tasks(self.tasks, requests, self.transport, self.store.ack_outbox) if requests else 0
+        if cancels:  # after the requests: a task is still run at least once, even one given up on already
+            run_cancels(self.tasks, cancels, self.store.ack_outbox)
         return RelayStats(spawned, sent, published, ran)
 
     # -- spawns -------------------------------------------------------------------------------------
@@ -131,14 +137,29 @@ class Relay:
         if defn.tables.has_tasks:
             give_secret(child)  # its region may start a task in this very step
         start = Event(id=start_event_id(s.child_id), name=START)
+        began = time.time_ns()
         res = step(defn, child, start, now, detail=True)
-        step_details(res.trace, now, start, res.emits, res.timers, res.spawns, (s.context, child.context))
+        archive = keeps_history(self.store)
+        step_details(res.trace, now, start, res.emits, res.timers, res.spawns, (s.context, child.context),
+                     archive=archive)
+        if archive:  # a region child's start carries no data: what a replay starts it from
+            res.trace["seed"] = {"context": dict(s.context), "root_path": s.root_path, "parent_id": parent.id}
+        emits, span = res.emits, None
+        tracer = self.telemetry.tracer()
+        if tracer is not None:  # the region's root span: a child of the parent's span that spawned it
+            span = CommitSpan.begin(tracer, child, start, cause=spawned_by(parent, s.child_id), start_ns=began)
+            emits = span.prepare(child, emits, res.timers, res.spawns)
         try:
-            self.store.commit(child, res.emits, processed_event_id=start.id, timers=res.timers,
+            self.store.commit(child, emits, processed_event_id=start.id, timers=res.timers,
                               spawns=res.spawns, trace=res.trace)
         except StoreConflict:
             log.debug("spawn %s: child %s already exists", s.seq, s.child_id)
             return
+        if span is not None:
+            try:
+                span.end(child, "applied", res.trace, 1)
+            except Exception:  # the commit stands; a span is observability
+                log.warning("the span of region %s was not recorded", child.id, exc_info=True)
         if self.on_commit is not None and res.timers:
             try:
                 self.on_commit(child, res.timers)

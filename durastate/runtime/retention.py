@@ -37,9 +37,14 @@ class RetentionRun:
 
 
 class Retention:
-    """Purges ``store``'s executions that ended more than ``older_than`` seconds ago (see the module)."""
+    """Purges ``store``'s executions that ended more than ``older_than`` seconds ago (see the module).
 
-    def __init__(self, store: ExecutionStore, older_than: float, clock: Clock = time.time, *,
+    ``clock`` is the time the cutoff is measured on. Left out, it is the clock of the runtime the
+    retention is given to (``LocalRuntime(..., clock=ManualClock(...), retention=Retention(store, DAY))``
+    purges by the manual clock: a runtime adopts its own clock into a retention built without one), and
+    wall time for a retention used on its own."""
+
+    def __init__(self, store: ExecutionStore, older_than: float, clock: Clock | None = None, *,
                  statuses: Sequence[str] = PURGEABLE, definition_id: str | None = None,
                  batch: int = DEFAULT_PURGE_LIMIT, max_batches: int = 4,
                  tombstone_ttl: float = DEFAULT_TOMBSTONE_TTL, interval: float = 60.0) -> None:
@@ -47,7 +52,7 @@ class Retention:
             raise ValueError(f"retention must not be negative, got {older_than}")
         self.store = store
         self.older_than = older_than
-        self.clock = clock
+        self._clock = clock
         self.statuses = tuple(statuses)
         self.definition_id = definition_id
         self.batch = batch
@@ -55,6 +60,17 @@ class Retention:
         self.tombstone_ttl = tombstone_ttl
         self.interval = interval
         self._next = float("-inf")
+
+    @property
+    def clock(self) -> Clock:
+        """The clock the cutoff and the interval are measured on (see the class)."""
+        return self._clock if self._clock is not None else time.time
+
+    def adopt_clock(self, clock: Clock) -> None:
+        """Measure on ``clock`` unless this retention was given a clock of its own (what a runtime does
+        with the retention it is given, so that both run on one time)."""
+        if self._clock is None:
+            self._clock = clock
 
     def run_once(self, max_batches: int | None = None) -> RetentionRun:
         """Up to ``max_batches`` purge batches (the configured number by default), stopping early once

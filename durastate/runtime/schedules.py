@@ -14,6 +14,12 @@ a crash before the commit (the timer is still armed: the next sweep does it agai
 record moved on: the next sweep finds nothing due), two sweepers at once (one wins the CAS, the other
 reloads and finds nothing due), a start relayed twice (the worker dedupes it) — each tick starts at most
 one execution, and a tick is never lost while the record's timer is armed.
+
+With ``jitter`` the timer is armed at the tick plus its offset (:func:`~durastate.engine.schedules.jitter_offset`,
+an HMAC under the record's secret, which the record gets when it is created), so every sweeper and every
+hop computes the same time. :func:`backfill_schedule` starts past ticks that have no execution with the
+very start the tick would have committed (same id, same start event id, same witness), so a backfill never
+starts a tick twice; :func:`delete_schedule` marks the record removed and cancels its timer in one commit.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ import json
 import logging
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -40,15 +47,19 @@ from durastate.engine.schedules import (
     schedule_record_id,
     tick_execution_id,
 )
-from durastate.errors import DurastateError, ScheduleError, StoreConflict, UnknownSchedule
+from durastate.errors import BackfillRefused, DurastateError, ScheduleError, StoreConflict, UnknownSchedule
 from durastate.runtime.keys import give_secret
 from durastate.store.base import ExecutionStore
 
 __all__ = [
+    "MAX_BACKFILL",
     "TICK_TIMER",
+    "Backfill",
     "FiredTick",
     "ScheduleState",
     "SyncReport",
+    "backfill_schedule",
+    "delete_schedule",
     "fire_schedule_timer",
     "get_schedule",
     "list_schedules",
@@ -64,6 +75,11 @@ log = logging.getLogger("durastate.runtime.schedules")
 TICK_TIMER = "tick"
 """The key of a schedule record's one timer."""
 CAS_ATTEMPTS = 8
+MAX_BACKFILL = 1000
+"""The most ticks one backfill starts (a wider window is refused: split it)."""
+BACKFILL_BATCH = 25
+"""Starts per commit of the record in a backfill (each is an outbox entry: DynamoDB caps a commit at 100
+items)."""
 
 
 @dataclass(frozen=True)
@@ -75,6 +91,8 @@ class ScheduleState:
     """None if the stored spec no longer validates (written by another version of durastate)."""
     paused: bool
     removed: bool
+    deleted: bool
+    """Removed by ``durastate schedules delete`` (not by a sync): a sync that lists it stores it again."""
     last_tick: float | None
     last_execution_id: str | None
     last_started_at: float | None
@@ -90,7 +108,8 @@ class ScheduleState:
         except (ValueError, DurastateError):
             spec = None
         return cls(schedule_name(exe.id) or exe.id, spec, bool(ctx.get("paused")), bool(ctx.get("removed")),
-                   ctx.get("last_tick"), ctx.get("last_execution_id"), ctx.get("last_started_at"),
+                   bool(ctx.get("deleted")), ctx.get("last_tick"), ctx.get("last_execution_id"),
+                   ctx.get("last_started_at"),
                    exe.timers.get(TICK_TIMER), exe)
 
 
@@ -195,6 +214,21 @@ def _arm(exe: Execution, at: float | None) -> list[TimerOp]:
     return [TimerOp("schedule", TICK_TIMER, at)]
 
 
+def _fires(record: Execution, spec: ScheduleSpec) -> Callable[[float], float]:
+    """When each tick of the record's schedule fires: the tick plus its jitter, derived from the record's
+    secret (given to it here if it has none yet: it is committed with the timer it arms)."""
+    if spec.jitter_seconds:
+        give_secret(record)
+    name = schedule_name(record.id) or record.id
+    return lambda tick: spec.fire_at(tick, record.secret, name)
+
+
+def _next_fire(record: Execution, spec: ScheduleSpec, after: float) -> float | None:
+    """When the first tick after ``after`` fires (None: the schedule has no further tick)."""
+    tick = spec.next_tick(after)
+    return None if tick is None else _fires(record, spec)(tick)
+
+
 def _start(record: Execution, execution_id: str, spec: ScheduleSpec) -> Emit:
     """The start of run ``execution_id``, with the witness the worker asks of it (a MAC of the id under
     the record's secret, given to the record here if it has none yet: it is committed with this start)."""
@@ -231,7 +265,7 @@ def sync_schedules(store: ExecutionStore, specs: Mapping[str, ScheduleSpec], now
                                         "removed": False, "last_tick": now, "last_execution_id": None,
                                         "last_started_at": None},
                                created_at=now, updated_at=now)
-            timers = _arm(record, spec.next_tick(now))
+            timers = _arm(record, _next_fire(record, spec, now))
             try:
                 store.commit(record, [], None, timers)
                 report.created.append(name)
@@ -247,9 +281,9 @@ def sync_schedules(store: ExecutionStore, specs: Mapping[str, ScheduleSpec], now
             ctx = exe.context
             if ctx.get("spec_hash") == digest and not ctx.get("removed"):
                 return None
-            ctx.update(spec=spec.to_dict(), spec_hash=digest, removed=False)
+            ctx.update(spec=spec.to_dict(), spec_hash=digest, removed=False, deleted=False)
             ctx["last_tick"] = max(float(ctx.get("last_tick") or now), now)
-            return [], _arm(exe, None if ctx.get("paused") else spec.next_tick(ctx["last_tick"]))
+            return [], _arm(exe, None if ctx.get("paused") else _next_fire(exe, spec, ctx["last_tick"]))
 
         _update(store, name, change, now)
         report.updated.append(name)
@@ -306,7 +340,7 @@ def fire_schedule_timer(store: ExecutionStore, record_id: str, now: float) -> Fi
                           "sync stores a valid one", name)
             return ([], _arm(exe, None)) if TICK_TIMER in exe.timers else None
         last_tick = float(ctx.get("last_tick") or now)
-        plan = plan_ticks(spec, last_tick, now)
+        plan = plan_ticks(spec, last_tick, now, _fires(exe, spec))
         if plan.latest is None:  # nothing due (a stale timer, another sweeper was first): arm the next tick
             return None if exe.timers.get(TICK_TIMER) == plan.next_tick else ([], _arm(exe, plan.next_tick))
         emits: list[Emit] = []
@@ -385,8 +419,8 @@ def resume_schedule(store: ExecutionStore, name: str, now: float) -> ScheduleSta
         last_tick = float(ctx.get("last_tick") or now)
         if spec.catch_up == "skip":
             ctx["last_tick"] = max(last_tick, now)
-            return [], _arm(exe, spec.next_tick(ctx["last_tick"]))
-        return [], _arm(exe, spec.next_tick(last_tick))  # in the past if ticks were missed: due at once
+            return [], _arm(exe, _next_fire(exe, spec, ctx["last_tick"]))
+        return [], _arm(exe, _next_fire(exe, spec, last_tick))  # in the past if ticks were missed: due at once
 
     return ScheduleState.of(_update(store, name, change, now))
 
@@ -407,3 +441,76 @@ def trigger_schedule(store: ExecutionStore, name: str, now: float) -> str:
 
     _update(store, name, change, now)
     return execution_id
+
+
+def delete_schedule(store: ExecutionStore, name: str, now: float) -> ScheduleState:
+    """Stop schedule ``name`` for good: its record is marked removed (and deleted) and its timer cancelled
+    in one commit, so no tick fires again — a sweep finds no timer, and a timer hop already on its way
+    (AWS) finds the record removed and starts nothing. The record stays, so its history stays readable
+    (``schedules list --all``); the executions it started are untouched. A sync whose schedules still
+    list it stores it again: delete it from the ``schedules:`` file too. Unknown (or already removed):
+    :class:`~durastate.errors.UnknownSchedule`, nothing changed."""
+
+    def change(exe: Execution) -> tuple[list[Emit], list[TimerOp]] | None:
+        if exe.context.get("removed"):
+            raise UnknownSchedule(name, [s.name for s in list_schedules(store)])
+        exe.context.update(removed=True, deleted=True, deleted_at=now)
+        return [], _arm(exe, None)
+
+    get_schedule(store, name)
+    return ScheduleState.of(_update(store, name, change, now))
+
+
+@dataclass(frozen=True)
+class Backfill:
+    """What :func:`backfill_schedule` did."""
+
+    started: list[str]
+    """The executions it started, one per tick that had none."""
+    existing: list[str]
+    """The ticks' executions already stored (run by the schedule, or by an earlier backfill): not started."""
+
+
+def backfill_schedule(store: ExecutionStore, name: str, start: float, end: float, now: float) -> Backfill:
+    """Start the ticks of schedule ``name`` in ``[start, end]`` that have no execution yet, each as the
+    very execution the tick would have started (``<name>~<tick>``, with its witness and its deduplicated
+    start event). So a tick is never started twice: one that ran (or that an earlier backfill started)
+    is stored and skipped, and a start still on its way when a second backfill sends it again is applied
+    once by the worker. The window, ``overlap`` and ``catch_up`` do not apply to a backfill (it is asked
+    for), ``start_at``/``end_at`` do (no tick exists outside them); it works while paused and changes
+    neither ``last_tick`` nor the timer.
+
+    :class:`~durastate.errors.BackfillRefused` when ``start`` is after ``end``, ``end`` is in the future
+    (those ticks start on their own) or the window holds more than :data:`MAX_BACKFILL` ticks;
+    :class:`~durastate.errors.UnknownSchedule` for an unknown name. Nothing is started then.
+    """
+    if start > end:
+        raise BackfillRefused(f"--from {_utc(start)} is after --to {_utc(end)}; give the earlier time as --from")
+    if end > now:
+        raise BackfillRefused(f"--to {_utc(end)} is in the future (now {_utc(now)}); the ticks after now start "
+                              "on their own: backfill only past ones")
+    state = get_schedule(store, name)
+    if state.spec is None:
+        raise UnknownSchedule(name)
+    ticks = state.spec.ticks(start - 1e-6, end, MAX_BACKFILL + 1)
+    if len(ticks) > MAX_BACKFILL:
+        raise BackfillRefused(f"{_utc(start)} to {_utc(end)} holds more than {MAX_BACKFILL} ticks of {name}; "
+                              "backfill a shorter window at a time")
+    wanted = [tick_execution_id(name, t) for t in ticks]
+    existing = [eid for eid in wanted if store.load(eid) is not None]
+    todo = [eid for eid in wanted if eid not in set(existing)]
+    for i in range(0, len(todo), BACKFILL_BATCH):
+        batch = todo[i:i + BACKFILL_BATCH]
+
+        def change(exe: Execution, batch: list[str] = batch) -> tuple[list[Emit], list[TimerOp]] | None:
+            if exe.context.get("removed"):
+                raise UnknownSchedule(name)
+            spec = _spec(exe)
+            return [_start(exe, eid, spec) for eid in batch], []
+
+        _update(store, name, change, now)
+    return Backfill(todo, existing)
+
+
+def _utc(ts: float) -> str:
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

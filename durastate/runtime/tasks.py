@@ -23,6 +23,23 @@ Every kind receives the same JSON document (:meth:`~durastate.engine.tasks.TaskR
 - ``http: "https://..."`` — POSTed as JSON (with an ``Idempotency-Key: <task id>`` header) with the
   standard library; a 2xx JSON (or empty) body is the output, any other status the error ``TaskError``.
 
+**Heartbeats and cancellation.** A task with a ``heartbeat_timeout`` must report at least that often that it
+is alive, or it fails with ``TaskTimeout``: the callee's document then holds ``heartbeat_timeout`` (seconds).
+
+- A Python task calls :func:`current_task` (inside the call) for its :class:`TaskHandle`:
+  ``current_task().heartbeat({"done": 40})`` sends a heartbeat with those details (the execution keeps the
+  last one), and ``current_task().cancelled`` turns true when the execution stops waiting for it (it left
+  the state, ended, or the task timed out) — poll it and return early. The function's signature stays
+  ``fn(doc)``. With a ``heartbeat_timeout`` the call runs in a thread of its own, like one with a
+  ``timeout``, and the runner stops waiting once a heartbeat is overdue (wall time): ``TaskTimeout``.
+- An HTTP or Lambda task heartbeats with ``DurastateClient.heartbeat(task_id, details)`` (or ``durastate
+  heartbeat TASK_ID``), from wherever it does the work; the durable ``~heartbeat:`` timer enforces it.
+- Cancelling: the execution records a cancel request that the relay passes on with :meth:`TaskRunner.cancel`
+  — a Python task's flag (when it runs in this process), a POST of ``{"task_id", "execution_id",
+  "state", "reason"}`` to an HTTP task's ``cancel_url`` (best effort: once, its failure logged). When the
+  runner itself stops waiting (a deadline passed) it cancels the same way. A Lambda invocation cannot be
+  stopped: its late answer is ignored, and the execution's trace says so.
+
 Whatever comes back must pass the entry rules of event data (:func:`durastate.engine.values.check_json`)
 and fit :data:`MAX_RESULT_BYTES` as JSON; otherwise the answer is the error ``TaskResultInvalid`` saying
 why — never a crash of the relay and never a silent drop.
@@ -35,21 +52,30 @@ import importlib
 import json
 import logging
 import threading
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from durastate.engine.ids import TASK_CANCEL
 from durastate.engine.model import Event
-from durastate.engine.tasks import TaskRequest, task_result, timeout_error
+from durastate.engine.tasks import (
+    TaskCancel,
+    TaskRequest,
+    heartbeat_error,
+    heartbeat_message,
+    task_result,
+    timeout_error,
+)
 from durastate.engine.values import check_json
 from durastate.errors import InvalidValue
 from durastate.store.base import OutboxEntry
 from durastate.transport.base import Transport
 
 __all__ = ["DEFAULT_HTTP_TIMEOUT", "DEFAULT_PARALLEL", "MAX_ERROR_CHARS", "MAX_RESULT_BYTES", "LambdaInvoker",
-           "TaskRunner", "run_tasks"]
+           "TaskHandle", "TaskRunner", "current_task", "run_cancels", "run_tasks"]
 
 log = logging.getLogger("durastate.runtime.tasks")
 
@@ -72,6 +98,73 @@ LambdaInvoker = Callable[[str, bytes], tuple[bytes, str | None]]
 called (boto3 by default; the local stack calls handlers directly)."""
 
 
+Send = Callable[[Sequence[tuple[str, Event]]], None]
+"""How a heartbeat leaves a running Python task: the relay's transport's ``send``."""
+
+CANCEL_TIMEOUT = 10.0
+"""Seconds the POST of a cancel request to an HTTP task's ``cancel_url`` may take (it is sent once)."""
+
+
+class TaskHandle:
+    """What a running Python task knows of itself (:func:`current_task`): its ids, a way to heartbeat, and
+    whether the execution still waits for it. Thread-safe: the task may heartbeat from threads of its own."""
+
+    def __init__(self, request: TaskRequest, send: Send | None) -> None:
+        self.task_id = request.task_id
+        self.execution_id = request.execution_id
+        self.heartbeat_timeout = request.heartbeat_timeout
+        """Seconds within which the next heartbeat must come (``None``: heartbeats are optional)."""
+        self._send = send
+        self._lock = threading.Lock()
+        self._cancelled = threading.Event()
+        self.cancel_reason: str | None = None
+        """Why the task was asked to stop (``None`` while it was not)."""
+        self.last_beat = time.monotonic()
+        """When the task started or last heartbeat (``time.monotonic``: the runner's deadline counts from it)."""
+
+    def heartbeat(self, details: Any = None) -> bool:
+        """Report progress: the execution records ``details`` (JSON, up to 8 KiB) as the task's last heartbeat
+        and, with a ``heartbeat_timeout``, waits that much longer. ``False`` once the task is cancelled (the
+        heartbeat is not sent: nobody waits for it); a bad ``details`` raises ``InvalidValue``."""
+        target, event = heartbeat_message(self.task_id, details, self.execution_id)
+        with self._lock:
+            if self._cancelled.is_set():
+                return False
+            self.last_beat = time.monotonic()
+            if self._send is not None:
+                self._send([(target, event)])
+        return True
+
+    @property
+    def cancelled(self) -> bool:
+        """Whether the execution stopped waiting for this task (poll it, and return early when it is)."""
+        return self._cancelled.is_set()
+
+    def wait_cancelled(self, timeout: float | None = None) -> bool:
+        """Block until the task is cancelled (``True``) or ``timeout`` seconds passed (``False``)."""
+        return self._cancelled.wait(timeout)
+
+    def cancel(self, reason: str) -> None:
+        """Mark the task cancelled (the runner and the relay do; the task only reads it)."""
+        with self._lock:
+            if not self._cancelled.is_set():
+                self.cancel_reason = reason
+                self._cancelled.set()
+
+
+_CURRENT: contextvars.ContextVar[TaskHandle | None] = contextvars.ContextVar("durastate_task", default=None)
+
+
+def current_task() -> TaskHandle:
+    """The :class:`TaskHandle` of the Python task running in this thread (call it inside the task function,
+    or in a thread it started with ``contextvars.copy_context().run``)."""
+    handle = _CURRENT.get()
+    if handle is None:
+        raise RuntimeError("current_task() is called outside a Python task: only a function the relay runs "
+                           "for `invoke: {task: {python: ...}}` has one")
+    return handle
+
+
 class TaskRunner:
     """Runs task requests; one per relay (the clients it makes are reused)."""
 
@@ -85,6 +178,42 @@ class TaskRunner:
         self.http_timeout = http_timeout
         self.max_result_bytes = max_result_bytes
         self._functions: dict[str, Callable[[dict[str, Any]], Any]] = {}
+        self._send: Send | None = None
+        self._running: dict[str, TaskHandle] = {}
+        """The Python tasks running in this process, by task id (what a cancel request can reach)."""
+        self.cancels: list[TaskCancel] = []
+        """The cancel requests this runner passed on (an HTTP POST or a Python task's flag), in order."""
+
+    def attach(self, send: Send) -> None:
+        """Where the heartbeats of the Python tasks this runner runs go (the relay's transport)."""
+        self._send = send
+
+    def cancel(self, request: TaskCancel) -> None:
+        """Ask a task that may still run to stop: a Python task running in this process sees
+        ``cancelled``; an HTTP task's ``cancel_url`` gets a POST (once; a failure is logged). Never raises."""
+        if request.kind == "python":
+            handle = self._running.get(request.task_id)
+            if handle is None:
+                log.info("task %s (python %s): cancel not passed on, it does not run in this process",
+                         request.task_id, request.target)
+                return
+            handle.cancel(request.reason)
+        elif request.kind == "http" and request.cancel_url:
+            body = json.dumps(request.payload(), separators=(",", ":")).encode()
+            req = urllib.request.Request(request.cancel_url, data=body, method="POST", headers={
+                "Content-Type": "application/json", "Idempotency-Key": f"cancel:{request.task_id}"})
+            try:
+                with urllib.request.urlopen(req, timeout=min(CANCEL_TIMEOUT, self.http_timeout)):
+                    pass
+            except (urllib.error.URLError, OSError) as exc:
+                log.warning("task %s: the cancel request to %s failed (%s); not retried", request.task_id,
+                            request.cancel_url, exc)
+                return
+        else:
+            return
+        log.info("task %s (%s %s) asked to stop: %s", request.task_id, request.kind, request.target,
+                 request.reason)
+        self.cancels.append(request)
 
     def run(self, request: TaskRequest) -> Event:
         """Call the task once; its answer (output or error) as the event to send to the execution."""
@@ -139,16 +268,27 @@ class TaskRunner:
 
     def _python(self, request: TaskRequest) -> Any:
         function, payload = self._function(request.target), request.payload()
-        if request.timeout is None:
-            return function(payload)
-        return _call_within(function, payload, request)
+        handle = TaskHandle(request, self._send)
+        self._running[request.task_id] = handle
+        try:
+            if request.timeout is None and request.heartbeat_timeout is None:
+                token = _CURRENT.set(handle)
+                try:
+                    return function(payload)
+                finally:
+                    _CURRENT.reset(token)
+            return _call_within(function, payload, request, handle)
+        finally:
+            self._running.pop(request.task_id, None)
 
     # -- http --------------------------------------------------------------------------------------------
     def _http(self, request: TaskRequest) -> Any:
         body = json.dumps(request.payload(), separators=(",", ":")).encode()
-        req = urllib.request.Request(request.target, data=body, method="POST", headers={
-            "Content-Type": "application/json", "Accept": "application/json",
-            "Idempotency-Key": request.task_id})
+        headers = {"Content-Type": "application/json", "Accept": "application/json",
+                   "Idempotency-Key": request.task_id}
+        if request.traceparent is not None:  # the task's own spans join the execution's trace
+            headers["traceparent"] = request.traceparent
+        req = urllib.request.Request(request.target, data=body, method="POST", headers=headers)
         timeout = request.timeout or self.http_timeout
         try:
             with urllib.request.urlopen(req, timeout=timeout) as resp:  # (http/https checked at load)
@@ -158,7 +298,9 @@ class TaskRunner:
             raise _TaskFailed(f"TaskError: HTTP {exc.code} from {request.target}"
                               + (f": {detail}" if detail else "")) from None
         except TimeoutError:
-            raise _TaskFailed(f"TaskTimeout: {request.target} did not answer within {timeout:g}s") from None
+            error = f"TaskTimeout: {request.target} did not answer within {timeout:g}s"
+            self.cancel(TaskCancel.of(request, error))  # it may still be working on it
+            raise _TaskFailed(error) from None
         except (urllib.error.URLError, OSError) as exc:
             reason = getattr(exc, "reason", exc)
             raise _TaskFailed(f"TaskError: cannot reach {request.target}: {reason}") from None
@@ -198,20 +340,24 @@ class _TaskFailed(Exception):
     """A task failed in a way the runner words itself (the message is the error the execution sees)."""
 
 
-def _call_within(function: Callable[[dict[str, Any]], Any], payload: dict[str, Any], request: TaskRequest) -> Any:
-    """``function(payload)`` in a daemon thread, waited for ``request.timeout`` seconds at most.
+def _call_within(function: Callable[[dict[str, Any]], Any], payload: dict[str, Any], request: TaskRequest,
+                 handle: TaskHandle) -> Any:
+    """``function(payload)`` in a daemon thread, waited for ``request.timeout`` seconds at most, and with a
+    ``heartbeat_timeout`` no longer than that past the task's start or its last heartbeat.
 
     A daemon thread, not a pool's: a call that never returns must not hold up the process's exit (a pool
-    joins its threads then). Past the deadline the call is abandoned: ``TaskTimeout``, and its late result
-    or error is logged and dropped, never sent (the execution has its timeout already)."""
-    assert request.timeout is not None
+    joins its threads then). Past a deadline the call is abandoned: ``TaskTimeout``, the task's handle is
+    cancelled (so the function can see it and stop), and its late result or error is logged and dropped,
+    never sent (the execution has its timeout already)."""
     done = threading.Event()
     outcome: list[tuple[bool, Any]] = []
     late = False
+    context = contextvars.copy_context()
+    context.run(_CURRENT.set, handle)
 
     def call() -> None:
         try:
-            outcome.append((True, function(payload)))
+            outcome.append((True, context.run(function, payload)))
         except BaseException as exc:  # handed to the waiting thread, which words it as the task's error
             outcome.append((False, exc))
         finally:
@@ -221,15 +367,32 @@ def _call_within(function: Callable[[dict[str, Any]], Any], payload: dict[str, A
                          request.task_id, request.target)
 
     threading.Thread(target=call, name=f"durastate-task-{request.task_id[:40]}", daemon=True).start()
-    if not done.wait(request.timeout):
+    error = _wait(done, request, handle)
+    if error is not None:
         late = True
-        log.warning("task %s (python %s) did not answer within %gs: TaskTimeout", request.task_id,
-                    request.target, request.timeout)
-        raise _TaskFailed(timeout_error(request.task_id, request.timeout))
+        log.warning("task %s (python %s): %s", request.task_id, request.target, error)
+        handle.cancel(error)
+        raise _TaskFailed(error)
     ok, value = outcome[0]
     if not ok:
         raise value
     return value
+
+
+def _wait(done: threading.Event, request: TaskRequest, handle: TaskHandle) -> str | None:
+    """Wait for ``done`` until a deadline of ``request`` passes: ``None`` when it is set in time, else the
+    ``TaskTimeout`` error (the timeout's, or the heartbeat timeout's: each heartbeat moves that deadline)."""
+    timeout, every = request.timeout, request.heartbeat_timeout
+    end = time.monotonic() + timeout if timeout is not None else None
+    while True:
+        now = time.monotonic()
+        if end is not None and now >= end:
+            return timeout_error(request.task_id, timeout)
+        if every is not None and now >= handle.last_beat + every:
+            return heartbeat_error(request.task_id, every)
+        waits = [t - now for t in (end, handle.last_beat + every if every is not None else None) if t is not None]
+        if done.wait(min(waits)):
+            return None
 
 
 def _short(error: str) -> str:
@@ -259,6 +422,7 @@ def run_tasks(runner: TaskRunner, entries: Sequence[OutboxEntry], transport: Tra
             log.error("outbox %s: %s; dropped", entry.seq, exc)
             requests.append(None)
     todo = [r for r in requests if r is not None]
+    runner.attach(transport.send)
     if runner.max_parallel > 1 and len(todo) > 1:
         # The pass's tasks at once (a slow endpoint does not hold up the others); answers go out and
         # requests are acked in outbox order, after every call of the pass has returned.
@@ -275,3 +439,22 @@ def run_tasks(runner: TaskRunner, entries: Sequence[OutboxEntry], transport: Tra
             transport.send([(request.execution_id, next(answers))])
         ack(entry.seq)
     return len(entries)
+
+
+def run_cancels(runner: TaskRunner, entries: Sequence[OutboxEntry], ack: Callable[[int], None]) -> int:
+    """The relay's part for cancel requests: pass each on (:meth:`TaskRunner.cancel`: best effort, never
+    raises), then ack it. Returns how many were acked."""
+    for entry in entries:
+        try:
+            request = TaskCancel.from_event(entry.target_id or "", entry.event)
+        except ValueError as exc:
+            log.error("outbox %s: %s; dropped", entry.seq, exc)
+        else:
+            runner.cancel(request)
+        ack(entry.seq)
+    return len(entries)
+
+
+def is_cancel(entry: OutboxEntry) -> bool:
+    """Whether ``entry`` is a cancel request for a task (the relay's, never a queue's)."""
+    return entry.event.name == TASK_CANCEL

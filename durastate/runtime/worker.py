@@ -54,6 +54,7 @@ from durastate.engine.ids import (
     CATCH,
     CHILD_SEPARATOR,
     FINISHED,
+    HEARTBEAT,
     REDRIVE,
     RESERVED,
     RESERVED_PREFIX,
@@ -70,9 +71,11 @@ from durastate.engine.ids import (
     finished_event_id,
     is_derived_event_id,
     is_system_id,
+    reserved_event_id,
     reset_problem,
     reset_sent_event_id,
     run_witness,
+    task_seq,
     timeout_problem,
 )
 from durastate.engine.model import ENDED, Event, Execution, PendingRetry
@@ -94,8 +97,9 @@ from durastate.errors import (
 from durastate.runtime.clock import Clock
 from durastate.runtime.keys import give_secret
 from durastate.runtime.sweeper import SWEPT
+from durastate.runtime.telemetry import CommitSpan, Telemetry
 from durastate.runtime.versions import Versions
-from durastate.store.base import Emit, EventCheckingStore, ExecutionStore, Spawn, TimerOp
+from durastate.store.base import Emit, EventCheckingStore, ExecutionStore, Spawn, TimerOp, keeps_history
 from durastate.store.memory.sync import DictCore
 
 __all__ = ["HandleResult", "Worker", "detached_copy", "returns_live_objects"]
@@ -152,6 +156,8 @@ def detached_copy(exe: Execution) -> Execution:
         fields["held"] = list(exe.held)
     if exe.maps:
         fields["maps"] = {path: _model_copy(m, _json_copy(m.__dict__)) for path, m in exe.maps.items()}
+    if exe.trace_links:
+        fields["trace_links"] = dict(exe.trace_links)
     return _model_copy(exe, fields)
 
 
@@ -194,7 +200,8 @@ class Worker:
     def __init__(self, store: ExecutionStore, registry: DefinitionRegistry, clock: Clock = time.time,
                  max_conflict_retries: int = 8, *, copy_on_load: bool | None = None,
                  sleep: Callable[[float], None] = time.sleep, trace: bool = True,
-                 keep_committed: int | None = None, exclusive: bool = False) -> None:
+                 keep_committed: int | None = None, exclusive: bool = False,
+                 telemetry: Telemetry | None = None) -> None:
         self.store = store
         self.registry = registry
         self.clock = clock
@@ -228,6 +235,11 @@ class Worker:
         """With ``trace`` off, still commit the trace step of a step that failed (the execution failed, or an
         attempt failed and will be retried), so ``durastate show``/``trace`` can say what happened; other
         commits stay trace-free (on DynamoDB: one conditional put, no transaction)."""
+        self.telemetry = telemetry if telemetry is not None else Telemetry()
+        """Where the span of each commit goes (:mod:`durastate.runtime.telemetry`; none without a tracer
+        provider)."""
+        self._tries = 1
+        self._began_ns: int | None = None
         self.on_commit: Callable[[Execution, Sequence[TimerOp]], None] | None = None
         """Called after each successful commit with the execution and its timer operations (the AWS runtime
         hops the timers armed within SQS's delay horizon); an exception from it is logged, never raised."""
@@ -240,6 +252,8 @@ class Worker:
         all permanent — or :class:`StoreConflict` once ``max_conflict_retries`` reloads all lost the race.
         """
         attempt = 0
+        self._tries = 1
+        self._began_ns = time.time_ns() if self.telemetry.tracer() is not None else None
         kept = self._kept.pop(target_id, None)
         unchecked = False  # stepping a kept copy nobody checked is current (its commit still checks)
         if kept is not None and not self.exclusive:
@@ -271,6 +285,7 @@ class Worker:
                     continue  # the read now reports it a duplicate
                 unchecked = False
                 attempt += 1
+                self._tries = attempt + 1
                 self.conflicts += 1
                 if attempt > self.max_conflict_retries:
                     raise
@@ -306,8 +321,8 @@ class Worker:
             raise MalformedEvent(f"{event.name!r} is not an event durastate knows; names starting with "
                                  f"{RESERVED_PREFIX!r} are reserved (known: {', '.join(sorted(RESERVED))})")
         if target_id.startswith(CHILD_SEPARATOR) and is_system_id(target_id):
-            raise ReservedId(f"{target_id!r} is a system record (a schedule or an archived definition version): "
-                             f"it accepts no events, and {event.name} {event.id!r} was not applied")
+            raise ReservedId(f"{target_id!r} is a system record (a schedule, an archived definition version or the "
+                             f"clock offset): it accepts no events, and {event.name} {event.id!r} was not applied")
         if event.name == TIMEOUT and not event.id.startswith(_REDRIVE_PREFIX):  # (a redrive's: checked below)
             _check_timeout(target_id, event)
         before: Execution | None = None  # the execution as committed, when the worker has it at hand
@@ -342,7 +357,8 @@ class Worker:
             held, exe.held = exe.held, []
             self._apply_held(batch, exe, held, now)  # the retry went through: what waited for it applies
         timers, fired = _split_fired(event, batch.timers)
-        self._commit(exe, batch.emits, event.id, blind, timers=timers, spawns=batch.spawns, trace=batch.trace())
+        self._commit(exe, batch.emits, event, blind, timers=timers, spawns=batch.spawns, trace=batch.trace(),
+                     result=status)
         if fired is not None:
             try:
                 self.store.delete_timer(exe.id, *fired)
@@ -360,13 +376,15 @@ class Worker:
                 self._ignore(exe, event, blind, now, f"already {status}")
                 return HandleResult.IGNORED
             effects = control.terminate(exe, _reason(event), now)
-            self._commit(exe, effects.emits, event.id, blind, timers=effects.timers,
+            self._commit(exe, effects.emits, event, blind, timers=effects.timers,
                          trace=_control_record(exe, event, effects, now))
             return HandleResult.APPLIED
         if control.redrivable(exe):
             if name in (SUSPEND, RESUME, START):  # nothing to pause, resume or start: as for a running one
                 self._ignore(exe, event, blind, now, f"{name.removeprefix(RESERVED_PREFIX)} of a failed execution")
                 return HandleResult.IGNORED
+            if name == HEARTBEAT:
+                return self._skip_heartbeat(exe, event, blind, now)
             # Failed, and a redrive can bring it back: kept, and applied after the redriven event (as a
             # fault-free run would have applied it after that step), never dropped.
             return self._hold(exe, event, blind, now)
@@ -383,6 +401,8 @@ class Worker:
             if name == SUSPEND:
                 self._ignore(exe, event, blind, now, "already suspended")
                 return HandleResult.IGNORED
+            if name == HEARTBEAT:
+                return self._skip_heartbeat(exe, event, blind, now)
             if name != CANCEL:
                 return self._hold(exe, event, blind, now)
             dropped = len(exe.held)  # a cancel ends it: what it held is dropped, and the trace says so
@@ -393,13 +413,15 @@ class Worker:
         # running
         if name == SUSPEND:
             effects = control.suspend(exe, _reason(event), now)
-            self._commit(exe, effects.emits, event.id, blind, timers=effects.timers,
+            self._commit(exe, effects.emits, event, blind, timers=effects.timers,
                          trace=_control_record(exe, event, effects, now))
             return HandleResult.APPLIED
         if name == RESUME:
             self._ignore(exe, event, blind, now, "not suspended")
             return HandleResult.IGNORED
         if exe.retry is not None and name != CANCEL and not _fires_retry(exe, event):
+            if name == HEARTBEAT:
+                return self._skip_heartbeat(exe, event, blind, now)
             return self._hold(exe, event, blind, now)
         return None
 
@@ -411,11 +433,9 @@ class Worker:
         if ref is None or not ref.abandoned:
             return None
         del exe.children[cast(str, child_id)]
-        self._commit(exe, [], event.id, blind, trace={
-            "event": event.name, "event_id": event.id, "from": exe.active_path, "to": exe.active_path,
-            "status": exe.status, "ignored": True, "at": now,
-            "reason": f"child {child_id} {event.data.get('status', 'finished')}, but it was abandoned when "
-                      f"{exe.id} left {ref.path} (parent_close: abandon): its end is not applied"})
+        self._ignore(exe, event, blind, now, f"child {child_id} {event.data.get('status', 'finished')}, but it was "
+                     f"abandoned when {exe.id} left {ref.path} (parent_close: abandon): its end is not applied",
+                     witnessed=True)  # checked true on arrival (_derived)
         return HandleResult.IGNORED
 
     def _reset(self, exe: Execution, event: Event, now: float, blind: bool) -> HandleResult:
@@ -443,7 +463,7 @@ class Worker:
         if exe.held and exe.retry is None and exe.status == "running":
             held, exe.held = exe.held, []
             self._apply_held(batch, exe, held, now)
-        self._commit(exe, batch.emits, event.id, blind, timers=batch.timers, spawns=batch.spawns,
+        self._commit(exe, batch.emits, event, blind, timers=batch.timers, spawns=batch.spawns,
                      trace=batch.trace(), audit=True)
         return HandleResult.APPLIED
 
@@ -454,6 +474,13 @@ class Worker:
         except control.ControlError as err:
             raise MalformedEvent(str(err)) from None  # refused for good: the runtime dead-letters it
 
+    def _skip_heartbeat(self, exe: Execution, event: Event, blind: bool, now: float) -> HandleResult:
+        """A task's heartbeat while the execution is not running (suspended, waiting for a retry): traced and
+        dropped, never held — it is a sign of life, not work, and a long task would fill the held events."""
+        self._ignore(exe, event, blind, now, f"a task heartbeat while the execution is {exe.status}"
+                     + (" (waiting for a retry)" if exe.retry is not None else ""), witnessed=True)
+        return HandleResult.IGNORED
+
     def _hold(self, exe: Execution, event: Event, blind: bool, now: float) -> HandleResult:
         """Keep ``event`` in ``exe`` (suspended, waiting for a retry, or failed and awaiting a redrive).
 
@@ -461,7 +488,7 @@ class Worker:
         still said how it ended; once held it is true for good, and is not checked again when it is applied
         (retention may have purged the child by then, leaving only a tombstone to compare with)."""
         self._keep(exe, event)
-        self._commit(exe, [], event.id, blind, trace={
+        self._commit(exe, [], event, blind, result=HandleResult.HELD, trace={
             "event": event.name, "event_id": event.id, "from": exe.active_path, "to": exe.active_path,
             "status": exe.status, "held": len(exe.held), "at": now})
         return HandleResult.HELD
@@ -473,7 +500,7 @@ class Worker:
         batch.records.append(_control_record(exe, event, effects, now))
         if held:
             self._apply_held(batch, exe, held, now)
-        self._commit(exe, batch.emits, event.id, blind, timers=batch.timers, spawns=batch.spawns,
+        self._commit(exe, batch.emits, event, blind, timers=batch.timers, spawns=batch.spawns,
                      trace=batch.trace())
         return HandleResult.APPLIED
 
@@ -525,33 +552,65 @@ class Worker:
             if not isinstance(child_id, str) or event.id != finished_event_id(child_id):
                 raise MalformedEvent(f"finished notice {event.id!r} does not have the id of its child "
                                      f"{child_id!r}: durastate.finished is sent by durastate itself")
+            if child_id not in exe.children and event.data.get("task_id") == child_id \
+                    and self._is_task(exe, child_id):
+                return event  # a true answer of a task it forgot (it left the state): the step traces it ignored
             if child_id not in exe.children or not self._finished_is_true(exe, event):
                 log.info("%s %s for %s not applied: no such child of it has ended as it claims", name,
                          event.id, exe.id)
                 raise _NotRecorded
             return event
+        if name == HEARTBEAT:
+            task = event.data.get("task_id")
+            if not isinstance(task, str) or not event.id.startswith(_HEARTBEAT_PREFIX):
+                raise MalformedEvent(f"heartbeat {event.id!r} needs data.task_id and an id in {_HEARTBEAT_PREFIX}…: "
+                                     "send heartbeats with DurastateClient.heartbeat (or a Python task's "
+                                     "current_task().heartbeat)")
+            ref = exe.children.get(task)
+            if (ref is None or ref.kind != "task") and not self._is_task(exe, task):
+                log.info("heartbeat %s for %s not applied: %s is no task of it", event.id, exe.id, task)
+                raise _NotRecorded  # forged (or for another execution): changes nothing, leaves no mark
+            return event
         return event
 
-    def _ignore(self, exe: Execution, event: Event, blind: bool, now: float, reason: str | None) -> None:
-        if is_derived_event_id(event.id):
+    @staticmethod
+    def _is_task(exe: Execution, task: str) -> bool:
+        """Whether ``task`` is the id of a task ``exe`` started (its mac checks out under the secret): its
+        answer or heartbeat is then the true one, however late, and is traced when ignored."""
+        return exe.secret is not None and task_seq(exe.id, task, exe.secret, exe.invoke_seq) is not None
+
+    def _ignore(self, exe: Execution, event: Event, blind: bool, now: float, reason: str | None, *,
+                witnessed: bool = False) -> None:
+        """Consume ``event`` with a trace record saying it was ignored (and why); a derived event is left
+        unrecorded instead (its id stays free for the true one), unless ``witnessed``: checked true already."""
+        if is_derived_event_id(event.id) and not witnessed:
             raise _NotRecorded  # a derived event that changes nothing leaves its id for the true one
         record: dict[str, Any] = {"event": event.name, "event_id": event.id, "from": exe.active_path,
                                   "to": exe.active_path, "status": exe.status, "ignored": True, "at": now}
         if reason:
             record["reason"] = reason
-        self._commit(exe, [], event.id, blind, trace=record)
+        self._commit(exe, [], event, blind, trace=record, result=HandleResult.IGNORED)
 
-    def _commit(self, exe: Execution, emits: Sequence[Emit], event_id: str, blind: bool, *,
+    def _commit(self, exe: Execution, emits: Sequence[Emit], event: Event, blind: bool, *,
                 timers: Iterable[TimerOp] = (), spawns: Iterable[Spawn] = (),
-                trace: dict[str, Any] | None = None, audit: bool = False) -> None:
+                trace: dict[str, Any] | None = None, result: HandleResult = HandleResult.APPLIED,
+                audit: bool = False) -> None:
         """The one commit of an event; afterwards ``exe`` is what the store holds, so keep it. ``audit``: the
         trace step is committed even with ``trace`` off (an operator's reset says who and why)."""
+        event_id = event.id
         failure: dict[str, Any] | None = None
+        record = trace
         if not self.trace and not audit:
             if self.trace_failures and trace is not None and (exe.status == "failed" or "error" in trace):
                 failure = trace if "error" in trace or not exe.error else {**trace, "error": exe.error}
             trace = None
         timers = list(timers)
+        span: CommitSpan | None = None
+        tracer = self.telemetry.tracer()
+        if tracer is not None:  # the span's context goes into what the commit writes; it ends once committed
+            spawns = list(spawns)
+            span = CommitSpan.begin(tracer, exe, event, start_ns=self._began_ns)
+            emits = span.prepare(exe, emits, timers, spawns)
         if blind:  # only when keep_committed is on, i.e. the store is an EventCheckingStore
             cast(EventCheckingStore, self.store).commit(
                 exe, emits, processed_event_id=event_id, timers=timers, spawns=spawns, trace=trace,
@@ -559,6 +618,11 @@ class Worker:
         else:
             self.store.commit(exe, emits, processed_event_id=event_id, timers=timers, spawns=spawns,
                               trace=trace)
+        if span is not None:
+            try:
+                span.end(exe, result, record, self._tries)
+            except Exception:  # the commit stands; a span is observability
+                log.warning("the span of %s on %s was not recorded", event_id, exe.id, exc_info=True)
         if failure is not None:  # after the commit, outside it: the commit stays as cheap as without a trace
             try:
                 self.store.append_trace(exe.id, failure)
@@ -695,7 +759,7 @@ class Worker:
                        data={"child_id": child_id, "status": "failed", "outcome": None,
                              "output": dict(context), "error": str(err)})
         log.warning("child %s of %s failed to start: %s", target_id, parent_id, err)
-        self._commit(child, [(parent_id, notice)], event.id, False,
+        self._commit(child, [(parent_id, notice)], event, False,
                      trace={"event": event.name, "event_id": event.id, "from": None, "to": None,
                             "status": "failed", "error": str(err), "at": now})
 
@@ -708,7 +772,8 @@ class _NotRecorded(Exception):
 
 
 _REDRIVE_PREFIX = f"{SYSTEM_PREFIX}{REDRIVE}:"
-_CHECKED = frozenset((TIMEOUT, FINISHED))
+_HEARTBEAT_PREFIX = reserved_event_id(HEARTBEAT, "")
+_CHECKED = frozenset((TIMEOUT, FINISHED, HEARTBEAT))
 """The events only the runtime sends, checked against the execution whatever their id."""
 
 
@@ -830,7 +895,8 @@ class _Batch:
         if exe.status in ENDED:
             exe.retry = None
         if context_before is not None and res.trace:
-            step_details(res.trace, now, event, res.emits, res.timers, res.spawns, (context_before, exe.context))
+            step_details(res.trace, now, event, res.emits, res.timers, res.spawns, (context_before, exe.context),
+                         archive=keeps_history(worker.store))
         self.add(res)
         return HandleResult.IGNORED if res.ignored else HandleResult.APPLIED
 
@@ -845,7 +911,8 @@ class _Batch:
             catch = Event.model_construct(id=derived_id(event.id, "catch"), name=CATCH, data=data)
             res = step(defn, exe, catch, now, detail=worker.trace)
             if worker.trace and res.trace:
-                step_details(res.trace, now, catch, res.emits, res.timers, res.spawns, (before.context, exe.context))
+                step_details(res.trace, now, catch, res.emits, res.timers, res.spawns, (before.context, exe.context),
+                             archive=keeps_history(worker.store))
             self.add(res)
             if exe.status != "failed":
                 return HandleResult.APPLIED

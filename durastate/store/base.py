@@ -4,6 +4,14 @@ A store persists executions and, in the *same atomic commit*, the side effects o
 events (the transactional outbox), the dedupe mark of the event that was applied, timer arms and
 cancels, child-spawn intents and an optional trace step. A commit that loses the version
 compare-and-swap writes none of it and raises :class:`StoreConflict`.
+
+Whole histories (``history=True``): the store keeps every trace step of an execution instead of trimming
+the ring. The archive is the trace's own table (SQLite, PostgreSQL) or items (DynamoDB, with the trace's
+TTL): a step is written once, in the commit of the state it produced, so it is atomic with the state and
+costs no second write; keeping history only stops the ring's trim. ``read_trace`` still answers the newest
+``trace_max`` steps, ``read_history`` every step, oldest first; purging an execution deletes both (they are
+the same rows). A store opened without it trims as before, and a step trimmed is gone: a history is
+complete from when the store first kept history for that execution.
 """
 
 from __future__ import annotations
@@ -36,12 +44,25 @@ __all__ = [
     "decode_cursor",
     "encode_cursor",
     "hides_system",
+    "keeps_history",
     "normalize_status",
     "summary_matches",
+    "trim_bound",
 ]
 
 DEFAULT_TRACE_MAX = 200
 """Trace ring size per execution: the last 200 steps are kept. 0 or None keeps every step."""
+
+
+
+def trim_bound(trace_max: int | None, history: bool) -> int:
+    """The ring size a store trims its trace to: 0 (never trim) while it keeps whole histories."""
+    return 0 if history else trace_max or 0
+
+
+def keeps_history(store: object) -> bool:
+    """Whether ``store`` holds every step of an execution: it keeps histories, or its ring is unbounded."""
+    return bool(getattr(store, "history", False)) or not getattr(store, "trace_max", None)
 
 
 
@@ -158,6 +179,7 @@ class ExecutionStore(Protocol):
     """The synchronous store protocol. See the module docstring for the commit contract."""
 
     trace_max: int | None
+    history: bool
 
     def load(self, execution_id: str) -> Execution | None: ...
 
@@ -210,6 +232,10 @@ class ExecutionStore(Protocol):
         ...
 
     def read_trace(self, execution_id: str) -> list[dict[str, Any]]: ...
+
+    def read_history(self, execution_id: str) -> list[dict[str, Any]]:
+        """Every stored step, oldest first (with ``history``: all of them; see the module docstring)."""
+        ...
 
     def append_trace(self, execution_id: str, entry: dict[str, Any]) -> None: ...
 
@@ -274,6 +300,7 @@ class AsyncExecutionStore(Protocol):
     """The async twin of :class:`ExecutionStore`: the same methods, awaited."""
 
     trace_max: int | None
+    history: bool
 
     async def load(self, execution_id: str) -> Execution | None: ...
 
@@ -323,6 +350,8 @@ class AsyncExecutionStore(Protocol):
         ...
 
     async def read_trace(self, execution_id: str) -> list[dict[str, Any]]: ...
+
+    async def read_history(self, execution_id: str) -> list[dict[str, Any]]: ...
 
     async def append_trace(self, execution_id: str, entry: dict[str, Any]) -> None: ...
 

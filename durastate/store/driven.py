@@ -86,6 +86,8 @@ class Core(Protocol):
 
     def read_trace_ops(self, execution_id: str) -> Ops[list[dict[str, Any]]]: ...
 
+    def read_history_ops(self, execution_id: str) -> Ops[list[dict[str, Any]]]: ...
+
     def append_trace_ops(self, execution_id: str, entry: dict[str, Any]) -> Ops[None]: ...
 
     def purge_ops(
@@ -201,6 +203,9 @@ class SyncDriven:
     def read_trace(self: SyncCore, execution_id: str) -> list[dict[str, Any]]:
         return self._run(self.read_trace_ops(execution_id))
 
+    def read_history(self: SyncCore, execution_id: str) -> list[dict[str, Any]]:
+        return self._run(self.read_history_ops(execution_id))
+
     def append_trace(self: SyncCore, execution_id: str, entry: dict[str, Any]) -> None:
         self._run(self.append_trace_ops(execution_id, entry))
 
@@ -303,6 +308,9 @@ class AsyncDriven:
 
     async def read_trace(self: AsyncCore, execution_id: str) -> list[dict[str, Any]]:
         return await self._run(self.read_trace_ops(execution_id))
+
+    async def read_history(self: AsyncCore, execution_id: str) -> list[dict[str, Any]]:
+        return await self._run(self.read_history_ops(execution_id))
 
     async def append_trace(self: AsyncCore, execution_id: str, entry: dict[str, Any]) -> None:
         await self._run(self.append_trace_ops(execution_id, entry))

@@ -331,6 +331,7 @@ class Statements:
     trace_insert: str  # (execution_id, entry_json, execution_id) RETURNING idx
     trace_trim: str  # (execution_id, max_idx_to_delete)
     read_trace: str  # (execution_id) -> (idx, entry) ordered
+    read_trace_newest: str  # (execution_id, n) -> the newest n (idx, entry), ordered: a kept history's ring
     pending_outbox: str  # (limit) -> (seq, target_id, event), oldest first
     ack_outbox: str  # (seq)
     pending_spawns: str  # (limit) -> (seq, parent_id, child_id, root_path, context)
@@ -407,6 +408,8 @@ def statements(dialect: Dialect) -> Statements:
         ),
         trace_trim=r("DELETE FROM trace WHERE execution_id = ? AND idx <= ?"),
         read_trace=r("SELECT idx, entry FROM trace WHERE execution_id = ? ORDER BY idx"),
+        read_trace_newest=r("SELECT idx, entry FROM (SELECT idx, entry FROM trace WHERE execution_id = ? "
+                            "ORDER BY idx DESC LIMIT ?) AS newest ORDER BY idx"),
         pending_outbox=r("SELECT seq, target_id, event FROM outbox ORDER BY seq LIMIT ?"),
         ack_outbox=r("DELETE FROM outbox WHERE seq = ?"),
         pending_spawns=r(

@@ -4,6 +4,9 @@ memory://                                   DictStore
 sqlite:///relative/path.db, sqlite:////abs  SqliteStore
 postgresql://user@host:5432/db              PostgresStore (psycopg extra)
 dynamodb://PREFIX?endpoint_url=…&region=…   DynamoDBStore (boto3 extra)
+
+Any of them takes ``?history=1`` (or ``&history=1``): keep every trace step of an execution, not only the
+ring's newest (``read_history``, ``durastate history``; see :mod:`durastate.store.base`).
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, parse_qsl, urlencode, urlsplit
 
 from durastate.errors import DurastateError
 
@@ -23,6 +26,26 @@ SCHEMES = ("memory", "sqlite", "postgresql", "postgres", "dynamodb")
 
 def open_store(url: str) -> ExecutionStore:
     """Build a store from its URL. Raises ``ValueError`` naming the accepted forms for anything else."""
+    url, history = split_history(url)
+    store = _open(url)
+    store.history = history
+    return store
+
+
+def split_history(url: str) -> tuple[str, bool]:
+    """The URL without its ``history`` option, and whether that option asked to keep whole histories."""
+    base, sep, query = url.partition("?")  # textually: urlunsplit would rewrite sqlite:/// paths
+    pairs = parse_qsl(query, keep_blank_values=True) if sep else []
+    wanted = [v.lower() for k, v in pairs if k == "history"]
+    if not wanted:
+        return url, False
+    if wanted[-1] not in ("1", "true", "yes", "0", "false", "no"):
+        raise ValueError(f"bad store URL {url!r}: history= takes 1 or 0")
+    rest = urlencode([(k, v) for k, v in pairs if k != "history"])
+    return (f"{base}?{rest}" if rest else base), wanted[-1] in ("1", "true", "yes")
+
+
+def _open(url: str) -> ExecutionStore:
     parts = urlsplit(url)
     scheme = parts.scheme.lower()
     if scheme == "memory":

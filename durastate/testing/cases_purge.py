@@ -109,6 +109,25 @@ async def purge_takes_old_ended_executions_only(ctx: Ctx) -> None:
 
 
 @case("purge")
+async def purge_removes_the_history(ctx: Ctx) -> None:
+    """A store that keeps whole histories deletes an execution's history when it purges the execution."""
+    kept = ctx.store.history
+    ctx.store.history = True
+    try:
+        exe = await ended(ctx, "old")
+        for n in range(30):  # more than one batch of deletes on DynamoDB (25 a request)
+            await ctx.store.append_trace(exe.id, {"n": n})
+        young = await ended(ctx, "young", at=CUTOFF + 1)
+        expect_eq(len(await ctx.store.read_history(exe.id)), 31, "the history before the purge")
+        result = await purge(ctx, now=NOW, tombstone_ttl=TTL)
+        expect_eq(names(ctx, result.ids), ["old"], "the executions purged")
+        expect_eq(await ctx.store.read_history(exe.id), [], "a purged execution's history")
+        expect_eq(len(await ctx.store.read_history(young.id)), 1, "an execution not purged keeps its history")
+    finally:
+        ctx.store.history = kept
+
+
+@case("purge")
 async def purge_filters_by_status_and_definition(ctx: Ctx) -> None:
     """``statuses`` and ``definition_id`` narrow a purge; a non-ended status or a zero limit is a ValueError."""
     await ended(ctx, "f1")

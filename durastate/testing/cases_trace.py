@@ -1,4 +1,5 @@
-"""Checks of the trace ring (``trace_ring``): steps recorded by a commit or appended, indexed, trimmed."""
+"""Checks of the trace ring (``trace_ring``): steps recorded by a commit or appended, indexed, trimmed —
+and, with ``history`` on, kept whole (``read_history``)."""
 
 from __future__ import annotations
 
@@ -11,14 +12,16 @@ from durastate.testing.cases_commit import load, new_exe, rival, stale_commit
 
 
 @asynccontextmanager
-async def ring(ctx: Ctx, trace_max: int | None) -> AsyncIterator[None]:
-    """Run with the store's ``trace_max`` set to ``trace_max`` (restored afterwards)."""
-    before = ctx.store.trace_max
+async def ring(ctx: Ctx, trace_max: int | None, history: bool | None = None) -> AsyncIterator[None]:
+    """Run with the store's ``trace_max`` (and ``history``, when given) set (restored afterwards)."""
+    before, kept = ctx.store.trace_max, ctx.store.history
     ctx.store.trace_max = trace_max
+    if history is not None:
+        ctx.store.history = history
     try:
         yield
     finally:
-        ctx.store.trace_max = before
+        ctx.store.trace_max, ctx.store.history = before, kept
 
 
 @case("trace_ring")
@@ -107,3 +110,50 @@ async def cancelled_commit_leaves_no_gap_in_trace(ctx: Ctx) -> None:
     expect_eq([s["n"] for s in steps], [0, 1, 2], "the trace steps around a lost commit")
     if ctx.caps.trace_gapless:
         expect_eq([s["index"] for s in steps], [0, 1, 2], "the trace indexes around a lost commit (trace_gapless)")
+
+
+@case("trace_ring")
+async def history_keeps_every_step(ctx: Ctx) -> None:
+    """With ``history`` on, ``read_history`` has every step, oldest first, while ``read_trace`` still
+    answers the newest ``trace_max``; both indexes are the same."""
+    e1 = ctx.id("e1")
+    async with ring(ctx, 3, history=True):
+        exe = new_exe(ctx)
+        for n in range(40):
+            await ctx.store.commit(exe, [], trace={"n": n})
+        await ctx.store.append_trace(e1, {"n": 40})
+        history = await ctx.store.read_history(e1)
+        expect_eq([s["n"] for s in history], list(range(41)), "the history's steps (history=True, trace_max=3)")
+        expect_eq([s["index"] for s in history], list(range(41)), "the history's indexes")
+        expect_eq([s["n"] for s in await ctx.store.read_trace(e1)], [38, 39, 40],
+                  "the trace with history kept (the newest trace_max steps)")
+        expect_eq(await ctx.store.read_history(ctx.id("other")), [], "the history of an execution never traced")
+
+
+@case("trace_ring")
+async def history_without_keeping_is_the_ring(ctx: Ctx) -> None:
+    """With ``history`` off (the default), ``read_history`` answers what the ring kept, oldest first."""
+    e1 = ctx.id("e1")
+    expect_eq(ctx.store.history, False, "the default history")
+    async with ring(ctx, 3):
+        exe = new_exe(ctx)
+        for n in range(20):
+            await ctx.store.commit(exe, [], trace={"n": n})
+        history = [s["n"] for s in await ctx.store.read_history(e1)]
+        expect(history[-3:] == [17, 18, 19] and 0 not in history,
+               f"the history with history off: the ring's steps (newest 17, 18, 19), got {history}")
+
+
+@case("trace_ring")
+async def history_has_no_step_of_a_lost_commit(ctx: Ctx) -> None:
+    """A commit that lost its CAS archives nothing: the history is the steps of the commits that landed."""
+    async with ring(ctx, 2, history=True):
+        exe = new_exe(ctx)
+        await ctx.store.commit(exe, [], trace={"n": 0})
+        stale = rival(exe)
+        await ctx.store.commit(exe, [], trace={"n": 1})
+        await stale_commit(ctx, stale)
+        for n in (2, 3, 4):
+            await ctx.store.commit(exe, [], trace={"n": n})
+        expect_eq([s["n"] for s in await ctx.store.read_history(ctx.id("e1"))], [0, 1, 2, 3, 4],
+                  "the history around a lost commit")

@@ -65,7 +65,8 @@ from durastate.transport.base import (
     dead_letter_id,
     unreadable_event,
 )
-from durastate.transport.wire import dump_envelope, parse_envelope
+from durastate.transport.tracecontext import MESSAGE_ATTRIBUTE, from_message_attributes
+from durastate.transport.wire import dump_envelope, parse_envelope, with_traceparent
 
 __all__ = [
     "MAX_BATCH_BYTES",
@@ -262,8 +263,11 @@ class SqsTransport(QueueTransport):
         """One ``SendMessageBatch``: per entry ``None`` (sent) or ``(code, message, sender_fault)``."""
         from botocore.exceptions import ClientError  # type: ignore[import-untyped]
 
-        entries = [{"Id": str(i), "MessageBody": body, "MessageGroupId": sqs_id(t),
-                    "MessageDeduplicationId": self._dedup_id(e.id)} for i, (t, e, body) in batch]
+        entries: list[dict[str, Any]] = [{"Id": str(i), "MessageBody": body, "MessageGroupId": sqs_id(t),
+                                          "MessageDeduplicationId": self._dedup_id(e.id)} for i, (t, e, body) in batch]
+        for entry, (_, (_, e, _)) in zip(entries, batch, strict=True):
+            if e.traceparent is not None:  # also where OpenTelemetry's SQS instrumentations look for it
+                entry["MessageAttributes"] = {MESSAGE_ATTRIBUTE: {"DataType": "String", "StringValue": e.traceparent}}
         try:
             resp = self._sqs.send_message_batch(QueueUrl=self.queue_url, Entries=entries)
         except ClientError as exc:  # the whole call failed (botocore already retried throttling)
@@ -375,7 +379,8 @@ class SqsTransport(QueueTransport):
             attrs = m.get("Attributes") or {}
             group = str(attrs.get("MessageGroupId") or "")
             try:
-                env = parse_envelope(m.get("Body") or "")
+                env = with_traceparent(parse_envelope(m.get("Body") or ""),
+                                       from_message_attributes(m.get("MessageAttributes"), attrs))
             except MalformedEvent as exc:
                 self._poison(m, group, str(exc), int(attrs.get("ApproximateReceiveCount", 1)))
                 continue

@@ -24,7 +24,7 @@ from durastate.engine.model import Event, new_id
 from durastate.engine.values import MAX_DEPTH, check_event_id, printable
 from durastate.errors import MalformedEvent, ReservedId
 
-__all__ = ["Envelope", "dump_envelope", "new_event", "parse_envelope"]
+__all__ = ["Envelope", "dump_envelope", "new_event", "parse_envelope", "with_traceparent"]
 
 _SNIPPET = 120
 
@@ -78,6 +78,15 @@ def parse_envelope(body: str | bytes | bytearray | Mapping[str, Any]) -> Envelop
         # Only a schedule's tick (its timer hop) is ever sent to a system record, and never to the worker.
         raise ReservedId(producer_problem(env.target_id, env.event.name, env.event.id) or env.target_id)
     return env
+
+
+def with_traceparent(env: Envelope, traceparent: str | None) -> Envelope:
+    """``env``, its event carrying ``traceparent`` (the trace context its message brought besides the body:
+    an SQS message attribute) unless the body has one already."""
+    if traceparent is None or env.event.traceparent is not None:
+        return env
+    return Envelope.model_construct(target_id=env.target_id,
+                                    event=env.event.model_copy(update={"traceparent": traceparent}))
 
 
 def new_event(name: str, data: Mapping[str, Any] | None = None, event_id: str | None = None) -> Event:

@@ -57,6 +57,7 @@ class JsonFileStore:
     def __init__(self, path: str | Path, trace_max: int | None = DEFAULT_TRACE_MAX) -> None:
         self.path = Path(path)
         self.trace_max = trace_max
+        self.history = False  # True: keep every trace step (read_history), the ring is not trimmed
         self._lock = threading.RLock()
         self._data: dict[str, Any] = json.loads(self.path.read_text()) if self.path.exists() else _empty()
 
@@ -176,10 +177,14 @@ class JsonFileStore:
         self._data["trace_idx"][execution_id] = idx + 1
         steps = self._data["trace"].setdefault(execution_id, [])
         steps.append({**entry, "index": entry.get("index", idx)})
-        if self.trace_max:
+        if self.trace_max and not self.history:
             del steps[: -self.trace_max]
 
     def read_trace(self, execution_id: str) -> list[dict[str, Any]]:
+        steps = self.read_history(execution_id)
+        return steps[-self.trace_max:] if self.trace_max else steps
+
+    def read_history(self, execution_id: str) -> list[dict[str, Any]]:
         with self._lock:
             steps: list[dict[str, Any]] = json.loads(json.dumps(self._data["trace"].get(execution_id, [])))
             return steps  # a copy: the caller cannot change the stored ring

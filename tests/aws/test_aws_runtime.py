@@ -28,6 +28,8 @@ def test_settings_from_env(tmp_path: Path) -> None:
     assert (s.table_prefix, s.region, s.queue_url, s.dlq_url, s.event_bus_name, s.sweep_limit,
             s.relay_budget, s.definitions_dir) == ("p", "eu-west-1", "q", "d", "b", 7, 500, tmp_path)
     assert durastate_aws.AwsSettings.from_env({}).table_prefix == "durastate"
+    assert durastate_aws.AwsSettings.from_env({}).history is False
+    assert durastate_aws.AwsSettings.from_env({"DURASTATE_HISTORY": "1"}).history is True
     with pytest.raises(ValueError, match="DURASTATE_RELAY_BUDGET"):
         durastate_aws.AwsSettings.from_env({"DURASTATE_RELAY_BUDGET": "0"})
 

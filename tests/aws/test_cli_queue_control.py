@@ -109,6 +109,22 @@ def test_without_a_queue_url_the_store_inbox_is_used_as_before(sqs: Any, queues:
 
 
 def test_only_the_commands_that_queue_an_event_take_a_queue_url(capsys: pytest.CaptureFixture[str]) -> None:
-    for verb in ("start", "send", "cancel", "suspend", "resume", "terminate", "redrive"):
+    for verb in ("start", "send", "cancel", "suspend", "resume", "heartbeat", "terminate", "redrive"):
         assert run([verb, "--help"]) == 0
         assert ("--queue-url" in capsys.readouterr().out) == (verb not in ("terminate", "redrive")), verb
+
+
+def test_a_heartbeat_goes_in_its_executions_group(sqs: Any, queues: tuple[str, str],
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    q, _ = queues
+    task = "o-4~1~" + "0123456789abcdef"
+    assert run(["heartbeat", task, "--details", '{"done": 3}', "--queue-url", q]) == 0
+    assert f"queued heartbeat for task {task}" in capsys.readouterr().out
+    (message,) = receive_all(sqs, q)
+    body = json.loads(message["Body"])
+    assert (message["Attributes"]["MessageGroupId"], body["target_id"]) == ("o-4", "o-4")
+    assert (body["event"]["name"], body["event"]["data"]) == ("durastate.heartbeat",
+                                                              {"task_id": task, "details": {"done": 3}})
+    assert run(["heartbeat", "~" + "a" * 64, "--queue-url", q]) == 1  # no execution in a hashed task id
+    assert "pass the task's `execution_id` too" in one_line_error(capsys)
+    assert receive_all(sqs, q) == []

@@ -84,3 +84,12 @@ def test_for_aws_reads_the_tables_and_writes_the_queue(sqs: Any, queues: tuple[s
     client.send("x1", "ping", event_id="p-1")
     [m] = receive_all(sqs, q)
     assert json.loads(m["Body"])["event"]["id"] == "p-1"
+
+
+def test_history_reads_every_step_of_a_store_that_keeps_them() -> None:
+    store = DictStore(trace_max=2, history=True)
+    client = DurastateClient(InMemoryTransport(), store)
+    for n in range(5):
+        store.append_trace("e1", {"n": n})
+    assert [s["n"] for s in client.history("e1")] == [0, 1, 2, 3, 4]
+    assert [s["n"] for s in client.trace("e1")] == [3, 4]

@@ -377,3 +377,33 @@ def test_the_worker_lambda_applies_the_rule_for_derived_ids(stack: Stack) -> Non
     assert stack.advance(31) == 1
     exe = stack.raw_store.load("A")
     assert exe is not None and exe.active_path == "idle", "the true timeout did not fire"
+
+
+def test_the_worker_lambda_under_a_global_provider_links_each_event_to_its_producer(stack: Stack) -> None:
+    """As under the ADOT layer: the process has a global provider. The context comes from the record's
+    ``traceparent`` attribute or, failing that, its X-Ray ``AWSTraceHeader``; a redelivery makes no span."""
+    from tests.otel import as_global, linked, memory_provider, spans_of
+
+    provider, exporter = memory_provider()
+    tp = "00-" + "a" * 32 + "-" + "b" * 16 + "-01"
+    xray = "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1"
+    with as_global(provider):
+        start(stack, "A")
+        stack.sqs.send_message(QueueUrl=stack.queue_url, MessageBody=json.dumps(
+            {"target_id": "A", "event": {"id": "i1", "name": "inc"}}), MessageGroupId="A",
+            MessageDeduplicationId="i1", MessageAttributes={"traceparent": {"DataType": "String", "StringValue": tp}})
+        [m] = receive_batch(stack)
+        event = lambda_event([m], stack)
+        assert stack.call_worker(event)["batchItemFailures"] == []
+        assert stack.call_worker(event)["batchItemFailures"] == []  # redelivered: a duplicate
+        stack.sqs.delete_message(QueueUrl=stack.queue_url, ReceiptHandle=m["ReceiptHandle"])
+        SqsTransport(stack.sqs, stack.queue_url).send([("A", Event(id="i2", name="inc"))])
+        [m2] = receive_batch(stack)
+        m2.setdefault("Attributes", {})["AWSTraceHeader"] = xray  # what SQS adds under X-Ray active tracing
+        assert stack.call_worker(lambda_event([m2], stack))["batchItemFailures"] == []
+    spans = list(exporter.get_finished_spans())
+    (first,) = [s for s in spans_of(spans, "A", "inc") if s.attributes and s.attributes["durastate.event.id"] == "i1"]
+    (second,) = [s for s in spans_of(spans, "A", "inc") if s.attributes and s.attributes["durastate.event.id"] == "i2"]
+    assert int("b" * 16, 16) in linked(first)
+    assert int("53995c3f42cd8ad8", 16) in linked(second)
+    assert {s.context.trace_id for s in spans_of(spans, "A")} == {spans_of(spans, "A")[0].context.trace_id}

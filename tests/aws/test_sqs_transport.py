@@ -341,3 +341,27 @@ def test_a_delayed_release_hides_the_message_and_keeps_its_group_behind_it(sqs: 
     assert calls == [[3], [0]]
     assert t.claim(10) == []
     assert SqsTransport(sqs, q).claim(10) == []  # another consumer sees the same
+
+
+def test_the_trace_context_travels_in_the_body_and_as_the_traceparent_attribute(
+        sqs: Any, queues: tuple[str, str]) -> None:
+    q, _ = queues
+    tp = "00-" + "a" * 32 + "-" + "b" * 16 + "-01"
+    t = SqsTransport(sqs, q)
+    t.send([("exe-1", Event(id="ev-1", name="go", traceparent=tp)), ("exe-2", Event(id="ev-2", name="go"))])
+    by_id = {json.loads(m["Body"])["event"]["id"]: m for m in receive_all(sqs, q)}
+    assert by_id["ev-1"]["MessageAttributes"]["traceparent"] == {"DataType": "String", "StringValue": tp}
+    assert json.loads(by_id["ev-1"]["Body"])["event"]["traceparent"] == tp
+    assert "MessageAttributes" not in by_id["ev-2"]  # an untraced event sends nothing more
+
+
+def test_a_claimed_message_takes_the_context_from_its_attribute_when_the_body_has_none(
+        sqs: Any, queues: tuple[str, str]) -> None:
+    """What an instrumented producer sends: the wire body, and the context as a message attribute."""
+    q, _ = queues
+    tp = "00-" + "c" * 32 + "-" + "d" * 16 + "-01"
+    sqs.send_message(QueueUrl=q, MessageBody=json.dumps({"target_id": "x", "event": {"id": "e1", "name": "go"}}),
+                     MessageGroupId="x", MessageDeduplicationId="e1",
+                     MessageAttributes={"traceparent": {"DataType": "String", "StringValue": tp}})
+    [claimed] = SqsTransport(sqs, q).claim(1)
+    assert claimed.event.traceparent == tp

@@ -31,6 +31,8 @@ def test_every_section_runs_and_reports(tmp_path: Path) -> None:
     assert results["dynamo"]["paths"]["state-only, steady state"]["worker"]["requests"] >= 1
     assert results["dynamo_local"]["paths"]["state-only, steady state"]["all"]["requests"] >= 1
     assert results["queue"]["paths"]["queue sqlite NORMAL"]["series"]  # harel's rows too, if its venv is there
+    assert set(results["telemetry"]["series"]) == {"extra absent", "tracing off (installed, no provider)",
+                                                   "tracing on (SDK, spans dropped)"}
     text = report.write(tmp_path, results, machine_info(), "python -m bench --tiny")
     assert "### Targets" in text
     assert (tmp_path / "README.md").exists()

@@ -11,7 +11,15 @@ from pathlib import Path
 import pytest
 
 import durastate.cli
-from durastate.cli.clock import CLOCK_ENV, command_clock, manual_instant
+from durastate.cli.clock import (
+    CLOCK_ENV,
+    command_clock,
+    manual_instant,
+    move_offset,
+    read_offset,
+    use_store_offset,
+)
+from durastate.store import open_store
 
 from ._support import CLOCK, Env, Outcome, assert_one_line_error
 
@@ -83,11 +91,28 @@ def test_show_says_exactly_when_a_timer_fires_however_slow_the_machine(env: Env,
     assert "in 15m\n" in shown.replace("\r", ""), shown
     done = cli("serve", "--until-idle", "--advance", "14m 59s")
     assert "0 timer(s) fired" in done.stderr, done.stderr  # a second early: still armed, on any machine
-    assert "in 15m\n" in cli("show", "c1~1").stdout  # the clock did not move: --advance is per command
-    done = cli("serve", "--until-idle", "--advance", "15m")
+    assert "in 1s\n" in cli("show", "c1~1").stdout  # the store keeps the clock where --advance left it
+    done = cli("serve", "--until-idle", "--advance", "1s")
     assert "1 timer(s) fired" in done.stderr, done.stderr
 
 
 def test_a_bad_manual_clock_is_one_line_error(env: Env, cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(CLOCK_ENV, "tomorrow")
     assert_one_line_error(cli("list", "--since", "1h"), "DURASTATE_CLOCK='tomorrow'", "ISO 8601")
+
+
+def test_the_store_keeps_the_offset_and_it_never_goes_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two servers advancing one store at once leave the larger offset; every clock of the command reads it."""
+    monkeypatch.setenv(CLOCK_ENV, repr(CLOCK))
+    store = open_store("memory://")
+    try:
+        use_store_offset(lambda: read_offset(store))
+        assert read_offset(store) == 0.0 and command_clock()() == CLOCK  # never advanced: no record
+        move_offset(store, 3600.0, CLOCK + 3600)
+        assert read_offset(store) == 3600.0 and command_clock()() == CLOCK + 3600
+        move_offset(store, 60.0, CLOCK + 60)  # a server that read an older offset: it does not win
+        assert read_offset(store) == 3600.0 and command_clock(5)() == CLOCK + 3605
+        assert store.list_executions().items == []  # the record is no execution
+    finally:
+        use_store_offset(None)
+        store.close()

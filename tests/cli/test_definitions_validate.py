@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from ._support import Env, Outcome, assert_one_line_error
+from ._support import EXAMPLES, Env, Outcome, assert_one_line_error
 
 Cli = Callable[..., Outcome]
 
@@ -135,13 +135,43 @@ def test_explore_reports_a_deadlock_with_the_events_that_reach_it_and_domains_op
     out = cli("validate", str(chart), "--explore", "100")
     assert out.code == 1 and "exploration found 1 problem" in out.stderr
     assert "deadlock in 'waiting' after start → review" in out.stdout
-    assert "--domain event.score=…" in out.stdout  # says which values it could not guess
+    assert "reached 3/3 states, 3/3 transitions" in out.stdout  # score 71, from the guard's own 70
     opened = cli("validate", str(chart), "--explore", "100", "--domain", "event.score=50,90",
                  "--domain", "context.escalated=true")
     assert opened.code == 0 and "explored 2 configurations (all of them)" in opened.stdout
     [entry] = json.loads(cli("validate", str(chart), "--explore", "100", "--json").stdout)
     found = entry["exploration"]
-    assert found["complete"] and found["undomained_event_keys"] == ["score"]
+    assert found["complete"] and found["undomained_event_keys"] == []
+    assert found["coverage"] == {"states": 3, "states_reached": 3, "transitions": 3, "transitions_taken": 3,
+                                 "never_reached": [], "never_taken": []}
     assert [(f["kind"], f["active_path"], f["events"]) for f in found["findings"]] == [
         ("deadlock", "waiting", ["start", "review"])]
     assert "--domain is for --explore N" in cli("validate", str(chart), "--domain", "event.score=1").stderr
+
+
+def test_explore_on_the_example_order_tries_prices_and_payment_outcomes_and_says_what_it_reached(
+        cli: Cli) -> None:
+    """It used to report success after one configuration: every transition read ``$event.price``."""
+    out = cli("validate", str(EXAMPLES / "order.yaml"), "--explore", "300")
+    assert out.code == 0, out.stdout
+    text = " ".join(out.stdout.split())
+    assert "explored 300 configurations (the bound of 300 reached" in text  # the cart's total grows
+    assert "reached 9/9 states, 12/12 transitions (not counted: 6 states inside parallel regions" in text
+    assert "note:" not in text
+
+
+def test_explore_names_what_it_never_took_and_a_failure_gets_a_hint_for_the_chart_author(
+        cli: Cli, tmp_path: Path) -> None:
+    chart = tmp_path / "late.yaml"
+    chart.write_text("id: late\ninitial: a\nstates:\n  a: {on: {go: b, skip: {target: c, guard: "
+                     "{gt: [$event.n, $context.limit]}}}}\n"
+                     "  b: {after: {at: $context.deadline, target: c}}\n  c: {type: final}\n")
+    out = cli("validate", str(chart), "--explore", "100")
+    assert out.code == 1 and "exploration found 1 problem" in out.stderr
+    text = " ".join(out.stdout.split())
+    assert ("reached 2/3 states, 1/3 transitions; never taken: state c; a -> c on skip [guard "
+            '{"gt": ["$event.n", "$context.limit"]}]; b -> c after $context.deadline') in text
+    assert "failure in 'b' after start → go: state 'b', after[0]: at $context.deadline = null" in text
+    assert "redrive" not in out.stdout  # not the operator's `durastate redrive explore`
+    assert "hint: an execution that takes these steps fails the same way; fix the definition" in text
+    assert "note: guards compare $event.n with no constant" in text and "--domain event.n=…" in text

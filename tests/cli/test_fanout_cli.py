@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from pathlib import Path
 
 from ._support import EXAMPLES, Outcome
 
@@ -52,3 +53,28 @@ def test_show_says_no_child_runs_once_the_execution_ended_in_the_map(cli: Callab
     shown = cli("show", "c").stdout
     assert "charging: 3 started, 0 done, 0 failed of 5 (the execution ended: none running)" in shown
     assert [json.loads(cli("show", f"c~{n}", "--json").stdout)["status"] for n in (1, 2, 3)] == ["cancelled"] * 3
+
+
+def test_validate_refuses_a_bad_tolerate_percentage_and_accepts_a_good_one(
+        cli: Callable[..., Outcome], tmp_path: Path) -> None:
+    text = (EXAMPLES / "batch.yaml").read_text()
+    assert "tolerate: 1" in text
+    path = tmp_path / "batch.yaml"
+    path.write_text(text.replace("tolerate: 1", 'tolerate: "150%"'))
+    bad = cli("validate", str(path))
+    assert bad.code == 1
+    assert "map.tolerate: must be a whole number of failed children from 0 (e.g. 3) or a percentage" in bad.stdout
+    path.write_text(text.replace("tolerate: 1", 'tolerate: "20%"'))
+    good = cli("validate", str(path))
+    assert good.code == 0, good.stdout
+
+
+
+def test_a_maps_progress_line_counts_the_items_waiting_for_their_retry() -> None:
+    from durastate.cli.output import map_progress
+    from durastate.engine.model import MapProgress
+
+    progress = MapProgress(total=5, started=3, done=1, retries=[{"index": 0, "attempt": 2, "item": 120,
+                                                                 "at": 1.0}])
+    assert map_progress("charging", progress) == (
+        "charging: 3 started, 1 done, 0 failed of 5 (1 running, 1 waiting to be retried)")

@@ -33,7 +33,7 @@ def test_serve_stores_the_folders_schedules_and_starts_their_ticks(env: Env, cli
     assert cli("serve", "--until-idle", "--quiet", "--advance", "16m").code == 0
     (started,) = executions(env)
     assert started.startswith("pulse~") and started.endswith("Z")
-    assert cli("serve", "--until-idle", "--quiet", "--advance", "16m").code == 0  # the same tick: once
+    assert cli("serve", "--until-idle", "--quiet").code == 0  # the same tick, served again: once
     assert executions(env) == [started]
     (row,) = json.loads(cli("schedules", "list", "--json").stdout)
     assert row["name"] == "pulse" and row["last_execution_id"] == started and row["paused"] is False
@@ -98,3 +98,42 @@ def test_send_refuses_what_only_durastate_sends(env: Env, cli: Cli) -> None:
     assert_one_line_error(cli("start", "order", "--id", "pulse~20991231T000000Z"), "reserves")
     assert cli("serve", "--until-idle", "--quiet", "--advance", "16m").code == 0
     assert [e for e in executions(env) if e.startswith("pulse~")] and "active" in cli("schedules", "list").stdout
+
+
+def test_backfill_starts_the_missed_ticks_once_and_delete_stops_the_schedule(env: Env, cli: Cli) -> None:
+    (env.definitions / "schedules.yaml").write_text(PULSE)
+    cli("serve", "--until-idle", "--quiet")
+    filled = cli("schedules", "backfill", "pulse", "--from", "2026-01-05T09:30", "--to", "2026-01-05T10:00")
+    assert filled.code == 0, filled.stderr
+    assert "backfilled pulse: started 3 tick(s)" in filled.stdout
+    ticks = ["pulse~20260105T093000Z", "pulse~20260105T094500Z", "pulse~20260105T100000Z"]
+    assert all(t in filled.stdout for t in ticks)
+    cli("serve", "--until-idle", "--quiet")
+    assert executions(env) == ticks
+    again = cli("schedules", "backfill", "pulse", "--from", "2026-01-05T09:00+00:00", "--to", "2026-01-05T10:00")
+    assert again.code == 0 and "started 2 tick(s); 3 already ran" in again.stdout  # 09:00 and 09:15 only
+    cli("serve", "--until-idle", "--quiet")
+    assert len(executions(env)) == 5
+    deleted = cli("schedules", "delete", "pulse")
+    assert deleted.code == 0 and "deleted pulse: its timer is cancelled" in deleted.stdout
+    assert "still in the definitions folder" in deleted.stdout
+    assert "deleted" in cli("schedules", "list", "--all").stdout
+    (env.definitions / "schedules.yaml").write_text("schedules: {}\n")
+    assert cli("serve", "--until-idle", "--quiet", "--advance", "1h").code == 0
+    assert len(executions(env)) == 5  # no tick fired after the delete
+
+
+def test_bad_backfill_and_delete_input_is_one_line_and_changes_nothing(env: Env, cli: Cli) -> None:
+    (env.definitions / "schedules.yaml").write_text(PULSE)
+    cli("serve", "--until-idle", "--quiet")
+    before = cli("schedules", "list", "--json").stdout
+    window = ("--from", "2026-01-05T09:00", "--to", "2026-01-05T10:00")
+    assert_one_line_error(cli("schedules", "backfill", "nope", *window), "unknown schedule 'nope' (known: pulse)")
+    assert_one_line_error(cli("schedules", "backfill", "pulse", "--from", "2026-01-05T10:00", "--to",
+                              "2026-01-05T09:00"), "is after --to")
+    assert_one_line_error(cli("schedules", "backfill", "pulse", "--from", "2026-01-05T09:00", "--to",
+                              "2026-01-06T09:00"), "is in the future")
+    assert_one_line_error(cli("schedules", "backfill", "pulse", "--from", "yesterday", "--to",
+                              "2026-01-05T09:00"), "--from 'yesterday' is not an ISO 8601 time")
+    assert_one_line_error(cli("schedules", "delete", "nope"), "unknown schedule 'nope' (known: pulse)")
+    assert cli("schedules", "list", "--json").stdout == before and executions(env) == []

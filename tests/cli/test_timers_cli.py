@@ -96,8 +96,9 @@ def test_a_deadline_from_the_start_context_fires_with_advance(env: Env, cli: Cli
     data = shown(cli, "t3")
     assert data["active_path"] == "escalated"
     out = ok(cli("show", "t3")).stdout
-    assert re.search(r"escalated +\S+ \S+Z, in 5d\n", out), out  # on the manual clock: exactly 5 days
-    ok(cli("serve", "--until-idle", "--advance", "6d"))
+    # on the manual clock, advanced 3d 1h: exactly 5 days after the start
+    assert re.search(r"escalated +\S+ \S+Z, in 1d 23h\n", out), out
+    ok(cli("serve", "--until-idle", "--advance", "2d"))
     assert shown(cli, "t3")["outcome"] == "breached"
 
 

@@ -174,3 +174,30 @@ def test_migrate_refuses_what_it_cannot_do(cli: Cli, env: Env) -> None:
     assert_one_line_error(cli("migrate", "--definition", "shipping", "--from", v1, "--map", "waiting"),
                           "is not old.path=new.path")
     assert_one_line_error(cli("versions", "list", "nothing"), "no versions of 'nothing'")
+
+
+def test_migrate_selects_by_id_and_status_and_refuses_a_bad_selection(
+        cli: Cli, ds: Callable[..., Outcome], env: Env, store_url: str) -> None:
+    v1 = deploy(env, SHIPPING)
+    for eid in ("s-1", "s-2", "s-3"):
+        ds("start", "shipping", "--id", eid)
+        ds("send", eid, "packed")
+    ds("serve", "--until-idle")
+    ds("suspend", "s-3")
+    ds("serve", "--until-idle")
+    v2 = deploy(env, SHIPPING.replace("waiting", "ready"))
+    base = ("--store", store_url, "migrate", "--definition", "shipping", "--from", v1, "--map", "waiting=ready")
+    for args, fragment in [
+        (("--id", "nope"), "no execution 'nope'"),
+        (("--id", "s-3", "--status", "running"), "s-3 is suspended, not running; nothing was migrated"),
+        (("--status", "failed"), "a failed execution cannot be migrated"),
+        (("--status", "done"), "--status done: only running or suspended"),
+    ]:
+        assert_one_line_error(cli(*base, *args), fragment)
+    assert {show(ds, e)["definition_version"] for e in ("s-1", "s-2", "s-3")} == {v1}  # nothing changed
+    one = ds(*base[2:], "--id", "s-1")
+    assert f"migrated 1 execution(s) of shipping from {v1} to {v2}" in one.stdout
+    assert "s-2" not in one.stdout
+    suspended = ds(*base[2:], "--status", "suspended")
+    assert "s-3  suspended in waiting" in suspended.stdout and "migrated 1 execution(s)" in suspended.stdout
+    assert [show(ds, e)["definition_version"] for e in ("s-1", "s-2", "s-3")] == [v2, v1, v2]

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from durastate.client import DurastateClient
 from durastate.devstack import LocalStack
 from durastate.engine.ids import task_id
 from durastate.store.dynamodb.sync import DynamoDBStore
@@ -42,9 +43,15 @@ states:
 """
 
 
+HEARTBEATS: list[DurastateClient] = []
+"""The client a task function heartbeats with (set by a test: the local stack's queue)."""
+
+
 def charge_card(event: dict[str, Any], context: Any) -> dict[str, Any]:
     if event["input"]["amount"] > 100:
         raise ValueError("over the limit")
+    for client in HEARTBEATS:  # a long charge reports its progress through the queue, as on AWS
+        client.heartbeat(event["task_id"], {"step": "authorised"}, execution_id=event["execution_id"])
     return {"receipt": f"r-{event['task_id']}", "by": context.function_name}
 
 
@@ -83,3 +90,21 @@ def test_an_unknown_task_function_is_an_error_the_chart_can_route(stack: LocalSt
     exe = DynamoDBStore(stack.client("dynamodb"), prefix="durastate").load("lost")
     assert exe is not None and exe.active_path == "declined"
     assert exe.context["why"].startswith("ResourceNotFoundException: Function not found")
+
+
+def test_a_lambda_tasks_heartbeat_through_the_queue_is_applied_by_the_worker(stack: LocalStack) -> None:
+    from durastate.transport.sqs import SqsTransport
+
+    sqs = stack.client("sqs")
+    HEARTBEATS.append(DurastateClient(SqsTransport(sqs, stack.queue_url)))
+    try:
+        start(sqs, stack.queue_url, "beat", "charge", {"amount": 5})
+        stack.run_until_idle(max_steps=500)
+    finally:
+        HEARTBEATS.clear()
+    store = DynamoDBStore(stack.client("dynamodb"), prefix="durastate")
+    exe = store.load("beat")
+    assert exe is not None and exe.active_path == "paid"
+    beats = [t for t in store.read_trace("beat") if t["event"] == "durastate.heartbeat"]
+    assert [t["data"]["details"] for t in beats] == [{"step": "authorised"}]
+    assert not beats[0].get("ignored")  # applied while the task ran: before its answer (one FIFO group)

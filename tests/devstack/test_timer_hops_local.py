@@ -209,3 +209,46 @@ def test_a_schedule_ticks_on_time_through_the_hop_not_once_a_sweep(full_template
                 assert sorted(e for e in fired(stack) if e.startswith("pulse")) == sorted(expected), n
         finally:
             reset_moto(stack)
+
+
+def test_a_schedules_window_jitter_and_delete_hold_through_the_hop(full_template: Path, definitions: Path,
+                                                                   clock: FakeClock) -> None:
+    """On the stack the ticks go through the hop: a windowed schedule starts only the ticks inside its
+    window, a jittered one starts each tick at its derived offset (the hop carries it), and a schedule
+    deleted after its first tick was hopped starts nothing when that hop arrives."""
+    from datetime import UTC, datetime
+
+    from durastate.engine.schedules import ScheduleSpec, schedule_record_id
+    from durastate.runtime.schedules import delete_schedule
+
+    t0 = clock.now  # a whole multiple of 5 minutes
+    iso = lambda at: datetime.fromtimestamp(at, UTC).isoformat()  # noqa: E731
+    (definitions / "schedules.yaml").write_text(
+        "schedules:\n"
+        f"  windowed: {{definition: timer, rate: 5m, start_at: '{iso(t0 + 600)}', end_at: '{iso(t0 + 900)}', "
+        "context: {delay: 86400}}\n"
+        "  jittered: {definition: timer, rate: 5m, jitter: 2m, context: {delay: 86400}}\n"
+        "  doomed: {definition: timer, rate: 5m, context: {delay: 86400}}\n")
+    with open_stack(full_template, definitions, clock) as stack:
+        try:
+            settle(stack)
+            clock.advance(60)  # the sweeper stores the schedules and hops their first ticks
+            settle(stack)
+            store = DynamoDBStore(stack.client("dynamodb"), prefix="durastate")
+            record = store.load(schedule_record_id("jittered"))
+            assert record is not None and record.secret is not None
+            delete_schedule(store, "doomed", clock())  # its first tick's hop is on its way already
+            spec = ScheduleSpec(definition="timer", rate="5m", jitter="2m")
+            for _ in range(20):
+                clock.advance(60)
+                settle(stack)
+            started = sorted(fired(stack))
+            assert [e for e in started if e.startswith("windowed~")] == [
+                tick_execution_id("windowed", t0 + 600), tick_execution_id("windowed", t0 + 900)]
+            ticks = [t0 + 300 * n for n in range(1, 5)]
+            assert [e for e in started if e.startswith("jittered~")] == [
+                tick_execution_id("jittered", t) for t in ticks if spec.fire_at(t, record.secret, "jittered")
+                <= clock()]
+            assert [e for e in started if e.startswith("doomed~")] == []
+        finally:
+            reset_moto(stack)

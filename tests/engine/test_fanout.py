@@ -177,6 +177,86 @@ def test_one_failure_more_than_tolerated_takes_on_error() -> None:
     assert {h[c].status for c in ("p~1", "p~3", "p~4")} == {"cancelled"}
 
 
+@pytest.mark.parametrize(("tolerate", "accepted"), [("40%", 2), ("39%", 1), ("0%", 0), ("100%", 5)])
+def test_tolerate_as_a_percentage_of_the_items_rounds_down(tolerate: str, accepted: int) -> None:
+    h = Harness(fan(max_concurrency=5, tolerate=tolerate), WORK)  # type: ignore[arg-type]
+    h.start("fan", "p")
+    for n in range(1, min(accepted, 4) + 1):
+        h.send(f"p~{n}", "crash")
+        assert h["p"].active_path == "mapping", n  # within the percentage: the map goes on
+    if accepted == 5:
+        h.send("p~5", "crash")
+        assert h["p"].active_path == "done" and len(h["p"].context["failed"]) == 5
+        return
+    h.send(f"p~{accepted + 1}", "crash")
+    assert h["p"].active_path == "broken" and h["p"].context["index"] == accepted
+
+
+RETRY = {"max_attempts": 3, "backoff": {"initial": 10, "factor": 2}}
+
+
+def retrying(**extra: Any) -> dict[str, Any]:
+    defn = fan(max_concurrency=2, output="$event.output.result", **extra)
+    defn["states"]["mapping"]["map"]["invoke"]["retry"] = RETRY
+    return defn
+
+
+def test_a_failed_item_is_retried_as_a_new_child_after_the_backoff_and_keeps_its_slot() -> None:
+    h = Harness(retrying(), WORK)
+    h.start("fan", "p")
+    assert running(h) == ["p~1", "p~2"]
+    h.send("p~1", "crash")  # attempt 1 of item 0 failed: a retry in 10 s, its slot held
+    p = h["p"]
+    assert running(h) == ["p~2"] and p.maps["mapping"].failed == 0 and "p~3" not in h.exes
+    assert p.timers == {"~invoke:mapping": h.now + 10}
+    h.advance(10)
+    assert running(h) == ["p~3", "p~2"]  # the new try of item 0 (a new child id, by index), not item 2
+    assert h["p"].children["p~3"].index == 0 and h["p"].children["p~3"].attempt == 2
+    assert h["p~3"].context["n"] == 1  # the same item
+    h.send("p~3", "crash")  # attempt 2 failed: the next wait is 20 s
+    h.advance(19)
+    assert "p~4" not in h.exes
+    h.advance(1)
+    assert h["p"].children["p~4"].attempt == 3
+    h.send("p~4", "ok")  # the third try succeeds
+    for cid in ("p~2", "p~5", "p~6", "p~7"):
+        h.send(cid, "ok")
+    p = h["p"]
+    assert p.active_path == "done" and p.context["outputs"] == [10, 20, 30, 40, 50] and p.context["failed"] == []
+    assert p.timers == {}
+
+
+def test_an_item_whose_tries_run_out_fails_the_map_like_any_failed_child() -> None:
+    h = Harness(retrying(), WORK)
+    h.start("fan", "p")
+    for cid in ("p~1",):
+        h.send(cid, "crash")
+    h.advance(10)
+    h.send("p~3", "crash")
+    h.advance(20)
+    h.send("p~4", "crash")  # the third and last try
+    p = h["p"]
+    assert p.active_path == "broken" and p.context["index"] == 0 and "ZeroDivisionError" in p.context["error"]
+    assert h["p~2"].status == "cancelled" and p.timers == {}
+
+
+def test_retry_on_names_the_errors_retried_and_leaving_disarms_the_retry() -> None:
+    defn = retrying(tolerate=5)
+    defn["states"]["mapping"]["map"]["invoke"]["retry"] = {**RETRY, "on": ["TimeoutError"]}
+    h = Harness(defn, WORK)
+    h.start("fan", "p")
+    h.send("p~1", "crash")  # a ZeroDivisionError: not retried, counted as failed at once
+    assert h["p"].maps["mapping"].failed == 1 and h["p"].timers == {}
+    h2 = Harness(retrying(), WORK)
+    h2.start("fan", "p")
+    h2.send("p~1", "crash")
+    assert h2["p"].timers
+    res = h2.apply("p", Event(name="abort"))
+    assert res is not None and h2["p"].timers == {} and h2["p"].active_path == "aborted"
+    h2.advance(60)
+    assert "p~3" not in h2.exes  # the disarmed retry never starts
+
+
 def test_a_failure_without_on_error_fails_the_parent() -> None:
     defn = fan()
     del defn["states"]["mapping"]["on_error"]
@@ -226,7 +306,12 @@ def test_late_and_forged_notices_change_nothing() -> None:
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        ({"invoke": {"definition": "work", "retry": {"max_attempts": 3}}}, "map.invoke.retry: a map does not retry"),
+        ({"invoke": {"definition": "work", "retry": {"max_attempts": 0}}}, "map.invoke.retry.max_attempts"),
+        ({"tolerate": "150%"}, "map.tolerate: must be a whole number of failed children from 0 (e.g. 3) or a "
+                               "percentage of the items from 0% to 100%"),
+        ({"tolerate": "ten%"}, "got 'ten%'"),
+        ({"tolerate": "10"}, "got '10'"),
+        ({"tolerate": True}, "got True"),
         ({"invoke": {"definition": "work", "context": {"x": "$event.x"}}}, "sees $item, $index and $context"),
         ({"items": 5}, "map.items: must be a list or an expression"),
         ({"max_concurrency": 0}, "max_concurrency"),

@@ -13,6 +13,7 @@ from durastate.engine import DefinitionRegistry
 from durastate.engine.schedules import (
     ScheduleSpec,
     is_schedule_file,
+    jitter_offset,
     load_schedules,
     manual_execution_id,
     parse_cron,
@@ -176,6 +177,58 @@ def test_skip_runs_the_latest_tick_if_within_grace() -> None:
     assert plan_ticks(frequent, last, now).run == at("2026-01-04T02:40")
 
 
+# -- window and jitter -------------------------------------------------------------------------------------
+def test_no_tick_falls_before_start_at_or_after_end_at() -> None:
+    spec = ScheduleSpec(definition="job", cron="0 9 * * *", timezone=BERLIN, start_at="2026-03-02T09:00",
+                        end_at="2026-03-04T09:00")
+    assert ticks(spec, "2026-02-25T00:00", "2026-03-10T00:00") == [
+        "2026-03-02T09:00+01:00", "2026-03-03T09:00+01:00", "2026-03-04T09:00+01:00"]  # both bounds inclusive
+    assert spec.latest_tick(at("2026-03-01T12:00", BERLIN)) is None
+    assert spec.latest_tick(at("2026-03-09T12:00", BERLIN)) == at("2026-03-04T09:00", BERLIN)
+    assert spec.next_tick(at("2026-03-04T09:00", BERLIN)) is None  # after end_at: no timer to arm
+    ended = plan_ticks(spec, at("2026-03-04T09:00", BERLIN), at("2026-03-05T09:00", BERLIN))
+    assert ended.run is None and ended.next_tick is None
+    rate = ScheduleSpec(definition="job", rate="1h", start_at="2026-01-01T10:30+00:00")
+    assert rate.next_tick(at("2026-01-01T00:00")) == at("2026-01-01T11:00")
+
+
+def test_jitter_is_derived_from_secret_and_tick_and_bounded() -> None:
+    spec = ScheduleSpec(definition="job", rate="1h", jitter="10m")
+    t0 = at("2026-01-01T01:00")
+    offsets = [jitter_offset("s3cret", "pulse", t0 + i * 3600, 600) for i in range(200)]
+    assert all(0 <= o <= 600 and o == int(o) for o in offsets)
+    assert len(set(offsets)) > 50  # spread, not one constant delay
+    assert offsets == [jitter_offset("s3cret", "pulse", t0 + i * 3600, 600) for i in range(200)]  # re-run: same
+    assert offsets != [jitter_offset("other", "pulse", t0 + i * 3600, 600) for i in range(200)]
+    assert spec.fire_at(t0, "s3cret", "pulse") == t0 + offsets[0]
+    assert spec.fire_at(t0, None, "pulse") == t0 and ScheduleSpec(definition="job", rate="1h").fire_at(
+        t0, "s3cret", "pulse") == t0
+
+
+def test_a_jittered_tick_is_due_when_its_offset_has_passed() -> None:
+    spec = ScheduleSpec(definition="job", rate="1h", jitter="30m")
+    fires = lambda tick: tick + 600.0  # noqa: E731  a fixed 10-minute offset
+    last = at("2026-01-01T00:00")
+    early = plan_ticks(spec, last, at("2026-01-01T01:05"), fires)
+    assert early.run is None and early.latest is None and early.next_tick == at("2026-01-01T01:10")
+    due = plan_ticks(spec, last, at("2026-01-01T01:10"), fires)
+    assert due.run == at("2026-01-01T01:00") and due.next_tick == at("2026-01-01T02:10")
+    later = plan_ticks(spec, at("2026-01-01T01:00"), at("2026-01-01T03:05"), fires)  # 03:00 ticked, not fired
+    assert later.latest == at("2026-01-01T02:00") and later.next_tick == at("2026-01-01T03:10")
+
+
+@pytest.mark.parametrize(("options", "problem"), [
+    ({"rate": "1h", "jitter": "1h"}, "jitter 1h must be shorter than the gap between two ticks (1h)"),
+    ({"cron": "*/5 * * * *", "jitter": "6m"}, "(5m)"),
+    ({"rate": "1h", "start_at": "2026-03-02T09:00", "end_at": "2026-03-01T09:00"},
+     "end_at 2026-03-01T09:00 is before start_at 2026-03-02T09:00"),
+    ({"rate": "1h", "start_at": "next monday"}, "'next monday' is not an ISO 8601 time"),
+])
+def test_bad_window_or_jitter_says_what_is_wrong(options: dict[str, str], problem: str) -> None:
+    with pytest.raises(ScheduleError, match=re.escape(problem)):
+        parse_schedules({"schedules": {"job": {"definition": "job", **options}}})
+
+
 # -- ids ---------------------------------------------------------------------------------------------------
 def test_ids_are_derived_from_the_tick() -> None:
     assert tick_execution_id("nightly", at("2026-11-30T02:00", BERLIN)) == "nightly~20261130T010000Z"
@@ -239,7 +292,8 @@ def test_a_name_in_two_files_is_an_issue_and_files_name_their_issues(tmp_path: P
 
 def test_spec_round_trips_through_its_stored_form() -> None:
     spec = ScheduleSpec(definition="report", cron="0 2 * * *", timezone=BERLIN, context={"k": [1, 2]},
-                        catch_up="once", overlap="skip", grace="10m")
+                        catch_up="once", overlap="skip", grace="10m", start_at="2026-01-01T00:00",
+                        end_at="2027-01-01T00:00+01:00", jitter="5m")
     again = ScheduleSpec.model_validate(spec.to_dict())
     assert again == spec and again.spec_hash() == spec.spec_hash()
     assert ScheduleSpec(definition="report", rate="1h").spec_hash() != spec.spec_hash()

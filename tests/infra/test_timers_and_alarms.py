@@ -68,6 +68,7 @@ def test_dead_letter_alarm_notifies_a_topic_and_the_worker_is_bounded(template_j
     assert "TimersQueueUrl" in outputs
     env = worker["Properties"]["Environment"]["Variables"]
     assert env["DURASTATE_TRACE"] == "0", "the trace is off by default (only failed steps are recorded)"
+    assert "DURASTATE_HISTORY" not in env, "whole histories are off by default (the ring of 200)"
 
 
 @pytest.fixture(scope="module")
@@ -81,7 +82,7 @@ def custom(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     DurastateEngine(stack, "Orders", table_prefix="orders", definitions_dir=ROOT / "examples",
                     layer_code=lambda_.Code.from_asset(str(layer)), build_root=tmp_path_factory.mktemp("build"),
                     alarm_topic=topic, timer_hops=False, worker_max_concurrency=None,
-                    worker_reserved_concurrency=50, trace=True)
+                    worker_reserved_concurrency=50, trace=True, history=True)
     return dict(Template.from_stack(stack).to_json())
 
 
@@ -99,6 +100,7 @@ def test_props_take_an_existing_topic_reserve_concurrency_and_turn_hops_off(cust
     assert "timers.handler" not in handlers
     assert "DURASTATE_TIMERS_QUEUE_URL" not in worker["Properties"]["Environment"]["Variables"]
     assert worker["Properties"]["Environment"]["Variables"]["DURASTATE_TRACE"] == "1"
+    assert worker["Properties"]["Environment"]["Variables"]["DURASTATE_HISTORY"] == "1"
 
 
 def test_context_keys_turn_the_trace_on_and_set_the_worker_bound(tmp_path: Path) -> None:

@@ -83,11 +83,28 @@ def lambda_architecture() -> str:
     return "x86_64" if platform.machine() in ("x86_64", "AMD64") else "arm64"
 
 
+_early_install: subprocess.Popen[bytes] | None = None
+
+
+def install_in_background() -> None:
+    """Start ``run.py install`` now, in its own process, so that a fresh clone's LocalStack install (minutes of
+    pip) overlaps the tests that run before this package's instead of adding to them. Its output is not kept:
+    :func:`host_localstack` runs the install again once it has ended, a no-op when it succeeded, which reports
+    any failure with its output."""
+    global _early_install
+    if _early_install is None and os.environ.get("DURASTATE_LOCALSTACK", "host") == "host":
+        _early_install = subprocess.Popen([sys.executable, str(ROOT / "localstack" / "host" / "run.py"), "install"],
+                                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                          start_new_session=True)
+
+
 @contextlib.contextmanager
 def host_localstack(workdir: Path) -> Iterator[str]:
     """LocalStack 4.14 as a host process (``localstack/host/run.py serve``) on a free loopback port; yields
     its endpoint URL."""
     run = [sys.executable, str(ROOT / "localstack" / "host" / "run.py")]
+    if _early_install is not None:  # started at collection: wait for it; the install below is then cached
+        _early_install.wait(timeout=1800)
     proc = subprocess.run([*run, "install"], capture_output=True, text=True, timeout=1800, check=False)
     if proc.returncode != 0:
         raise AssertionError(f"installing LocalStack failed:\n{proc.stdout}\n{proc.stderr}")

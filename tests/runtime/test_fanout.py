@@ -168,3 +168,35 @@ def test_a_long_parent_id_gives_hashed_child_ids_that_the_worker_accepts(rt: Loc
         rt.run_until_idle()
     done = rt.get(parent)
     assert done is not None and done.context["squares"] == [1, 4, 9, 16, 25, 36, 49]
+
+
+def test_a_retried_item_restarts_after_its_backoff_and_a_percentage_tolerates_on_every_store(
+        every_store: ExecutionStore) -> None:
+    """``invoke.retry`` on a map: a failed item is started again as a new child once its backoff timer has
+    fired (through the store's timers table and the sweeper), within the window; ``tolerate: "20%"`` of 7
+    items accepts one failure for good."""
+    doc = json.loads(json.dumps(FAN))
+    doc["states"]["mapping"]["map"].update(tolerate="20%", invoke={
+        "definition": "work", "context": {"n": "$item"},
+        "retry": {"max_attempts": 2, "backoff": {"initial": 60}}})
+    clock = ManualClock(1_700_000_000.0)
+    store = Watching(every_store)
+    rt = LocalRuntime(store, DefinitionRegistry([load_definition(doc), load_definition(WORK)]), clock=clock)
+    rt.start("fan", execution_id="p")
+    rt.run_until_idle()
+    rt.send("p~1", Event(name="crash"))
+    rt.run_until_idle()
+    assert running(rt) == ["p~2", "p~3"]  # item 0 waits for its retry, in its slot
+    stored = every_store.load("p")
+    assert stored is not None and list(stored.timers) == ["~invoke:mapping"]
+    clock.advance(60)
+    rt.run_until_idle()
+    assert running(rt) == ["p~4", "p~2", "p~3"]  # p~4 is item 0's second try
+    rt.send("p~4", Event(name="crash"))  # its tries ran out: one failure, within 20% of 7
+    rt.run_until_idle()
+    while (p := rt.get("p")) is not None and p.status == "running" and running(rt):
+        rt.send(running(rt)[0], Event(name="go"))
+        rt.run_until_idle()
+    assert p is not None and p.outcome == "ok", p.error
+    assert p.context["squares"] == [None, 4, 9, 16, 25, 36, 49]
+    assert all(w <= MAX for w in store.windows)

@@ -75,3 +75,19 @@ def test_local_runtime_purges_between_rounds(dict_store: ExecutionStore, registr
     stats = rt.run_until_idle()
     assert stats.purged == 1
     assert rt.get("c1").status == "purged"  # type: ignore[union-attr]
+
+
+def test_a_retention_built_without_a_clock_runs_on_the_runtimes(
+        dict_store: ExecutionStore, registry: DefinitionRegistry, clock: ManualClock) -> None:
+    retention = Retention(dict_store, DAY)  # no clock: the runtime's, not wall time
+    rt = LocalRuntime(dict_store, registry, clock=clock, retention=retention)
+    assert retention.clock is clock
+    rt.start("counter", execution_id="c1")
+    rt.send("c1", Event(name="stop"))
+    rt.run_until_idle()
+    clock.advance(DAY + 61)
+    assert rt.run_until_idle().purged == 1
+    own = ManualClock(clock() + 99 * DAY)
+    kept = Retention(dict_store, DAY, own)
+    LocalRuntime(dict_store, registry, clock=clock, retention=kept)
+    assert kept.clock is own  # one given its own clock keeps it

@@ -3,6 +3,7 @@ pause/resume/trigger, sync; the sweeper path on every store."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
@@ -15,9 +16,12 @@ from durastate.engine import DefinitionRegistry, load_definition
 from durastate.engine.ids import SCHEDULE_RECORD, START, run_witness, start_event_id
 from durastate.engine.model import Execution
 from durastate.engine.schedules import ScheduleSpec
-from durastate.errors import UnknownSchedule
+from durastate.errors import BackfillRefused, UnknownSchedule
 from durastate.runtime import LocalRuntime, ManualClock, Sweeper
 from durastate.runtime.schedules import (
+    backfill_schedule,
+    delete_schedule,
+    fire_schedule_timer,
     get_schedule,
     list_schedules,
     pause_schedule,
@@ -294,3 +298,117 @@ def test_a_failing_schedule_neither_blocks_timeouts_nor_spins_the_runtime(
     assert exe is not None and exe.active_path == "idle"  # its 30 s timeout fired
     assert "schedule timer of ~schedule~pulse failed" in caplog.text
     assert store.due_timers(clock()) == [("~schedule~pulse", "tick", at("2026-01-01T00:15"))]  # still armed
+
+
+# -- window, jitter, delete, backfill on every store --------------------------------------------------------
+def sweep(store: ExecutionStore, clock: ManualClock, seconds: float) -> list[str]:
+    """Move time, sweep; return the executions whose starts are in the outbox (then mark them delivered)."""
+    clock.advance(seconds)
+    Sweeper(store, InMemoryTransport(), clock).run_once()
+    entries = store.pending_outbox()
+    for entry in entries:
+        store.ack_outbox(entry.seq)
+    return [e.target_id for e in entries]
+
+
+def test_a_window_bounds_the_ticks_on_every_store(every_store: ExecutionStore, clock: ManualClock) -> None:
+    store = every_store
+    sync_schedules(store, pulse(rate="1h", start_at="2026-01-01T02:00", end_at="2026-01-01T03:00"), clock())
+    assert get_schedule(store, "pulse").next_tick == at("2026-01-01T02:00")  # nothing before start_at
+    started = [eid for _ in range(5) for eid in sweep(store, clock, 3600)]
+    assert started == ["pulse~20260101T020000Z", "pulse~20260101T030000Z"]
+    state = get_schedule(store, "pulse")
+    assert state.next_tick is None and store.due_timers(clock() + 86400 * 365) == []  # after end_at: no timer
+
+
+def test_jitter_delays_each_tick_by_its_derived_offset_on_every_store(
+        every_store: ExecutionStore, clock: ManualClock) -> None:
+    store = every_store
+    sync_schedules(store, pulse(rate="1h", jitter="30m"), clock())
+    record = store.load("~schedule~pulse")
+    assert record is not None and record.secret is not None  # the offsets need it: given on creation
+    spec = ScheduleSpec(definition="report", rate="1h", jitter="30m")
+    fire = spec.fire_at(at("2026-01-01T01:00"), record.secret, "pulse")
+    assert at("2026-01-01T01:00") <= fire <= at("2026-01-01T01:30")
+    assert get_schedule(store, "pulse").next_tick == fire
+    if fire > at("2026-01-01T01:00"):
+        assert sweep(store, clock, fire - clock() - 1) == []  # the tick passed, its offset not yet
+    assert sweep(store, clock, fire - clock()) == ["pulse~20260101T010000Z"]  # named by its tick, not its firing
+    nxt = get_schedule(store, "pulse").next_tick
+    assert nxt == spec.fire_at(at("2026-01-01T02:00"), record.secret, "pulse")  # the same offset every time
+
+
+def test_delete_cancels_the_timer_and_refuses_unknown_names_on_every_store(
+        every_store: ExecutionStore, clock: ManualClock) -> None:
+    store = every_store
+    sync_schedules(store, pulse(), clock())
+    state = delete_schedule(store, "pulse", clock())
+    assert state.removed and state.deleted and state.next_tick is None
+    assert store.due_timers(clock() + 86400) == []
+    assert sweep(store, clock, 3600) == []
+    assert fire_schedule_timer(store, "~schedule~pulse", clock()).started is None  # a hop already on its way
+    assert list_schedules(store) == [] and [s.name for s in list_schedules(store, include_removed=True)] == ["pulse"]
+    before = store.load("~schedule~pulse")
+    for name in ("pulse", "nope"):  # deleted already, never stored: refused, nothing changed
+        with pytest.raises(UnknownSchedule, match=f"unknown schedule '{name}'"):
+            delete_schedule(store, name, clock())
+    assert store.load("~schedule~pulse") == before
+    assert sync_schedules(store, pulse(), clock()).updated == ["pulse"]  # still in the file: stored again
+    assert not get_schedule(store, "pulse").deleted
+
+
+def test_backfill_starts_each_missed_tick_once_on_every_store(
+        every_store: ExecutionStore, clock: ManualClock) -> None:
+    store = every_store
+    sync_schedules(store, pulse(rate="1h"), clock())
+    assert sweep(store, clock, 3600) == ["pulse~20260101T010000Z"]
+    pause_schedule(store, "pulse", clock())
+    clock.advance(4 * 3600)  # 02:00 to 05:00 missed
+    store.commit(Execution(id="pulse~20260101T010000Z", definition_id="report", status="finished",
+                           created_at=clock(), updated_at=clock()), [])  # the tick that ran is stored
+    done = backfill_schedule(store, "pulse", at("2026-01-01T01:00"), at("2026-01-01T04:00"), clock())
+    assert done.existing == ["pulse~20260101T010000Z"]
+    assert done.started == ["pulse~20260101T020000Z", "pulse~20260101T030000Z", "pulse~20260101T040000Z"]
+    entries = store.pending_outbox()
+    record = store.load("~schedule~pulse")
+    assert record is not None and record.secret is not None
+    assert [e.target_id for e in entries] == done.started
+    for e in entries:
+        assert e.event.id == start_event_id(e.target_id)  # the tick's own start: the worker dedupes it
+        assert e.event.data["witness"] == run_witness(record.secret, e.target_id)
+    again = backfill_schedule(store, "pulse", at("2026-01-01T01:00"), at("2026-01-01T04:00"), clock())
+    assert again.started == done.started  # not yet applied: sent again, and applied once (same event id)
+    assert get_schedule(store, "pulse").paused and get_schedule(store, "pulse").next_tick is None
+
+
+@pytest.mark.parametrize(("window", "problem"), [
+    (("2026-01-01T04:00", "2026-01-01T01:00"), "--from 2026-01-01T04:00:00Z is after --to 2026-01-01T01:00:00Z"),
+    (("2026-01-01T01:00", "2026-01-02T00:00"), "--to 2026-01-02T00:00:00Z is in the future"),
+    (("2025-01-01T00:00", "2026-01-01T05:00"), "holds more than 1000 ticks"),
+])
+def test_a_bad_backfill_is_refused_and_changes_nothing(
+        every_store: ExecutionStore, clock: ManualClock, window: tuple[str, str], problem: str) -> None:
+    store = every_store
+    sync_schedules(store, pulse(rate="1h"), clock())
+    clock.set(at("2026-01-01T06:00"))
+    before = store.load("~schedule~pulse")
+    with pytest.raises(BackfillRefused, match=re.escape(problem)):
+        backfill_schedule(store, "pulse", at(window[0]), at(window[1]), clock())
+    with pytest.raises(UnknownSchedule):
+        backfill_schedule(store, "nope", at("2026-01-01T01:00"), at("2026-01-01T02:00"), clock())
+    assert store.load("~schedule~pulse") == before and store.pending_outbox() == []
+
+
+def test_backfilled_runs_start_and_finish(reg: DefinitionRegistry, clock: ManualClock) -> None:
+    store = DictStore()
+    rt = LocalRuntime(store, reg, clock=clock)
+    rt.sync_schedules(pulse(rate="1h"))
+    pause_schedule(store, "pulse", clock())
+    clock.advance(3 * 3600)
+    backfill_schedule(store, "pulse", at("2026-01-01T00:00"), clock(), clock())
+    rt.run_until_idle()
+    backfill_schedule(store, "pulse", at("2026-01-01T00:00"), clock(), clock())  # twice: nothing more
+    rt.run_until_idle()
+    assert {s.id: s.status for s in store.list_executions(definition_id="report").items} == {
+        "pulse~20260101T000000Z": "finished", "pulse~20260101T010000Z": "finished",
+        "pulse~20260101T020000Z": "finished", "pulse~20260101T030000Z": "finished"}

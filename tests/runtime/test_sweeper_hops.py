@@ -190,3 +190,34 @@ def test_a_schedule_tick_is_hopped_and_each_fired_tick_hops_the_next(clock: Manu
 
     sweeper.fire_schedule(record, TICK_TIMER, first)  # delivered twice
     assert [e.target_id for e in store.pending_outbox()] == started and len(hops.sent) == 2
+
+
+def test_a_jittered_tick_is_hopped_at_its_offset_and_a_deleted_schedules_hop_starts_nothing(
+        clock: ManualClock) -> None:
+    """With jitter the hop carries the tick's firing time (tick + its derived offset), the run keeps the
+    tick's name; after ``schedules delete`` a hop already on its way starts nothing and hops nothing."""
+    from durastate.engine.schedules import ScheduleSpec, schedule_record_id, tick_execution_id
+    from durastate.runtime.schedules import TICK_TIMER, delete_schedule, sync_schedules
+
+    store, transport, hops = DictStore(), InMemoryTransport(), Hops()
+    t0 = clock()
+    spec = ScheduleSpec.model_validate({"definition": "counter", "rate": "10m", "jitter": "5m"})
+    sync_schedules(store, {"pulse": spec}, t0)
+    record = schedule_record_id("pulse")
+    loaded = store.load(record)
+    assert loaded is not None and loaded.secret is not None
+    tick = (t0 // 600 + 1) * 600
+    first = spec.fire_at(tick, loaded.secret, "pulse")
+    sweeper = Sweeper(store, transport, clock, hops=hops)
+    sweeper.run_once()
+    assert [(t, e.data["fire_at"]) for t, e, _ in hops.sent] == [(record, first)]
+    clock.set(first)
+    sweeper.fire_schedule(record, TICK_TIMER, first)  # the hop arrived
+    assert [e.target_id for e in store.pending_outbox()] == [tick_execution_id("pulse", tick)]
+    second = hops.sent[-1][1].data["fire_at"]
+    assert second == spec.fire_at(tick + 600, loaded.secret, "pulse")
+    delete_schedule(store, "pulse", clock())
+    clock.set(second)
+    sweeper.fire_schedule(record, TICK_TIMER, second)  # the hop sent before the delete
+    assert len(store.pending_outbox()) == 1 and len(hops.sent) == 2
+    assert store.due_timers(second + 86400) == []

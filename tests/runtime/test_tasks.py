@@ -245,10 +245,12 @@ def test_a_result_that_cannot_be_stored_is_an_error(clock: ManualClock, target: 
 # -- HTTP, against a real server in this process --------------------------------------------------------
 class _Handler(http.server.BaseHTTPRequestHandler):
     seen: list[tuple[str, str | None, dict[str, Any]]] = []
+    traceparents: list[str | None] = []
 
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         self.seen.append((self.path, self.headers.get("Idempotency-Key"), body))
+        self.traceparents.append(self.headers.get("traceparent"))
         status, answer = {
             "/ok": (200, json.dumps({"echo": body["input"], "key": self.headers.get("Idempotency-Key")})),
             "/empty": (204, ""),
@@ -296,6 +298,23 @@ def test_an_http_task_posts_json_and_routes_the_answer(server: str, clock: Manua
     else:
         assert exe.context["why"].startswith(expect.format(url=url))
     assert (path, tid) == _Handler.seen[-1][:2] and _Handler.seen[-1][2]["task_id"] == tid
+
+
+def test_an_http_task_gets_the_trace_context_of_the_span_that_started_it(server: str, clock: ManualClock) -> None:
+    from tests.otel import memory_provider, the_span
+
+    provider, exporter = memory_provider()
+    rt = LocalRuntime(DictStore(), registry(chart(server + "/ok", "http")), InMemoryTransport(clock), clock,
+                      tracer_provider=provider)
+    rt.start("pay", {"amount": 9}, execution_id="traced")
+    rt.run_until_idle()
+    started = the_span(list(exporter.get_finished_spans()), "traced", "durastate.start").context
+    assert _Handler.traceparents[-1] == f"00-{started.trace_id:032x}-{started.span_id:016x}-" \
+                                        f"{int(started.trace_flags):02x}"
+    untraced = LocalRuntime(DictStore(), registry(chart(server + "/ok", "http")), InMemoryTransport(clock), clock)
+    untraced.start("pay", {"amount": 9}, execution_id="plain")
+    untraced.run_until_idle()
+    assert _Handler.traceparents[-1] is None  # no provider: no header
 
 
 def test_an_unreachable_endpoint_is_an_error(clock: ManualClock) -> None:

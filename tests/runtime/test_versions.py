@@ -5,6 +5,7 @@ to another version in one commit each; a migration that would strand an executio
 from __future__ import annotations
 
 import copy
+import re
 from typing import Any
 
 import pytest
@@ -277,3 +278,57 @@ def test_a_migration_that_races_a_worker_plans_again_on_what_the_worker_committe
     assert exe is not None and exe.active_path == "moving.road" and exe.timers == {}
     assert exe.definition_version == definition_version(v2)
     assert [s["event"] for s in store.read_trace("s-1")][-2:] == ["picked_up", "migrate"]
+
+
+def test_migrate_executions_moves_only_the_ids_or_statuses_selected(
+        every_store: ExecutionStore, clock: ManualClock) -> None:
+    from durastate.client import DurastateClient
+    from durastate.errors import MigrationRefused, UnknownExecution
+    from durastate.store.migration import migrate_executions
+    from durastate.transport import InMemoryTransport
+
+    v1 = load_definition(SHIPPING)
+    rt = runtime(every_store, SHIPPING, clock)
+    for eid in ("s-1", "s-2", "s-3", "s-4"):
+        rt.start("shipping", execution_id=eid)
+        rt.send(eid, ev("packed", f"{eid}-packed"))
+    rt.send("s-4", ev("picked_up", "s-4-up"))
+    rt.send("s-4", ev("delivered", "s-4-done"))  # s-4 has ended
+    rt.run_until_idle()
+    rt.suspend("s-3")
+    rt.run_until_idle()
+    v2 = load_definition(renamed(SHIPPING, "waiting", "ready"))
+    old, new = definition_version(v1), definition_version(v2)
+    mapping = {"waiting": "ready"}
+
+    def versions() -> dict[str, str | None]:
+        return {eid: exe.definition_version for eid in ("s-1", "s-2", "s-3", "s-4")
+                if (exe := every_store.load(eid)) is not None}
+
+    before = versions()
+    for bad, error, problem in [
+        ({"ids": ["s-1", "nope"]}, UnknownExecution, "no execution 'nope'"),
+        ({"ids": ["s-1", "s-4"]}, MigrationRefused, "s-4 is finished, not running or suspended"),
+        ({"ids": ["s-3"], "statuses": ["running"]}, MigrationRefused, "s-3 is suspended, not running"),
+        ({"statuses": ["failed"]}, MigrationRefused, "a failed execution cannot be migrated"),
+        ({"statuses": ["sleeping"]}, MigrationRefused, "--status sleeping: only running or suspended"),
+    ]:
+        with pytest.raises(error, match=re.escape(problem)):
+            migrate_executions(every_store, "shipping", old, v2, mapping, ids=bad.get("ids"),
+                               statuses=bad.get("statuses"), clock=clock)
+    with pytest.raises(MigrationRefused, match="sit in states that version"):  # no mapping: s-1 stranded
+        migrate_executions(every_store, "shipping", old, v2, ids=["s-1"], clock=clock)
+    assert versions() == before  # every refusal changed nothing
+
+    dry = migrate_executions(every_store, "shipping", old, v2, mapping, ids=["s-1"], clock=clock, dry_run=True)
+    assert [c.execution.id for c in dry.planned] == ["s-1"] and dry.moved == [] and versions() == before
+    done = migrate_executions(every_store, "shipping", old, v2, mapping, ids=["s-1"], old=v1, clock=clock)
+    assert done.moved == ["s-1"] and versions() == {**before, "s-1": new}
+    suspended = migrate_executions(every_store, "shipping", old, v2, mapping, statuses=["suspended"], clock=clock)
+    assert suspended.moved == ["s-3"] and versions() == {**before, "s-1": new, "s-3": new}
+
+    client = DurastateClient(InMemoryTransport(), every_store, DefinitionRegistry([v2]), clock=clock)
+    rest = client.migrate("shipping", old, mapping=mapping)  # the rest: s-2 (s-4 ended, keeps its version)
+    assert rest.moved == ["s-2"] and versions() == {"s-1": new, "s-2": new, "s-3": new, "s-4": old}
+    s2 = every_store.load("s-2")
+    assert s2 is not None and s2.active_path == "ready" and s2.updated_at == clock()

@@ -43,6 +43,7 @@ from durastate.store.base import (
     hides_system,
     normalize_status,
     summary_matches,
+    trim_bound,
 )
 from durastate.store.dynamodb import recent_ids
 from durastate.store.dynamodb.bloom import BLOOM_BITS, bloom_add, bloom_may_contain
@@ -172,6 +173,8 @@ class DynamoCore:
     Options (keyword-only, the same on both stores):
 
     - ``trace_max``: trace ring size per execution (``DEFAULT_TRACE_MAX``; 0/None keeps every step).
+    - ``history``: keep every trace step (``read_history``; see :mod:`durastate.store.base`): the ring's
+      drop leaves the commit's transaction (one item less), and the steps stay until ``trace_ttl``.
     - ``recent_events``: at most this many applied event ids are kept inside the execution item
       (default 24, see :data:`DEFAULT_RECENT_EVENTS`; 0 = the seed's layout, one ``processed`` item written
       in every commit's transaction).
@@ -203,12 +206,14 @@ class DynamoCore:
         trace_ttl: float | None = None,
         clock: Callable[[], float] = time.time,
         record_trace: bool = True,
+        history: bool = False,
     ) -> None:
         check_prefix(prefix)
         if not 0 <= recent_events <= MAX_RECENT_EVENTS:
             raise ValueError(f"recent_events must be between 0 and {MAX_RECENT_EVENTS}")
         self.prefix = prefix
         self.trace_max: int | None = trace_max
+        self.history = history
         self.recent_events = recent_events
         self.max_retries = max_retries
         self.backoff_base = backoff_base
@@ -736,7 +741,7 @@ class DynamoCore:
                     "trace less per step, or pass trace=None",
                 )
             sizes.append(item_size(trace_item))
-            if self.trace_max:
+            if trim_bound(self.trace_max, self.history):
                 sizes.append(item_size({"execution_id": S(execution_id), "idx": N(placeholder)}))
         what = f"commit of execution {execution_id!r}"
         hint = "one step emits, spawns or arms too much; split the work over several steps"
@@ -948,8 +953,9 @@ class DynamoCore:
                     }
                 }
             )
-            if self.trace_max and idx - self.trace_max >= 0:
-                gone = {"execution_id": S(execution_id), "idx": N(idx - self.trace_max)}
+            ring = trim_bound(self.trace_max, self.history)
+            if ring and idx - ring >= 0:
+                gone = {"execution_id": S(execution_id), "idx": N(idx - ring)}
                 txn.append({"Delete": {"TableName": self.table("trace"), "Key": gone}})
         return txn, idx
 
@@ -1325,17 +1331,35 @@ class DynamoCore:
 
     # -- trace ------------------------------------------------------------------------------------------
     def read_trace_ops(self, execution_id: str) -> Ops[list[dict[str, Any]]]:
-        rows = yield from self._pages(
-            "query",
-            {
-                "TableName": self.table("trace"),
-                "KeyConditionExpression": "#e = :e",
-                "ExpressionAttributeNames": {"#e": "execution_id"},
-                "ExpressionAttributeValues": {":e": S(execution_id)},
-                "ScanIndexForward": True,
-                "ConsistentRead": True,
-            },
-        )
+        if not (self.history and self.trace_max):  # the ring holds at most trace_max items: read them all
+            return (yield from self.read_history_ops(execution_id))
+        # A kept history: the newest trace_max steps, read newest first and page by page until there are
+        # enough (a Query's Limit bounds one page, not the answer).
+        query: dict[str, Any] = {**self._trace_query(execution_id), "ScanIndexForward": False}
+        rows: list[Item] = []
+        while len(rows) < self.trace_max:
+            resp = yield from self._call("query", {**query, "Limit": self.trace_max - len(rows)})
+            rows.extend(resp.get("Items", []))
+            if not resp.get("LastEvaluatedKey"):
+                break
+            query["ExclusiveStartKey"] = resp["LastEvaluatedKey"]
+        return self._trace_steps(reversed(rows))
+
+    def read_history_ops(self, execution_id: str) -> Ops[list[dict[str, Any]]]:
+        rows = yield from self._pages("query", {**self._trace_query(execution_id), "ScanIndexForward": True})
+        return self._trace_steps(rows)
+
+    def _trace_query(self, execution_id: str) -> dict[str, Any]:
+        return {
+            "TableName": self.table("trace"),
+            "KeyConditionExpression": "#e = :e",
+            "ExpressionAttributeNames": {"#e": "execution_id"},
+            "ExpressionAttributeValues": {":e": S(execution_id)},
+            "ConsistentRead": True,
+        }
+
+    @staticmethod
+    def _trace_steps(rows: Iterable[Item]) -> list[dict[str, Any]]:
         out = []
         for r in rows:
             entry = json.loads(r["entry"]["S"])
@@ -1361,12 +1385,13 @@ class DynamoCore:
             "put_item",
             {"TableName": self.table("trace"), "Item": self._trace_item(execution_id, idx, entry_json)},
         )
-        if self.trace_max and idx - self.trace_max >= 0:
+        ring = trim_bound(self.trace_max, self.history)
+        if ring and idx - ring >= 0:
             yield from self._call(
                 "delete_item",
                 {
                     "TableName": self.table("trace"),
-                    "Key": {"execution_id": S(execution_id), "idx": N(idx - self.trace_max)},
+                    "Key": {"execution_id": S(execution_id), "idx": N(idx - ring)},
                 },
             )
 

@@ -81,6 +81,9 @@ class AsyncDictStore(DictCore):
     async def append_trace(self, execution_id: str, entry: dict[str, Any]) -> None:
         self._record_trace(execution_id, entry)
 
+    async def read_history(self, execution_id: str) -> list[dict[str, Any]]:
+        return self._read_history(execution_id)
+
     async def purge(
         self,
         ended_before: float,

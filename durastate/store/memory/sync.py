@@ -53,7 +53,7 @@ from durastate.store.retention import (
 class DictCore:
     """The data structures and synchronous logic of the in-memory store."""
 
-    def __init__(self, trace_max: int | None = DEFAULT_TRACE_MAX) -> None:
+    def __init__(self, trace_max: int | None = DEFAULT_TRACE_MAX, *, history: bool = False) -> None:
         self._by_id: dict[str, Execution] = {}
         self._outbox: dict[int, OutboxEntry] = {}  # by seq; insertion order is seq order
         self._processed: set[tuple[str, str]] = set()
@@ -64,6 +64,8 @@ class DictCore:
         self._trace: dict[str, deque[dict[str, Any]]] = {}
         self._trace_idx: dict[str, int] = {}
         self.trace_max: int | None = trace_max
+        self.history = history
+        """Keep every step (``read_history``); ``read_trace`` still answers the newest ``trace_max``."""
         self._seq = 0
         self._spawn_seq = 0
         self._lock = threading.RLock()
@@ -227,7 +229,7 @@ class DictCore:
         with self._lock:
             idx = self._trace_idx.get(execution_id, 0)
             self._trace_idx[execution_id] = idx + 1  # climbs regardless of trimming
-            bound = self.trace_max or None
+            bound = None if self.history else self.trace_max or None
             steps = self._trace.get(execution_id)
             if steps is None or steps.maxlen != bound:  # first step, or trace_max was changed since
                 steps = self._trace[execution_id] = deque(steps or (), maxlen=bound)
@@ -237,7 +239,13 @@ class DictCore:
 
     def _read_trace(self, execution_id: str) -> list[dict[str, Any]]:
         with self._lock:
-            return list(self._trace.get(execution_id, []))
+            steps = self._trace.get(execution_id, ())
+            n = self.trace_max
+            return list(islice(steps, len(steps) - n, None) if n and len(steps) > n else steps)
+
+    def _read_history(self, execution_id: str) -> list[dict[str, Any]]:
+        with self._lock:
+            return list(self._trace.get(execution_id, ()))
 
 
 class DictStore(DictCore):
@@ -307,6 +315,9 @@ class DictStore(DictCore):
 
     def append_trace(self, execution_id: str, entry: dict[str, Any]) -> None:
         self._record_trace(execution_id, entry)
+
+    def read_history(self, execution_id: str) -> list[dict[str, Any]]:
+        return self._read_history(execution_id)
 
     def purge(
         self,

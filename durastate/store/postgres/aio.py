@@ -61,10 +61,11 @@ class AsyncPostgresStore(PgCore, AsyncEventChecking):
         trace_max: int | None = DEFAULT_TRACE_MAX,
         owns_pool: bool = False,
         recent_events: int = PG_RECENT_EVENTS,
+        history: bool = False,
     ) -> None:
         """Wrap an (open) ``AsyncConnectionPool``; no I/O. Call :meth:`ensure_schema` before use, or
         build the store with :meth:`from_pool` / :meth:`from_dsn`, which do."""
-        super().__init__(schema, trace_max, recent_events)
+        super().__init__(schema, trace_max, recent_events, history)
         self._pool = pool
         self._owns_pool = owns_pool
 
@@ -89,6 +90,7 @@ class AsyncPostgresStore(PgCore, AsyncEventChecking):
         connect_attempts: int = 15,
         connect_interval: float = 1.0,
         pool_timeout: float = 30.0,
+        history: bool = False,
     ) -> AsyncPostgresStore:
         """Wait for the server (retrying), open a pool of ``min_size``..``pool_size`` autocommit
         connections, create the schema. ``close()`` closes the pool."""
@@ -121,7 +123,7 @@ class AsyncPostgresStore(PgCore, AsyncEventChecking):
             configure=_configure,
         )
         await pool.open(wait=True, timeout=pool_timeout)
-        store = cls(pool, schema=schema, trace_max=trace_max, owns_pool=True)
+        store = cls(pool, schema=schema, trace_max=trace_max, owns_pool=True, history=history)
         try:
             await store.ensure_schema()
         except BaseException:

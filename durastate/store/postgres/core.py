@@ -80,6 +80,7 @@ from durastate.store.base import (
     StoreConflict,
     TimerOp,
     normalize_status,
+    trim_bound,
 )
 from durastate.store.postgres.schema import CONFLICT_SQLSTATE, PgSql
 from durastate.store.retention import (
@@ -204,9 +205,9 @@ def lost_commit(
     return StoreConflict(exe_id, expected=old, found=found)
 
 
-def trace_params(execution_id: str, entry: dict[str, Any], trace_max: int | None) -> tuple[Any, ...]:
-    """Parameters of :attr:`PgSql.write_trace`."""
-    n = trace_max or 0
+def trace_params(execution_id: str, entry: dict[str, Any], trace_max: int) -> tuple[Any, ...]:
+    """Parameters of :attr:`PgSql.write_trace` (``trace_max``: the trim bound, 0 to keep every step)."""
+    n = trace_max
     return (execution_id, json_text(entry), execution_id, execution_id, n, n)
 
 
@@ -230,12 +231,14 @@ class PgCore:
     commit function checks the row's ``rids`` and the ``processed_events`` mark before it writes."""
 
     def __init__(self, schema: str, trace_max: int | None = DEFAULT_TRACE_MAX,
-                 recent_events: int = PG_RECENT_EVENTS) -> None:
+                 recent_events: int = PG_RECENT_EVENTS, history: bool = False) -> None:
         if recent_events < 0:
             raise ValueError(f"recent_events must be 0 or more, got {recent_events}")
         self.schema = schema
         self._sql = PgSql(schema)
         self.trace_max: int | None = trace_max
+        self.history = history
+        """Keep every trace step (``read_history``; see :mod:`durastate.store.base`)."""
         self.recent_events = recent_events
         """Applied event ids kept in the execution row before they spill to ``processed_events``
         (:func:`~durastate.store.sql.next_recent`; 0: every mark written there in its commit)."""
@@ -329,7 +332,7 @@ class PgCore:
             exe.active_path,
             exe.parent_id,
             json_text(trace) if trace is not None else None,
-            self.trace_max or 0,
+            trim_bound(self.trace_max, self.history),
             check_event,
             self.recent_events,
             raise_,
@@ -452,11 +455,19 @@ class PgCore:
         return ExecutionPage(items, next_cursor(items, len(rows), limit))
 
     def read_trace_ops(self, execution_id: str) -> Ops[list[dict[str, Any]]]:
-        rows = yield Query(self._sql.stmt.read_trace, (execution_id,), "all")
+        if self.history and self.trace_max:  # the table holds the whole history: read only the ring's part
+            rows = yield Query(self._sql.stmt.read_trace_newest, (execution_id, self.trace_max), "all")
+        else:
+            rows = yield Query(self._sql.stmt.read_trace, (execution_id,), "all")
         return trace_ring(rows, self.trace_max)
 
+    def read_history_ops(self, execution_id: str) -> Ops[list[dict[str, Any]]]:
+        rows = yield Query(self._sql.stmt.read_trace, (execution_id,), "all")
+        return trace_ring(rows, None)
+
     def append_trace_ops(self, execution_id: str, entry: dict[str, Any]) -> Ops[None]:
-        yield Query(self._sql.write_trace, trace_params(execution_id, entry, self.trace_max))
+        yield Query(self._sql.write_trace, trace_params(execution_id, entry,
+                                                        trim_bound(self.trace_max, self.history)))
 
     # -- retention ----------------------------------------------------------------------------------------
     def purge_ops(

@@ -61,9 +61,10 @@ class PostgresStore(PgLink, PgCore, SyncEventChecking):
         trace_max: int | None = DEFAULT_TRACE_MAX,
         create_schema: bool = True,
         recent_events: int = PG_RECENT_EVENTS,
+        history: bool = False,
     ) -> None:
         PgLink.__init__(self, conn)
-        PgCore.__init__(self, schema, trace_max, recent_events)
+        PgCore.__init__(self, schema, trace_max, recent_events, history)
         if create_schema:
             self.ensure_schema()
 
@@ -77,6 +78,7 @@ class PostgresStore(PgLink, PgCore, SyncEventChecking):
         connect_attempts: int = 15,
         connect_interval: float = 1.0,
         recent_events: int = PG_RECENT_EVENTS,
+        history: bool = False,
     ) -> PostgresStore:
         """Connect (retrying: 15 attempts 1 s apart by default) in autocommit, create the schema.
 
@@ -91,7 +93,7 @@ class PostgresStore(PgLink, PgCore, SyncEventChecking):
             )
 
         store = cls(connect(), schema=schema, trace_max=trace_max, create_schema=False,
-                    recent_events=recent_events)
+                    recent_events=recent_events, history=history)
         store._connect = connect
         store.ensure_schema()
         return store

@@ -51,12 +51,13 @@ class AsyncSqliteStore:
         synchronous: Synchronous = "NORMAL",
         *,
         recent_events: int = RECENT_EVENTS,
+        history: bool = False,
     ) -> None:
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="durastate-sqlite")
         try:
             # Opened on the worker thread too, so every use of the connection happens there.
             opening = self._executor.submit(SqliteStore, path, trace_max, busy_timeout, synchronous,
-                                            recent_events=recent_events)
+                                            recent_events=recent_events, history=history)
             self.sync = opening.result()
         except BaseException:
             self._executor.shutdown(wait=False)
@@ -71,6 +72,14 @@ class AsyncSqliteStore:
     @trace_max.setter
     def trace_max(self, value: int | None) -> None:
         self.sync.trace_max = value
+
+    @property
+    def history(self) -> bool:
+        return self.sync.history
+
+    @history.setter
+    def history(self, value: bool) -> None:
+        self.sync.history = value
 
     async def _run(self, fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
         loop = asyncio.get_running_loop()
@@ -157,6 +166,9 @@ class AsyncSqliteStore:
 
     async def read_trace(self, execution_id: str) -> list[dict[str, Any]]:
         return await self._run(self.sync.read_trace, execution_id)
+
+    async def read_history(self, execution_id: str) -> list[dict[str, Any]]:
+        return await self._run(self.sync.read_history, execution_id)
 
     async def append_trace(self, execution_id: str, entry: dict[str, Any]) -> None:
         await self._run(self.sync.append_trace, execution_id, entry)

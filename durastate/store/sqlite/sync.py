@@ -68,6 +68,7 @@ from durastate.store.base import (
     SpawnEntry,
     TimerOp,
     normalize_status,
+    trim_bound,
 )
 from durastate.store.retention import (
     DEFAULT_PURGE_LIMIT,
@@ -95,8 +96,10 @@ _INSERT_TRACE = "INSERT INTO trace (execution_id, idx, entry) VALUES (?, ?, ?)"
 _APPEND_TAIL = "UPDATE executions SET tsteps = tsteps || char(10) || ?, tnext = ? WHERE id = ?"
 _SET_TAIL = "UPDATE executions SET tsteps = ?, tnext = ? WHERE id = ?"
 # The table's steps and the row's tail (idx NULL, so first) in one statement: one snapshot.
-_READ_TRACE = ("SELECT idx, entry FROM trace WHERE execution_id = ? "
+_READ_TRACE = ("SELECT idx, entry FROM (SELECT idx, entry FROM trace WHERE execution_id = ? ORDER BY idx DESC LIMIT ?) "
                "UNION ALL SELECT NULL, tsteps FROM executions WHERE id = ? AND tsteps IS NOT NULL ORDER BY 1")
+"""The newest N steps of the ``trace`` table (``LIMIT -1``: all of them) and the row's tail (sorted first),
+in one statement, so a commit moving the tail to the table between two reads cannot hide steps."""
 _KNOWN_MAX = 4096
 """Rows whose state a store remembers (:class:`_RowState`), the most recently used."""
 
@@ -168,10 +171,13 @@ class SqliteStore:
         *,
         read_only: bool = False,
         recent_events: int = _sql.RECENT_EVENTS,
+        history: bool = False,
     ) -> None:
         """``read_only``: open an existing file for reading only (``load``, listings, the trace); every
-        write raises :class:`StoreUnavailable`. Nothing is created, not even the schema."""
+        write raises :class:`StoreUnavailable`. Nothing is created, not even the schema. ``history``: keep
+        every trace step (``read_history``; see :mod:`durastate.store.base`)."""
         self.trace_max: int | None = trace_max
+        self.history = history
         self.recent_events = recent_events
         """Applied event ids kept in the execution row before they spill to ``processed_events``
         (:func:`~durastate.store.sql.next_recent`; 0: every mark written there in its commit)."""
@@ -428,7 +434,7 @@ class SqliteStore:
         """Move a full trace tail to the ``trace`` table (one multi-row insert) and trim the ring there."""
         if steps:
             cur.executemany(_INSERT_TRACE, [(execution_id, idx, entry) for idx, entry in steps])
-        trace_max = self.trace_max
+        trace_max = trim_bound(self.trace_max, self.history)
         if trace_max and tnext is not None:
             cur.execute(_SQL.trace_trim, (execution_id, tnext - 1 - trace_max))
 
@@ -528,19 +534,28 @@ class SqliteStore:
         """One step as a ``trace`` row of its own (an execution with no row, or a file without tails);
         the ring trimmed every :data:`~durastate.store.sql.TRIM_EVERY` steps."""
         (idx,) = cur.execute(_SQL.trace_insert, (execution_id, entry_json, execution_id)).fetchone()
-        trace_max = self.trace_max
+        trace_max = trim_bound(self.trace_max, self.history)
         if trace_max and idx >= trace_max and idx % _sql.TRIM_EVERY == 0:
             cur.execute(_SQL.trace_trim, (execution_id, idx - trace_max))
 
     def read_trace(self, execution_id: str) -> list[dict[str, Any]]:
+        # A kept history's table holds every step: read only the newest trace_max of it (and the tail).
+        newest = self.trace_max if self.history else None
+        return _sql.trace_ring(self._trace_rows(execution_id, newest), self.trace_max)
+
+    def read_history(self, execution_id: str) -> list[dict[str, Any]]:
+        return _sql.trace_ring(self._trace_rows(execution_id), None)
+
+    def _trace_rows(self, execution_id: str, newest: int | None = None) -> list[tuple[int, str]]:
+        """The stored ``(idx, entry)`` steps of an execution, oldest first: the table's (its newest
+        ``newest`` only, when given), then the row's tail."""
         with self.db.lock:
             if not self._tail_column:
-                return _sql.trace_ring(self.db.cur.execute(_SQL.read_trace, (execution_id,)).fetchall(),
-                                       self.trace_max)
-            rows = self.db.cur.execute(_READ_TRACE, (execution_id, execution_id)).fetchall()
+                return list(self.db.cur.execute(_SQL.read_trace_newest, (execution_id, newest or -1)).fetchall())
+            rows = self.db.cur.execute(_READ_TRACE, (execution_id, newest or -1, execution_id)).fetchall()
         if rows and rows[0][0] is None:  # the row's tail (sorted first), then the table's steps
             rows = [*rows[1:], *_sql.tail_rows(rows[0][1])]
-        return _sql.trace_ring(rows, self.trace_max)
+        return list(rows)
 
     # -- retention ------------------------------------------------------------------------------------
     def purge(

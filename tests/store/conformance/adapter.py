@@ -43,6 +43,14 @@ class SyncAdapter:
     def trace_max(self, value: int | None) -> None:
         self.inner.trace_max = value
 
+    @property
+    def history(self) -> bool:
+        return self.inner.history
+
+    @history.setter
+    def history(self, value: bool) -> None:
+        self.inner.history = value
+
     def load(self, execution_id: str) -> Execution | None:
         return self._runner.run(self.inner.load(execution_id))
 
@@ -100,6 +108,9 @@ class SyncAdapter:
 
     def append_trace(self, execution_id: str, entry: dict[str, Any]) -> None:
         self._runner.run(self.inner.append_trace(execution_id, entry))
+
+    def read_history(self, execution_id: str) -> list[dict[str, Any]]:
+        return self._runner.run(self.inner.read_history(execution_id))
 
     def purge(self, ended_before: float, statuses: Sequence[str] = PURGEABLE, definition_id: str | None = None,
               limit: int = DEFAULT_PURGE_LIMIT, now: float | None = None,
