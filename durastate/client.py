@@ -15,7 +15,7 @@ execution that already exists is a no-op anyway. Without ``execution_id`` a fres
 ``send`` takes an optional ``event_id`` for the same reason: a caller that retries a send after a timeout
 passes the same id, and the event is applied once.
 
-Control: ``cancel``, ``suspend`` and ``resume`` are events, queued behind the execution's others;
+Control: ``cancel``, ``suspend``, ``resume`` and ``reset`` are events, queued behind the execution's others;
 ``terminate``, ``redrive`` and ``migrate`` are compare-and-swap commits to the store (the client needs one). Dead
 letters — the events the worker could never apply — are read, replayed and dropped through the
 transport's box: ``dead_letters()``, ``replay_dead_letters()``, ``drop_dead_letter()`` (on AWS build the
@@ -38,6 +38,7 @@ from durastate.engine.ids import (
     start_event_id,
 )
 from durastate.engine.model import START, Event, Execution, new_id
+from durastate.engine.run_timeout import check_start_timeout
 from durastate.engine.search import Condition, SearchValue, check_conditions
 from durastate.engine.tasks import heartbeat_message
 from durastate.engine.values import check_event_id, check_execution_id
@@ -55,12 +56,16 @@ if TYPE_CHECKING:
 __all__ = ["DurastateClient", "start_event", "start_event_id"]
 
 
-def start_event(execution_id: str, definition_id: str, context: dict[str, Any] | None = None) -> Event:
-    """The ``durastate.start`` event that creates ``execution_id`` from ``definition_id``."""
+def start_event(execution_id: str, definition_id: str, context: dict[str, Any] | None = None,
+                timeout: float | str | None = None) -> Event:
+    """The ``durastate.start`` event that creates ``execution_id`` from ``definition_id`` (``timeout``: its
+    own run timeout, seconds or a duration such as ``"1h"``, instead of the definition's)."""
     if not definition_id:
         raise MalformedEvent("a start needs a definition id")
-    return new_event(START, {"definition_id": definition_id, "context": dict(context or {})},
-                     start_event_id(execution_id))
+    data: dict[str, Any] = {"definition_id": definition_id, "context": dict(context or {})}
+    if timeout is not None:
+        data["timeout"] = check_start_timeout(timeout)
+    return new_event(START, data, start_event_id(execution_id))
 
 
 def _check_producer(target_id: str, event: Event) -> None:
@@ -120,12 +125,13 @@ class DurastateClient:
 
     # -- writing -------------------------------------------------------------------------------------
     def start(self, definition_id: str, context: dict[str, Any] | None = None,
-              execution_id: str | None = None) -> str:
-        """Enqueue the start of an execution and return its id (``execution_id`` or a generated one)."""
+              execution_id: str | None = None, *, timeout: float | str | None = None) -> str:
+        """Enqueue the start of an execution and return its id (``execution_id`` or a generated one).
+        ``timeout``: its run timeout (seconds, or ``"1h"``), instead of the definition's ``timeout``."""
         if self.definitions is not None:
             self.definitions.get(definition_id)  # raises UnknownDefinition naming the known ones
         exe_id = check_execution_id(execution_id) if execution_id is not None else new_id()
-        self._send([(exe_id, start_event(exe_id, definition_id, context))])
+        self._send([(exe_id, start_event(exe_id, definition_id, context, timeout))])
         return exe_id
 
     def send(self, execution_id: str, name: str, data: dict[str, Any] | None = None,
@@ -183,6 +189,23 @@ class DurastateClient:
         for a task that is no longer running is ignored (traced), not an error."""
         target, event = heartbeat_message(task_id, details, execution_id)
         self.transport.send([(target, event)])
+        return event.id
+
+    def reset(self, execution_id: str, to: Sequence[str], *, actions: str = "none",
+              context_patch: dict[str, Any] | None = None, send: tuple[str, dict[str, Any]] | None = None,
+              reason: str | None = None, by: str | None = None, request_id: str | None = None) -> str:
+        """Queue a ``durastate.reset``: the execution moves to the configuration ``to`` (state paths), its
+        timers and children following (``actions``: ``none``, or ``transition`` to run the exit and entry
+        actions), its context patched first (JSON merge patch), then ``send`` (an event name and its data)
+        applied, all in one commit traced with ``by`` and ``reason``. With a store and ``definitions`` the
+        reset is checked first (:class:`~durastate.errors.ControlRefused`, nothing queued). Returns the event
+        id; pass the same ``request_id`` to retry a reset safely (it is applied once)."""
+        check_event_id(execution_id, "execution id")
+        if self.store is not None and self.definitions is not None:
+            store_control.check_reset_of(self.store, self.definitions, execution_id, list(to))
+        event = store_control.reset_event(execution_id, list(to), actions=actions, context_patch=context_patch,
+                                          send=send, reason=reason, by=by, request=request_id)
+        self._send([(execution_id, event)])
         return event.id
 
     def terminate(self, execution_id: str, reason: str | None = None) -> Execution:

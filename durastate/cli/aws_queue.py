@@ -1,6 +1,7 @@
 """``--queue-url`` for the commands that queue an event: enqueue on an SQS FIFO queue (the AWS stack's).
 
-Those commands are ``start`` and ``send``, and the control events ``cancel``, ``suspend`` and ``resume``.
+Those commands are ``start`` and ``send``, and the control events ``cancel``, ``suspend``, ``resume`` and
+``reset`` (checked first against the store when one is named: ``--store dynamodb://…``).
 When a queue URL is given (``--queue-url URL`` or ``DURASTATE_QUEUE_URL``), they do not touch a local store
 or inbox at all: they put the event on the queue in the wire format (``MessageGroupId`` = execution id,
 ``MessageDeduplicationId`` = event id) and the deployed worker applies it — a control event in the
@@ -33,8 +34,8 @@ from typing import Annotated, Any
 import typer
 
 from durastate.cli import output
-from durastate.cli.common import parse_json_object
-from durastate.cli.control import control_event
+from durastate.cli.common import parse_json_object, session
+from durastate.cli.control import control_event, reset_command_event
 from durastate.cli.session import UsageError
 from durastate.transport.aws_clients import (
     LOCAL_CREDENTIALS,
@@ -55,7 +56,7 @@ QueueUrlOption = Annotated[str | None, typer.Option(
     help="Enqueue on this SQS FIFO queue (the AWS stack's) instead of the local store's inbox; "
          "the deployed worker applies it.")]
 
-_WRAPPED = ("start", "send", "cancel", "suspend", "resume", "heartbeat")
+_WRAPPED = ("start", "send", "cancel", "suspend", "resume", "reset", "heartbeat")
 """The commands that get ``--queue-url``: those that queue an event for one execution."""
 
 
@@ -158,7 +159,7 @@ def _start_on_queue(url: str, args: dict[str, Any]) -> None:
 
         client.definitions = load_folder(folder)
     with aws_errors("SQS", _where(url)):
-        exe_id = client.start(definition, context, execution_id=args.get("execution_id"))
+        exe_id = client.start(definition, context, execution_id=args.get("execution_id"), timeout=args.get("timeout"))
     if args.get("quiet"):
         output.say(exe_id)
     else:
@@ -196,6 +197,23 @@ def _control_on_queue(verb: str) -> Callable[[str, dict[str, Any]], None]:
     return handler
 
 
+def _reset_on_queue(url: str, args: dict[str, Any]) -> None:
+    """``reset`` with a queue URL: the same event, checked against the store when one is named (``--store``
+    or ``DURASTATE_STORE``: the stack's tables), else by the worker alone (a bad one is dead-lettered)."""
+    execution_id = str(args["execution_id"])
+    ctx = args["ctx"]
+    root = ctx.find_root().obj
+    named = args.get("store") or getattr(root, "store", None) or os.environ.get("DURASTATE_STORE")
+    sess = session(ctx, args.get("store")) if named else None
+    event = reset_command_event(sess, execution_id, str(args["to"]), str(args.get("actions") or "none"),
+                                args.get("context_patch"), args.get("send"), args.get("data"), args.get("reason"),
+                                args.get("by"))
+    client = queue_client(url)
+    with aws_errors("SQS", _where(url)):
+        client.send_many([(execution_id, event)])
+    output.say(f"queued reset for {execution_id} (event {event.id}) on {url}; the worker applies it")
+
+
 def _heartbeat_on_queue(url: str, args: dict[str, Any]) -> None:
     """``heartbeat``: the task's heartbeat, sent in its execution's FIFO group (the task id is its proof)."""
     details = args.get("details")
@@ -210,6 +228,7 @@ _ON_QUEUE: dict[str, Callable[[str, dict[str, Any]], None]] = {
     "start": _start_on_queue,
     "send": _send_on_queue,
     **{verb: _control_on_queue(verb) for verb in ("cancel", "suspend", "resume")},
+    "reset": _reset_on_queue,
     "heartbeat": _heartbeat_on_queue,
 }
 """What each command of :data:`_WRAPPED` does with a queue URL, given its arguments by name."""

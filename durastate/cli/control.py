@@ -1,7 +1,7 @@
-"""Commands that control executions: ``cancel``, ``suspend``, ``resume``, ``terminate``, ``redrive``, and a
-task's ``heartbeat``.
+"""Commands that control executions: ``cancel``, ``suspend``, ``resume``, ``reset``, ``terminate``, ``redrive``,
+and a task's ``heartbeat``.
 
-``cancel``, ``suspend`` and ``resume`` are events: they queue behind the execution's other events (in
+``cancel``, ``suspend``, ``resume`` and ``reset`` are events: they queue behind the execution's other events (in
 the durable inbox, or on the SQS queue with ``--queue-url``) and apply in order. ``terminate`` and
 ``redrive`` are commits straight to the store: terminate must work while a failing message blocks the
 execution's queue, and redrive restores a failed execution and queues its failed event again through the
@@ -10,7 +10,9 @@ outbox (``durastate serve`` delivers and applies it).
 
 from __future__ import annotations
 
-from typing import Annotated
+import getpass
+import json
+from typing import Annotated, Any
 
 import typer
 
@@ -26,8 +28,10 @@ from durastate.errors import UnknownExecution
 from durastate.store.control import (
     ControlRefused,
     cancel_event,
+    check_reset_of,
     redrive,
     redrive_many,
+    reset_event,
     resume_event,
     suspend_event,
     terminate,
@@ -43,6 +47,7 @@ def register(app: typer.Typer) -> None:
     app.command("cancel")(cancel)
     app.command("suspend")(suspend)
     app.command("resume")(resume)
+    app.command("reset")(reset)
     app.command("terminate")(terminate_)
     app.command("redrive")(redrive_)
     app.command("heartbeat")(heartbeat)
@@ -170,3 +175,64 @@ def redrive_(
         count += 1
         output.say(f"redriven {result.execution_id}: {result.event.name} again as {result.event.id}")
     output.say(f"{count} execution(s) of {definition} redriven" + (f", {refused} refused" if refused else ""))
+
+
+def _json_object(text: str | None, what: str) -> dict[str, Any] | None:
+    if text is None:
+        return None
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"{what}: not valid JSON ({exc.msg} at column {exc.colno}): {text}") from None
+    if not isinstance(value, dict):
+        raise UsageError(f"{what} must be a JSON object like {{\"amount\": 10}}, got {type(value).__name__}")
+    return value
+
+
+def _operator() -> str:
+    try:
+        return getpass.getuser()
+    except Exception:  # no user name in this environment (a container without one)
+        return "cli"
+
+
+def reset(
+    ctx: typer.Context,
+    execution_id: Annotated[str, typer.Argument(metavar="ID")],
+    to: Annotated[str, typer.Option("--to", metavar="STATE[,STATE…]", help=(
+        "The configuration: state paths (one per region of an inline parallel state; a compound state "
+        "means its default, regions not named start at theirs)."))],
+    actions: Annotated[str, typer.Option("--actions", metavar="none|transition", help=(
+        "Run the exit and entry actions of the states left and entered (`transition`) or not (`none`)."))] = "none",
+    context_patch: Annotated[str | None, typer.Option("--context-patch", metavar="JSON", help=(
+        "A JSON merge patch applied to the context first (null removes a key)."))] = None,
+    send: Annotated[str | None, typer.Option("--send", metavar="EVENT", help=(
+        "An event applied right after the reset, in the same commit."))] = None,
+    data: Annotated[str | None, typer.Option("--data", metavar="JSON", help="The data of the --send event.")] = None,
+    reason: ReasonOption = None,
+    by: Annotated[str | None, typer.Option("--by", help="Who asks (traced; default: your user name).")] = None,
+    store: StoreOption = None,
+) -> None:
+    """Reset execution ID (running, suspended or failed) to a named configuration of its own version."""
+    sess = session(ctx, store)
+    event = reset_command_event(sess, execution_id, to, actions, context_patch, send, data, reason, by)
+    _deliver(sess, execution_id, event, "reset")
+
+
+def reset_command_event(sess: Session | None, execution_id: str, to: str, actions: str, context_patch: str | None,
+                        send: str | None, data: str | None, reason: str | None, by: str | None) -> Event:
+    """The ``durastate.reset`` the ``reset`` command sends, checked first against ``sess``'s store (its
+    status, the configuration in its version) when there is one; a bad option is one line of error."""
+    states = [p.strip() for p in to.split(",") if p.strip()]
+    check_event_id(execution_id, "execution id")
+    patch = _json_object(context_patch, "--context-patch")
+    if data is not None and send is None:
+        raise UsageError("--data is the data of the --send event: give --send EVENT too")
+    sent = None if send is None else (send, _json_object(data, "--data") or {})
+    try:
+        if sess is not None:
+            check_reset_of(sess.store, sess.registry, execution_id, states)
+        return reset_event(execution_id, states, actions=actions, context_patch=patch, send=sent, reason=reason,
+                           by=by or _operator())
+    except ControlRefused as err:
+        raise UsageError(str(err)) from None

@@ -31,6 +31,7 @@ from durastate.engine.control import redrivable
 from durastate.engine.ids import MAX_ID_LENGTH, start_event_id
 from durastate.engine.introspect import unhandled_event
 from durastate.engine.model import CANCEL, ENDED, RESERVED_PREFIX, START, STATUSES, Event, new_id
+from durastate.engine.run_timeout import check_start_timeout
 from durastate.engine.search import Condition, typed_where
 from durastate.engine.values import check_event_id, check_execution_id
 from durastate.errors import InvalidValue, UnknownExecution
@@ -56,11 +57,16 @@ def start(
     context: Annotated[str | None, typer.Option(
         "--context", "-c", metavar="JSON", help="Initial context, a JSON object merged over the "
                                                 "definition's default context.")] = None,
+    timeout: Annotated[str | None, typer.Option(
+        "--timeout", metavar="DURATION",
+        help="Run timeout (1h, 2d 3h, seconds) instead of the definition's `timeout`: then it fails or is "
+             "cancelled, as `on_timeout` says.")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only the execution id.")] = False,
     store: StoreOption = None,
     definitions: DefinitionsOption = None,
 ) -> None:
     """Start an execution of DEFINITION."""
+    seconds = check_start_timeout(timeout, "--timeout") if timeout is not None else None
     sess = session(ctx, store, definitions, creates=True)
     data_context = parse_json_object(context, "--context")
     defn = sess.registry.get(definition)
@@ -74,8 +80,10 @@ def start(
         else:
             output.show_execution(existing)
         return
-    event = Event(id=start_event_id(exe_id), name=START,
-                  data={"definition_id": defn.id, "context": data_context})
+    data: dict[str, Any] = {"definition_id": defn.id, "context": data_context}
+    if seconds is not None:
+        data["timeout"] = seconds
+    event = Event(id=start_event_id(exe_id), name=START, data=data)
     result = deliver(sess, exe_id, event)
     if quiet:
         output.say(exe_id)

@@ -19,7 +19,7 @@ from rich.text import Text
 
 from durastate.cli import clock
 from durastate.engine.durations import format_duration
-from durastate.engine.ids import RESUME, SUSPEND, TERMINATE, describe_timer_key
+from durastate.engine.ids import RESET, RESUME, RUN_TIMEOUT_PATH, SUSPEND, TERMINATE, describe_timer_key
 from durastate.engine.model import CANCEL, ENDED, FINISHED, START, TIMEOUT, Event, Execution
 from durastate.engine.progress import map_progress
 from durastate.store import ExecutionSummary
@@ -230,6 +230,8 @@ def describe_event(event: Event) -> str:
     if event.name == START:
         return f"start ({data.get('definition_id', '?')})"
     if event.name == TIMEOUT:
+        if data.get("path") == RUN_TIMEOUT_PATH:
+            return "run timeout"
         return f"timeout ({data.get('path', '?')})"
     if event.name == FINISHED:
         what = "task" if "task_id" in data else "child"  # (a task's answer: durastate.engine.tasks)
@@ -240,4 +242,4 @@ def describe_event(event: Event) -> str:
     return event.name
 
 
-_CONTROL = {CANCEL: "cancel", SUSPEND: "suspend", RESUME: "resume", TERMINATE: "terminate"}
+_CONTROL = {CANCEL: "cancel", SUSPEND: "suspend", RESUME: "resume", TERMINATE: "terminate", RESET: "reset"}

@@ -1,4 +1,5 @@
-"""Control of an execution from outside its statechart: suspend, resume, terminate, hold, redrive.
+"""Control of an execution from outside its statechart: suspend, resume, terminate, hold, redrive (and, in
+:mod:`durastate.engine.reset`, reset to a named configuration).
 
 These are not transitions of the user's chart; they act on the execution as a whole, the way Step
 Functions' StopExecution and RedriveExecution or Temporal's terminate, pause and reset do. Like the
@@ -26,8 +27,10 @@ from typing import Any
 from durastate.engine.ids import (
     FINISHED,
     RESUME,
+    RUN_TIMEOUT_PATH,
     SUSPEND,
     TERMINATE,
+    TIMEOUT,
     control_event_id,
     finished_event_id,
     redrive_event_id,
@@ -73,7 +76,9 @@ class Effects:
 def _children(exe: Execution, name: str, want: str) -> list[Emit]:
     out: list[Emit] = []
     for n, (cid, ref) in enumerate(sorted(exe.children.items()), 1):
-        if ref.status == want and ref.kind != "task":  # a task is no execution: nothing to pass on
+        # a task is no execution: nothing to pass on; an abandoned child runs on its own
+        if ref.status == want and ref.kind != "task" and not ref.abandoned and not (
+                name == TERMINATE and ref.parent_close == "abandon"):
             out.append((cid, Event.model_construct(id=control_event_id(exe.id, name, exe.version, n),
                                                    name=name, data={})))
     return out
@@ -128,8 +133,11 @@ def terminate(exe: Execution, reason: str | None, now: float) -> Effects:
     effects.timers = [TimerOp("cancel", path) for path in exe.timers]
     effects.emits = _children(exe, TERMINATE, "running")
     for ref in exe.children.values():
-        if ref.status == "running":
-            ref.status = "cancelled"
+        if ref.status == "running" and not ref.abandoned:
+            if ref.parent_close == "abandon":
+                ref.abandoned = True  # it runs on; its finished notice is traced as ignored
+            else:
+                ref.status = "cancelled"
     exe.timers = {}
     exe.retry = None
     exe.held = []
@@ -192,7 +200,12 @@ def redrive(exe: Execution, now: float) -> tuple[Effects, Event]:
     if failure is None:
         raise ControlError(f"execution {exe.id} failed before durastate kept what a redrive needs (no failed "
                            "event recorded); start a new execution instead")
-    restored = Execution.model_validate({"id": exe.id, "definition_id": exe.definition_id, **failure.before})
+    before = failure.before
+    if failure.event.name == TIMEOUT and failure.event.data.get("path") == RUN_TIMEOUT_PATH:
+        # It failed by its run timeout: redriven, it runs on without one (the timeout applies again as a
+        # stale timer, ignored), or it would time out again at once.
+        before = {**before, "timers": {k: v for k, v in before.get("timers", {}).items() if k != RUN_TIMEOUT_PATH}}
+    restored = Execution.model_validate({"id": exe.id, "definition_id": exe.definition_id, **before})
     for name in RESTORED_FIELDS:
         setattr(exe, name, getattr(restored, name))
     exe.status = "running"

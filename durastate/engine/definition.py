@@ -181,6 +181,10 @@ class Invoke(BaseModel):
     retry: dict[str, Any] | None = None
     """A retry policy (:mod:`durastate.engine.retry`): a failed child is followed, after the backoff, by a
     new one (its ``on`` names match the child's error type); ``on_error`` runs once the tries run out."""
+    parent_close: Literal["cancel", "terminate", "abandon"] | None = None
+    """Child executions only (Temporal's ParentClosePolicy): what happens to the child when the parent
+    leaves the invoking state or ends: ``cancel`` (the default: its exit actions run), ``terminate`` (at
+    once, no action runs) or ``abandon`` (it runs on; its finished notice is ignored, and traced so)."""
 
 
 class Map(BaseModel):
@@ -276,6 +280,13 @@ class Definition(BaseModel):
     initial: str | None = None
     context: dict[str, Any] = Field(default_factory=dict)
     """The default context of a new execution (the start event's context is merged over it)."""
+    timeout: float | str | None = None
+    """The run timeout (Step Functions' ``TimeoutSeconds``): seconds or a duration (``1h``, ``2d 3h``) after
+    the start, by the runtime's clock, when the execution is ended as ``on_timeout`` says; a start may
+    give its own (:mod:`durastate.engine.run_timeout`)."""
+    on_timeout: Literal["fail", "cancel"] = "fail"
+    """What the run timeout does: ``fail`` (the default, as Step Functions does: failed with the reason) or
+    ``cancel`` (the active states' exit actions run, children are cancelled, the parent is told)."""
     states: dict[str, State] = Field(default_factory=dict)
     search: dict[str, SearchField] = Field(default_factory=dict)
     """Context values a listing can filter on (``list --where``): name -> path and type

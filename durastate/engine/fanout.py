@@ -158,6 +158,9 @@ def compile_map(node: State, kind: str, at: Callable[[str], str], issues: Issues
         definition = ""
     elif task_only(spec.invoke):
         issues.append(f"{site}.invoke: `{task_only(spec.invoke)}` is for tasks; a map's child gets `context`")
+    if spec.invoke.parent_close is not None:
+        issues.append(f"{site}.invoke.parent_close: a map's children are always cancelled when the map state "
+                      "is left; invoke from a state of its own to choose terminate or abandon")
     retry = None if spec.invoke.retry is None else parse_retry(spec.invoke.retry, f"{site}.invoke.retry", issues)
     tolerate, percent = parse_tolerate(spec.tolerate, f"{site}.tolerate", issues)
     items = spec.items

@@ -23,7 +23,10 @@ of those ids first, nor forge the event it names. Per kind:
   applies only if its id is the one its data derives, its timer is armed at that time and it is due by
   the worker's clock (up to :data:`TIMER_SKEW` early); a finished notice only if its id is its child's
   and the child's stored state bears it out; a redrive only as the redrive the execution waits for (and
-  what applies is the event the execution stored, not the message's copy). Anything else with such an id
+  what applies is the event the execution stored, not the message's copy); a reset
+  (``durastate.reset``, which a producer may send like ``terminate``) only under the id its data derives
+  (:func:`reset_event_id`: a digest of the data, request nonce included), so a copy sent first under that
+  id is exactly the true reset, and one with other data under it is refused. Anything else with such an id
   is refused or left unrecorded, never marked applied — so a copy sent first cannot take the id from the
   real event, which still applies when it comes. Checking, rather than a MAC, because the checks are
   exact where the state exists, and these ids stay readable and derivable (``durastate show`` prints them).
@@ -44,6 +47,9 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import json
+from collections.abc import Mapping
+from typing import Any
 
 __all__ = [
     "AFTER_SEPARATOR",
@@ -62,8 +68,10 @@ __all__ = [
     "REINVOKE_PREFIX",
     "RESERVED",
     "RESERVED_PREFIX",
+    "RESET",
     "RESUME",
     "RETRY_PATH",
+    "RUN_TIMEOUT_PATH",
     "SCHEDULE_RECORD",
     "START",
     "SUSPEND",
@@ -93,6 +101,9 @@ __all__ = [
     "redrive_event_id",
     "reserved_event_id",
     "reserved_id_problem",
+    "reset_event_id",
+    "reset_problem",
+    "reset_sent_event_id",
     "retarget_timer_key",
     "retry_event_id",
     "run_witness",
@@ -102,6 +113,7 @@ __all__ = [
     "task_id",
     "task_request_id",
     "task_seq",
+    "terminate_event_id",
     "timeout_event_id",
     "timeout_problem",
     "timer_key_state",
@@ -123,12 +135,15 @@ CANCEL = "durastate.cancel"
 SUSPEND = "durastate.suspend"
 RESUME = "durastate.resume"
 TERMINATE = "durastate.terminate"
+RESET = "durastate.reset"
+"""Moves an execution to a named configuration (:mod:`durastate.engine.reset`). Its id is always the one its
+data derives (:func:`reset_event_id`): the worker refuses any other (:func:`reset_problem`)."""
 HEARTBEAT = "durastate.heartbeat"
 """A running task's sign of life (``DurastateClient.heartbeat``, a Python task's ``current_task().heartbeat``):
 its ``data.task_id`` names the task, and that unguessable id (:func:`task_id`) is its witness, as for the
 task's answer. Not in :data:`FROM_OUTSIDE`: ``send`` refuses it; the client's own helper builds it."""
 
-FROM_OUTSIDE = frozenset((START, CANCEL, SUSPEND, RESUME, TERMINATE))
+FROM_OUTSIDE = frozenset((START, CANCEL, SUSPEND, RESUME, TERMINATE, RESET))
 """The reserved events a client, the CLI or a producer may send. The others (``timeout``, ``finished``)
 come from the runtime alone, and the worker checks each against the stored state before it acts on it (a
 task's answer, which has no stored state to check, by its unguessable id: :func:`task_id`)."""
@@ -147,6 +162,10 @@ runner, never to a worker (so it is not in :data:`RESERVED`: no queue accepts it
 
 TASK_TIMEOUT_PREFIX = "~task:"
 """The timer path (``~task:<state path>``) that abandons a task that did not answer within its ``timeout``."""
+
+RUN_TIMEOUT_PATH = "~deadline"
+"""The timer path of an execution's run timeout (the definition's ``timeout``, or the start's): armed when
+the execution starts, it cancels or fails the whole execution (:mod:`durastate.engine.run_timeout`)."""
 
 HEARTBEAT_TIMEOUT_PREFIX = "~heartbeat:"
 """The timer path (``~heartbeat:<state path>``) that abandons a task whose last heartbeat (or start) is older
@@ -277,7 +296,7 @@ def timer_key_state(key: str) -> str:
     for prefix in _STATE_TIMER_PREFIXES:
         if key.startswith(prefix):
             return key[len(prefix):]
-    if key == RETRY_PATH:
+    if key in (RETRY_PATH, RUN_TIMEOUT_PATH):
         return ""
     return key.split(AFTER_SEPARATOR, 1)[0]
 
@@ -287,7 +306,7 @@ def retarget_timer_key(key: str, new_path: str) -> str:
     for prefix in _STATE_TIMER_PREFIXES:
         if key.startswith(prefix):
             return prefix + new_path
-    if key == RETRY_PATH:
+    if key in (RETRY_PATH, RUN_TIMEOUT_PATH):
         return key
     _, sep, index = key.partition(AFTER_SEPARATOR)
     return f"{new_path}{sep}{index}"
@@ -304,6 +323,8 @@ def describe_timer_key(key: str) -> str:
         return f"{key[len(HEARTBEAT_TIMEOUT_PREFIX):]} (task heartbeat timeout)"
     if key == RETRY_PATH:
         return "(retry of the failed step)"
+    if key == RUN_TIMEOUT_PATH:
+        return "(run timeout)"
     path, sep, index = key.partition(AFTER_SEPARATOR)
     return f"{path} after[{index}]" if sep else key
 
@@ -445,6 +466,12 @@ def cancel_event_id(execution_id: str) -> str:
     return reserved_event_id(CANCEL, execution_id)
 
 
+def terminate_event_id(execution_id: str) -> str:
+    """The ``durastate.terminate`` a parent sends a child it invoked with ``parent_close: terminate`` when
+    it leaves the invoking state or ends."""
+    return reserved_event_id(TERMINATE, execution_id)
+
+
 def finished_event_id(child_id: str) -> str:
     """The ``durastate.finished`` notice a child sends its parent when it ends (once per child)."""
     return reserved_event_id(FINISHED, child_id)
@@ -489,3 +516,31 @@ def timeout_event_id(execution_id: str, path: str, fire_at: float) -> str:
     The sweeper uses it so that sweeping the same due timer twice enqueues one event in effect.
     """
     return reserved_event_id(TIMEOUT, execution_id, path, repr(float(fire_at)))
+
+
+def _digest(data: Mapping[str, Any]) -> str:
+    text = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def reset_event_id(execution_id: str, data: Mapping[str, Any]) -> str:
+    """The id of the ``durastate.reset`` of ``execution_id`` with ``data``: ``<id>:reset:<digest of data>``.
+
+    The data carries a request nonce (``request``), so two resets asked separately are two events, and the
+    same request sent again (a retried command) is one. Derived from the data rather than chosen, so that
+    whoever sends a reset first under this id sends exactly this reset (:func:`reset_problem`)."""
+    return derived_id(execution_id, "reset", _digest(data))
+
+
+def reset_problem(target_id: str, event_id: str, data: Mapping[str, Any]) -> str | None:
+    """Why the ``durastate.reset`` ``event_id`` for ``target_id`` is refused (``None``: its id is the one its
+    data derives)."""
+    if event_id != reset_event_id(target_id, data):
+        return (f"reset {event_id!r} does not have the id durastate derives from its data: a durastate.reset "
+                "is built by `durastate reset` or DurastateClient.reset, not by hand")
+    return None
+
+
+def reset_sent_event_id(reset_id: str) -> str:
+    """The event a reset delivers after it (``--send``), applied in the reset's own commit."""
+    return derived_id(reset_id, "send")

@@ -304,26 +304,14 @@ class InlineRun(Run):
 
     def microstep(self, cts: list[CompiledTransition]) -> None:
         """Exit the union of the exit sets (history first), run the actions, enter the targets."""
-        t, exe = self.t, self.exe
+        t = self.t
         cfg = self.conf()
         if self.fired is not None:
             self.fired.extend((ct, self.event.name) for ct in cts)
         exits: set[int] = set()
         for ct in cts:
             exits |= self._exit_set(ct, cfg)
-        if exits:
-            leaves = self.leaves()
-            self.known_leaves = None
-            memory = {
-                s: [x for x in leaves if t.is_proper_ancestor(s, x)] for s in exits if t.has_history[s]
-            }
-            for s in sorted(exits, reverse=True):
-                if t.exit_work[s]:
-                    below = memory.get(s)
-                    self.exit_state(s, below[0] if below else s)
-                    if below:
-                        exe.history[t.paths[s]] = HISTORY_SEPARATOR.join(t.paths[x] for x in below)
-                cfg.discard(s)
+        self.exit_states(exits)
         for ct in cts:
             if ct.actions:
                 self._actions(ct.actions, ct.actions_site)
@@ -342,6 +330,23 @@ class InlineRun(Run):
             else:
                 self.descend(ct.enter[0], [ct.enter[-1]], reach)
         self._resummarise()
+
+    def exit_states(self, exits: set[int]) -> None:
+        """Exit ``exits`` (active states) in reverse document order, recording history first (every leaf
+        below the state); they leave the configuration."""
+        if not exits:
+            return
+        t, exe, cfg = self.t, self.exe, self.conf()
+        leaves = self.leaves()
+        self.known_leaves = None
+        memory = {s: [x for x in leaves if t.is_proper_ancestor(s, x)] for s in exits if t.has_history[s]}
+        for s in sorted(exits, reverse=True):
+            if t.exit_work[s]:
+                below = memory.get(s)
+                self.exit_state(s, below[0] if below else s)
+                if below:
+                    exe.history[t.paths[s]] = HISTORY_SEPARATOR.join(t.paths[x] for x in below)
+            cfg.discard(s)
 
     def _reach_history(self, h: int, _dest: int) -> None:
         self.restore(h)

@@ -40,13 +40,16 @@ from durastate.engine.ids import (
     HEARTBEAT,
     HEARTBEAT_TIMEOUT_PREFIX,
     REINVOKE_PREFIX,
+    RUN_TIMEOUT_PATH,
     TASK_TIMEOUT_PREFIX,
+    TERMINATE,
     cancel_event_id,
     child_execution_id,
     emit_event_id,
     finished_event_id,
     forwarded_event_id,
     start_event_id,
+    terminate_event_id,
 )
 from durastate.engine.model import (
     CANCEL,
@@ -60,6 +63,7 @@ from durastate.engine.model import (
     TimerOp,
 )
 from durastate.engine.retry import RetryableFailure
+from durastate.engine.run_timeout import timed_out_reason
 from durastate.engine.search import search_values
 from durastate.engine.tables import CompiledTransition, Tables
 from durastate.engine.timers import BadTimerValue
@@ -289,7 +293,8 @@ class Run(StepResult):
                 self._timer(TimerOp("cancel", again))
 
     def _drop_children(self, s: int) -> None:
-        """Cancel the running children the state owns and forget them all (late news is ignored)."""
+        """Close the running children the state owns as their ``parent_close`` says and forget them (late news
+        is ignored); an abandoned one is kept, marked, so that its finished notice is traced as ignored."""
         t, exe = self.t, self.exe
         path = t.paths[s]
         prefix = path + "."
@@ -299,10 +304,22 @@ class Run(StepResult):
                 if ref.kind == "invoke"
                 else (ref.path.startswith(prefix) and "." not in ref.path[len(prefix) :])
             )
-            if owned:
-                if ref.status == "running":
-                    self.res.emits.append((cid, _event(cancel_event_id(cid), CANCEL, {})))
+            if owned and not ref.abandoned:
+                if ref.status == "running" and self.close_child(cid, ref):
+                    continue
                 del exe.children[cid]
+
+    def close_child(self, cid: str, ref: ChildRef) -> bool:
+        """Cancel, terminate or abandon running child ``cid`` as its ``parent_close`` says; ``True``: it was
+        abandoned (its reference stays, marked)."""
+        if ref.parent_close == "abandon":
+            ref.abandoned = True
+            return True
+        if ref.parent_close == "terminate":
+            self.res.emits.append((cid, _event(terminate_event_id(cid), TERMINATE, {})))
+        elif ref.kind != "task":  # a task is no execution: nothing to cancel (a late answer is ignored)
+            self.res.emits.append((cid, _event(cancel_event_id(cid), CANCEL, {})))
+        return False
 
     def enter_state(self, s: int) -> None:
         self.leaf = s
@@ -439,11 +456,11 @@ class Run(StepResult):
             self._timer(TimerOp("cancel", path))
         exe.timers.clear()
         for cid, ref in exe.children.items():
-            if ref.status == "running":
-                if ref.kind != "task":
-                    self.res.emits.append((cid, _event(cancel_event_id(cid), CANCEL, {})))
-                else:  # a task is no execution: asked to stop where it can be (a late answer is ignored)
+            if ref.status == "running" and not ref.abandoned:
+                if ref.kind == "task":  # a task is no execution: asked to stop where it can be
                     tasks.cancel(self, cid, ref, f"the execution {status}")
+                elif self.close_child(cid, ref):
+                    continue  # abandoned: it runs on, its reference stays (marked)
                 ref.status = "cancelled"
         self.internal = self.invokes = self.forks = None
         data: dict[str, Any] = {
@@ -531,7 +548,8 @@ class Run(StepResult):
         for s, definition_id, child_ctx in starts:
             exe.invoke_seq += 1
             cid = child_execution_id(exe.id, exe.invoke_seq)
-            exe.children[cid] = ChildRef(path=t.paths[s], kind="invoke", attempt=self.invoke_attempt)
+            exe.children[cid] = ChildRef(path=t.paths[s], kind="invoke", attempt=self.invoke_attempt,
+                                         parent_close=t.parent_close.get(s, "cancel"))
             data = {
                 "definition_id": definition_id,
                 "context": _snapshot(child_ctx),
@@ -564,6 +582,9 @@ class Run(StepResult):
             return self.reinvoke(path[len(REINVOKE_PREFIX):])
         if path.startswith(TASK_TIMEOUT_PREFIX):
             return tasks.timed_out(self, path[len(TASK_TIMEOUT_PREFIX):], ev)
+        if path == RUN_TIMEOUT_PATH:
+            self.run_timed_out(float(fire_at) - (exe.created_at or float(fire_at)))
+            return True
         if path.startswith(HEARTBEAT_TIMEOUT_PREFIX):
             return tasks.timed_out(self, path[len(HEARTBEAT_TIMEOUT_PREFIX):], ev, heartbeat=True)
         timer = t.after_keys.get(path)
@@ -576,6 +597,28 @@ class Run(StepResult):
                 return True
         self.fire(ct)
         return True
+
+    def arm_run_timeout(self, ev: Event) -> None:
+        """At the start: arm the run timeout, the start's own (``data.timeout``, checked by the worker) or
+        the definition's (:mod:`durastate.engine.run_timeout`)."""
+        given = ev.data.get("timeout") if ev.name == START else None
+        seconds = float(given) if isinstance(given, int | float) and not isinstance(given, bool) and given > 0 \
+            else self.t.run_timeout
+        if seconds is None:
+            return
+        fire_at = self.now + seconds
+        self.exe.timers[RUN_TIMEOUT_PATH] = fire_at
+        self._timer(TimerOp("schedule", RUN_TIMEOUT_PATH, fire_at))
+
+    def run_timed_out(self, seconds: float) -> None:
+        """The run timeout fired: fail the execution with the reason, or cancel it (``on_timeout``)."""
+        reason = timed_out_reason(seconds)
+        if self.t.on_timeout == "cancel":
+            self.end("cancelled", None)
+            self.exe.__dict__["reason"] = reason
+            self.exe.__pydantic_fields_set__.add("reason")
+            return
+        raise ExecutionFailed(reason)
 
     def _retry_invoke(self, s: int, ref: ChildRef, ev: Event) -> bool:
         """A failed invoked child whose state has a retry policy with tries left: arm the timer that
@@ -599,8 +642,10 @@ class Run(StepResult):
             return False
         if t.maps and s in t.maps:
             return fanout.retry_due(self, s)
-        tries = [ref.attempt for ref in exe.children.values() if ref.kind != "region" and ref.path == path]
-        for cid in [c for c, ref in exe.children.items() if ref.kind != "region" and ref.path == path]:
+        tries = [ref.attempt for ref in exe.children.values()
+                 if ref.kind != "region" and ref.path == path and not ref.abandoned]
+        for cid in [c for c, ref in exe.children.items()
+                    if ref.kind != "region" and ref.path == path and not ref.abandoned]:
             del exe.children[cid]
         self.invoke_attempt = max(tries, default=0) + 1
         self.invokes = [*(self.invokes or ()), s]
@@ -624,11 +669,11 @@ class Run(StepResult):
         t, exe = self.t, self.exe
         cid = ev.data.get("child_id")
         ref = exe.children.get(cid) if isinstance(cid, str) else None
-        if ref is None or ref.status != "running":
+        if ref is None or ref.status != "running" or ref.abandoned:
             if ev.data.get("task_id") == cid:  # the answer of a task the execution no longer waits for
                 self.note = (f"task {cid} answered after the execution stopped waiting for it (it left the "
                              "state, ended, or the task timed out); the answer is ignored")
-            return False  # a child we already forgot (cancelled) or a duplicate
+            return False  # a child we already forgot (cancelled) or abandoned, or a duplicate
         if ref.kind == "map":
             assert isinstance(cid, str)
             return fanout.on_finished(self, cid, ref, ev)
@@ -717,6 +762,8 @@ def step(defn: Definition, exe: Execution, event: Event, now: float, *, detail: 
             exe.__pydantic_fields_set__.update(_STARTED_FIELDS)
             if fields["created_at"] is None:
                 fields["created_at"] = now
+            if root_path is None:
+                run.arm_run_timeout(event)
             if run.root:
                 run.enter_state(run.root)
             run.complete(run.root)

@@ -25,6 +25,10 @@ from durastate.engine.ids import (
 )
 from durastate.engine.values import check_event_id, check_json, printable
 
+ParentClose = Literal["cancel", "terminate", "abandon"]
+"""What an invoked child does when its parent leaves the invoking state or ends (``invoke.parent_close``)."""
+PARENT_CLOSE: tuple[ParentClose, ...] = ("cancel", "terminate", "abandon")
+
 Status = Literal["running", "suspended", "finished", "failed", "cancelled", "terminated", "purged"]
 STATUSES: tuple[Status, ...] = (
     "running", "suspended", "finished", "failed", "cancelled", "terminated", "purged"
@@ -38,6 +42,7 @@ __all__ = [
     "CANCEL",
     "ENDED",
     "FINISHED",
+    "PARENT_CLOSE",
     "RESERVED_PREFIX",
     "START",
     "STATUSES",
@@ -49,6 +54,7 @@ __all__ = [
     "Execution",
     "Failure",
     "MapProgress",
+    "ParentClose",
     "PendingRetry",
     "Spawn",
     "Status",
@@ -132,6 +138,12 @@ class ChildRef(BaseModel):
     after a failed one); left out of the stored JSON while it is the first."""
     index: int | None = Field(default=None, exclude_if=lambda v: v is None)
     """A ``map`` child only: the position of its item in the list (:mod:`durastate.engine.fanout`)."""
+    parent_close: ParentClose = Field(default="cancel", exclude_if=lambda v: v == "cancel")
+    """An invoked child only: what happens to it when the parent leaves the invoking state or ends (the
+    invoke's ``parent_close``): ``cancel`` it (the default), ``terminate`` it, or ``abandon`` it."""
+    abandoned: bool = Field(default=False, exclude_if=lambda v: not v)
+    """The parent left it running (``parent_close: abandon``): kept only so that its ``durastate.finished``
+    notice is recognised, traced as ignored, and forgotten."""
     heartbeat: Any = Field(default=None, exclude_if=lambda v: v is None)
     """A ``task`` only: the details of its last heartbeat (JSON the task chose: progress, a checkpoint);
     left out while it has sent none."""

@@ -18,8 +18,9 @@ What is not stepped: control records (``suspend`` and ``resume`` change only the
 resume released are replayed as the steps they were; ``terminate`` and ``fail`` end the replayed execution
 as they ended the recorded one), events held while suspended, and the attempts of a retry that failed (the
 new version is stepped on a copy and must fail too). The replay stops without a verdict — ``stopped`` says
-why — where a step cannot be replayed exactly: a redrive, a step without its time, or an event whose data
-was cut in the trace of a store that did not keep history (``data_full`` missing).
+why — where a step cannot be replayed exactly: a redrive, a reset (an operator's move to a configuration,
+not something a version decides), a step without its time, or an event whose data was cut in the trace
+of a store that did not keep history (``data_full`` missing).
 
 Pure, like :func:`~durastate.engine.interpreter.step`: no clock, no I/O. Actions written in Python run as
 they would in a worker, so they must be as deterministic as the engine assumes.
@@ -112,6 +113,10 @@ def replay(defn: Definition, steps: Sequence[Mapping[str, Any]], execution_id: s
                 return report
             if ctl == "redrive":
                 report.stopped = f"step #{record.get('index')}: a redrive (not replayed past)"
+                return report
+            if ctl == "reset":
+                report.stopped = (f"step #{record.get('index')}: a reset to {record.get('configuration')} "
+                                  "(cannot replay past a reset: an operator chose where the execution went)")
                 return report
             _control(exe, ctl, record)
             report.skipped += 1

@@ -44,6 +44,7 @@ from durastate.engine.ids import AFTER_SEPARATOR, after_timer_key
 from durastate.engine.inline_rules import inline_rules
 from durastate.engine.model import RESERVED_PREFIX, Event
 from durastate.engine.retry import RetryPolicy, parse_retry
+from durastate.engine.run_timeout import run_timeout_of
 from durastate.engine.tasks import CompiledTask, compile_task, task_only
 from durastate.engine.timers import MAX_FIRE_AT, BadTimerValue, deadline_of, delay_of, show_value
 
@@ -213,6 +214,8 @@ class Tables:
     """Every ``after`` timer by its timer key (what a ``durastate.timeout`` names)."""
     invoke: list[tuple[str, Value] | None] = field(default_factory=list)
     invoke_retry: list[RetryPolicy | None] = field(default_factory=list)
+    parent_close: dict[int, str] = field(default_factory=dict)
+    """The invoking states whose ``parent_close`` is not ``cancel``, by index."""
     maps: dict[int, CompiledMap] = field(default_factory=dict)
     """The states with a ``map`` (:mod:`durastate.engine.fanout`), by index."""
     task: list[CompiledTask | None] = field(default_factory=list)
@@ -254,6 +257,9 @@ class Tables:
     the commit and run outside the step."""
     in_state: bool = False
     """Some guard is an ``in_state`` guard: steps publish their configuration to it."""
+    run_timeout: float | None = None
+    """The definition's run timeout in seconds (``timeout``), or ``None``; what it does is ``on_timeout``."""
+    on_timeout: str = "fail"
     crossing: frozenset[str] = frozenset()
     """The sites of the transitions that enter an inline parallel state on the way to their target (the
     other regions start too: :mod:`durastate.engine.inline` takes them even from a single leaf)."""
@@ -384,6 +390,8 @@ class _Builder:
             if ct is not None:
                 put(ct)
         t.has_tasks = any(c is not None for c in t.task)
+        t.run_timeout = run_timeout_of(self.defn.timeout, "timeout", issues)
+        t.on_timeout = self.defn.on_timeout
         self._chains()
 
     # -- per-state rules -----------------------------------------------------------------------------
@@ -533,6 +541,8 @@ class _Builder:
                 if task_only(node.invoke):
                     checks.append(f"{at('invoke')}: `{task_only(node.invoke)}` is for tasks; a child execution "
                                   "gets `context` (and ends when it finishes)")
+                if node.invoke.parent_close not in (None, "cancel"):
+                    t.parent_close[i] = node.invoke.parent_close
             if node.invoke.retry is not None:
                 t.invoke_retry[i] = parse_retry(node.invoke.retry, f"{at('invoke')}.retry", issues)
         if node.map is not None:

@@ -143,6 +143,10 @@ def compile_task(invoke: Invoke, where: str, issues: Issues) -> CompiledTask | N
         elif kind == "http" and not target.startswith(("http://", "https://")):
             issues.append(f"{where}.task.http: an http:// or https:// URL, got {target!r}")
             ok = False
+    if invoke.parent_close is not None:
+        issues.append(f"{where}.parent_close: for child executions (`definition`); a task still running "
+                      "when its state is left is asked to stop (`cancel_url`, a Python task's flag)")
+        ok = False
     timeout = _seconds(invoke.timeout, f"{where}.timeout", issues)
     heartbeat_timeout = _seconds(invoke.heartbeat_timeout, f"{where}.heartbeat_timeout", issues)
     ok = ok and (timeout is not False) and (heartbeat_timeout is not False)

@@ -38,6 +38,7 @@ from typing import Any
 from durastate.engine import DefinitionRegistry
 from durastate.engine.ids import producer_problem, start_event_id
 from durastate.engine.model import START, Event, Execution, new_id
+from durastate.engine.run_timeout import check_start_timeout
 from durastate.engine.schedules import ScheduleSpec
 from durastate.engine.tasks import heartbeat_message
 from durastate.engine.values import check_execution_id
@@ -65,7 +66,9 @@ from durastate.store.base import ExecutionStore
 from durastate.store.control import (
     Redriven,
     cancel_event,
+    check_reset_of,
     redrive,
+    reset_event,
     resume_event,
     suspend_event,
     terminate,
@@ -259,16 +262,19 @@ class LocalRuntime:
         return event.id
 
     def start(self, definition_id: str, context: dict[str, Any] | None = None,
-              execution_id: str | None = None) -> str:
+              execution_id: str | None = None, *, timeout: float | str | None = None) -> str:
         """Enqueue the start of a new execution and return its id.
 
         With an ``execution_id`` the start is idempotent: its event id is derived from the execution id,
         so starting the same id twice creates one execution. An unknown definition fails here, at once.
+        ``timeout``: the run timeout (seconds or ``"1h"``) instead of the definition's.
         """
         self.registry.get(definition_id)
         eid = check_execution_id(execution_id) if execution_id is not None else new_id()
-        self.send(eid, Event(id=start_event_id(eid), name=START,
-                             data={"definition_id": definition_id, "context": dict(context or {})}))
+        data: dict[str, Any] = {"definition_id": definition_id, "context": dict(context or {})}
+        if timeout is not None:
+            data["timeout"] = check_start_timeout(timeout)
+        self.send(eid, Event(id=start_event_id(eid), name=START, data=data))
         return eid
 
     def get(self, execution_id: str) -> Execution | None:
@@ -291,6 +297,18 @@ class LocalRuntime:
     def resume(self, execution_id: str) -> str:
         """Queue ``durastate.resume``: what the execution held applies, in order. Returns the event id."""
         event = resume_event(execution_id)
+        self.send(execution_id, event)
+        return event.id
+
+    def reset(self, execution_id: str, to: list[str], *, actions: str = "none",
+              context_patch: dict[str, Any] | None = None, send: tuple[str, dict[str, Any]] | None = None,
+              reason: str | None = None, by: str | None = None) -> str:
+        """Queue a ``durastate.reset`` to the configuration ``to`` (:mod:`durastate.engine.reset`), checked
+        first against the stored execution (:class:`~durastate.errors.ControlRefused`: nothing is queued).
+        Returns the event id."""
+        check_reset_of(self.store, self.registry, execution_id, to)
+        event = reset_event(execution_id, to, actions=actions, context_patch=context_patch, send=send,
+                            reason=reason, by=by)
         self.send(execution_id, event)
         return event.id
 

@@ -58,6 +58,7 @@ from durastate.engine.ids import (
     REDRIVE,
     RESERVED,
     RESERVED_PREFIX,
+    RESET,
     RESUME,
     RETRY_PATH,
     START,
@@ -71,16 +72,21 @@ from durastate.engine.ids import (
     is_derived_event_id,
     is_system_id,
     reserved_event_id,
+    reset_problem,
+    reset_sent_event_id,
     run_witness,
     task_seq,
     timeout_problem,
 )
 from durastate.engine.model import ENDED, Event, Execution, PendingRetry
+from durastate.engine.reset import ResetRefused, ResetRequest, reset
+from durastate.engine.run_timeout import check_start_timeout
 from durastate.engine.schedules import schedule_record_id
 from durastate.engine.tracing import step_details
 from durastate.engine.values import check_execution_id
 from durastate.errors import (
     EventAlreadyProcessed,
+    InvalidValue,
     MalformedEvent,
     ReservedId,
     StoreConflict,
@@ -317,7 +323,7 @@ class Worker:
         if target_id.startswith(CHILD_SEPARATOR) and is_system_id(target_id):
             raise ReservedId(f"{target_id!r} is a system record (a schedule, an archived definition version or the "
                              f"clock offset): it accepts no events, and {event.name} {event.id!r} was not applied")
-        if event.name == TIMEOUT:
+        if event.name == TIMEOUT and not event.id.startswith(_REDRIVE_PREFIX):  # (a redrive's: checked below)
             _check_timeout(target_id, event)
         before: Execution | None = None  # the execution as committed, when the worker has it at hand
         if exe is None:
@@ -332,6 +338,10 @@ class Worker:
                 event = self._derived(exe, event, now)
             if self.copy_on_load and not blind:  # a kept copy is the worker's own already
                 before, exe = exe, detached_copy(exe)
+            if event.name == FINISHED and exe.children:
+                abandoned = self._abandoned(exe, event, now, blind)
+                if abandoned is not None:
+                    return abandoned
             controlled = self._control(exe, event, now, blind)
             if controlled is not None:
                 return controlled
@@ -359,6 +369,8 @@ class Worker:
     def _control(self, exe: Execution, event: Event, now: float, blind: bool) -> HandleResult | None:
         """Control events, and events for an execution that is not simply running; ``None``: step it."""
         name, status = event.name, exe.status
+        if name == RESET:
+            return self._reset(exe, event, now, blind)
         if name == TERMINATE:
             if status in ENDED:
                 self._ignore(exe, event, blind, now, f"already {status}")
@@ -413,6 +425,55 @@ class Worker:
             return self._hold(exe, event, blind, now)
         return None
 
+    def _abandoned(self, exe: Execution, event: Event, now: float, blind: bool) -> HandleResult | None:
+        """The finished notice of a child the execution abandoned (``parent_close: abandon``): consumed,
+        traced as ignored with why, and the child forgotten; ``None``: not such a notice."""
+        child_id = event.data.get("child_id")
+        ref = exe.children.get(child_id) if isinstance(child_id, str) else None
+        if ref is None or not ref.abandoned:
+            return None
+        del exe.children[cast(str, child_id)]
+        self._ignore(exe, event, blind, now, f"child {child_id} {event.data.get('status', 'finished')}, but it was "
+                     f"abandoned when {exe.id} left {ref.path} (parent_close: abandon): its end is not applied",
+                     witnessed=True)  # checked true on arrival (_derived)
+        return HandleResult.IGNORED
+
+    def _reset(self, exe: Execution, event: Event, now: float, blind: bool) -> HandleResult:
+        """Move ``exe`` to a named configuration (:mod:`durastate.engine.reset`), deliver the reset's own event
+        after it and the events it held, all in one commit; a reset that cannot apply is refused (the runtime
+        dead-letters it with the reason) and nothing changes."""
+        problem = reset_problem(exe.id, event.id, event.data)
+        if problem is not None:
+            raise MalformedEvent(problem)
+        try:
+            request = ResetRequest.from_data(event.data)
+            defn = self.versions.of(exe)
+            res = reset(defn, exe, event, request, now)
+        except ResetRefused as err:
+            raise MalformedEvent(f"reset of {exe.id} refused: {err}") from None
+        batch = _Batch()
+        batch.add(res)
+        if request.send is not None:
+            name, data = request.send
+            sent = Event.model_construct(id=reset_sent_event_id(event.id), name=name, data=data)
+            if exe.status == "suspended":
+                self._keep(exe, sent)
+            elif exe.status == "running":
+                batch.step(self, defn, exe, sent, now, detached_copy(exe), fresh=False)
+        if exe.held and exe.retry is None and exe.status == "running":
+            held, exe.held = exe.held, []
+            self._apply_held(batch, exe, held, now)
+        self._commit(exe, batch.emits, event, blind, timers=batch.timers, spawns=batch.spawns,
+                     trace=batch.trace(), audit=True)
+        return HandleResult.APPLIED
+
+    @staticmethod
+    def _keep(exe: Execution, event: Event) -> None:
+        try:
+            control.hold(exe, event)
+        except control.ControlError as err:
+            raise MalformedEvent(str(err)) from None  # refused for good: the runtime dead-letters it
+
     def _skip_heartbeat(self, exe: Execution, event: Event, blind: bool, now: float) -> HandleResult:
         """A task's heartbeat while the execution is not running (suspended, waiting for a retry): traced and
         dropped, never held — it is a sign of life, not work, and a long task would fill the held events."""
@@ -426,10 +487,7 @@ class Worker:
         A child's ``finished`` notice was checked on arrival (:meth:`_derived`), while the child's record
         still said how it ended; once held it is true for good, and is not checked again when it is applied
         (retention may have purged the child by then, leaving only a tombstone to compare with)."""
-        try:
-            control.hold(exe, event)
-        except control.ControlError as err:
-            raise MalformedEvent(str(err)) from None  # refused for good: the runtime dead-letters it
+        self._keep(exe, event)
         self._commit(exe, [], event, blind, result=HandleResult.HELD, trace={
             "event": event.name, "event_id": event.id, "from": exe.active_path, "to": exe.active_path,
             "status": exe.status, "held": len(exe.held), "at": now})
@@ -476,6 +534,11 @@ class Worker:
         either be exactly the true one or change nothing.
         """
         name = event.name
+        if event.id.startswith(_REDRIVE_PREFIX):
+            pending = exe.retry
+            if pending is None or pending.attempt != 0 or pending.event.id != event.id:
+                raise _NotRecorded  # not the redrive this execution waits for
+            return pending.event  # the event the execution stored, whatever the message says
         if name == TIMEOUT:
             path, fire_at = event.data["path"], event.data["fire_at"]  # checked by _check_timeout
             if exe.timers.get(path) != fire_at:
@@ -508,11 +571,6 @@ class Worker:
                 log.info("heartbeat %s for %s not applied: %s is no task of it", event.id, exe.id, task)
                 raise _NotRecorded  # forged (or for another execution): changes nothing, leaves no mark
             return event
-        if event.id.startswith(_REDRIVE_PREFIX):
-            pending = exe.retry
-            if pending is None or pending.attempt != 0 or pending.event.id != event.id:
-                raise _NotRecorded  # not the redrive this execution waits for
-            return pending.event  # the event the execution stored, whatever the message says
         return event
 
     @staticmethod
@@ -535,12 +593,14 @@ class Worker:
 
     def _commit(self, exe: Execution, emits: Sequence[Emit], event: Event, blind: bool, *,
                 timers: Iterable[TimerOp] = (), spawns: Iterable[Spawn] = (),
-                trace: dict[str, Any] | None = None, result: HandleResult = HandleResult.APPLIED) -> None:
-        """The one commit of an event; afterwards ``exe`` is what the store holds, so keep it."""
+                trace: dict[str, Any] | None = None, result: HandleResult = HandleResult.APPLIED,
+                audit: bool = False) -> None:
+        """The one commit of an event; afterwards ``exe`` is what the store holds, so keep it. ``audit``: the
+        trace step is committed even with ``trace`` off (an operator's reset says who and why)."""
         event_id = event.id
         failure: dict[str, Any] | None = None
         record = trace
-        if not self.trace:
+        if not self.trace and not audit:
             if self.trace_failures and trace is not None and (exe.status == "failed" or "error" in trace):
                 failure = trace if "error" in trace or not exe.error else {**trace, "error": exe.error}
             trace = None
@@ -597,6 +657,11 @@ class Worker:
         if not isinstance(context, dict):
             raise MalformedEvent(f"durastate.start for {target_id!r}: data.context must be a JSON object, got "
                                  f"{type(context).__name__}")
+        if data.get("timeout") is not None:
+            try:
+                check_start_timeout(data["timeout"], f"durastate.start for {target_id!r}: data.timeout")
+            except InvalidValue as exc:
+                raise MalformedEvent(str(exc)) from None
         refs: dict[str, str | None] = {}
         for key in ("parent_id", "child_id", "root_path"):
             value = data.get(key)

@@ -3,7 +3,7 @@
 They live with the store seam, not in the runtime, because anything holding a store does them: the
 CLI, ``LocalRuntime``, the producer-side ``DurastateClient`` and a Lambda all share this one loop.
 
-``cancel``, ``suspend`` and ``resume`` travel as events through the execution's own queue, so they keep
+``cancel``, ``suspend``, ``resume`` and ``reset`` travel as events through the execution's own queue, so they keep
 their order with its other events (on SQS FIFO: the same message group). ``terminate`` and ``redrive``
 are commits straight to the store, each one compare-and-swap: ``terminate`` must work even when the
 execution's queue is blocked by a message that keeps failing (that message then meets a terminated
@@ -19,17 +19,28 @@ from dataclasses import dataclass
 from typing import Any
 
 from durastate.engine import control
-from durastate.engine.ids import CANCEL, RESUME, SUSPEND, derived_id
-from durastate.engine.model import Event, Execution
-from durastate.errors import ControlRefused, StoreConflict, UnknownExecution
+from durastate.engine.ids import CANCEL, RESET, RESUME, SUSPEND, derived_id, reset_event_id
+from durastate.engine.model import Event, Execution, new_id
+from durastate.engine.registry import DefinitionRegistry
+from durastate.engine.reset import ResetRefused, ResetRequest, check_reset
+from durastate.errors import (
+    ControlRefused,
+    StoreConflict,
+    UnknownDefinition,
+    UnknownDefinitionVersion,
+    UnknownExecution,
+)
 from durastate.store.base import ExecutionStore
+from durastate.store.definitions import load_version
 
 __all__ = [
     "ControlRefused",
     "Redriven",
     "cancel_event",
+    "check_reset_of",
     "redrive",
     "redrive_many",
+    "reset_event",
     "resume_event",
     "suspend_event",
     "terminate",
@@ -63,6 +74,45 @@ def suspend_event(execution_id: str, reason: str | None = None, event_id: str | 
 def resume_event(execution_id: str, event_id: str | None = None) -> Event:
     """The ``durastate.resume`` event: the held events apply, in order."""
     return _control(RESUME, execution_id, None, event_id)
+
+
+def reset_event(execution_id: str, to: list[str], *, actions: str = "none",
+                context_patch: dict[str, Any] | None = None, send: tuple[str, dict[str, Any]] | None = None,
+                reason: str | None = None, by: str | None = None, request: str | None = None) -> Event:
+    """The ``durastate.reset`` event moving ``execution_id`` to the configuration ``to``
+    (:mod:`durastate.engine.reset`). Its id is derived from its data, which holds ``request`` (a new
+    nonce unless given: pass the same one to retry a reset safely). Raises :class:`ControlRefused` for
+    input that can never apply (no states named, unknown ``actions``)."""
+    try:
+        req = ResetRequest(to, actions=actions, context_patch=context_patch, send=send, reason=reason, by=by,
+                           request=request or new_id())
+    except ResetRefused as err:
+        raise ControlRefused(str(err)) from None
+    data = req.data()
+    return Event(id=reset_event_id(execution_id, data), name=RESET, data=data)
+
+
+def check_reset_of(store: ExecutionStore, registry: DefinitionRegistry, execution_id: str,
+                   to: list[str]) -> tuple[Execution, list[str]]:
+    """Check, before sending it, that a reset of ``execution_id`` to ``to`` can apply to the execution as it
+    is stored now (its status, and the configuration in the version it runs on); returns it and the
+    resolved state paths. Raises :class:`UnknownExecution` or :class:`ControlRefused`; changes nothing."""
+    exe = store.load(execution_id)
+    if exe is None:
+        raise UnknownExecution(execution_id)
+    try:
+        defn = registry.for_execution(exe)
+    except UnknownDefinition:
+        if exe.definition_version is None:
+            raise
+        found = load_version(store, exe.definition_id, exe.definition_version)
+        if found is None:
+            raise UnknownDefinitionVersion(exe.definition_id, exe.definition_version, exe.id) from None
+        defn = found
+    try:
+        return exe, check_reset(defn, exe, to)
+    except ResetRefused as err:
+        raise ControlRefused(str(err)) from None
 
 
 def _commit_control(store: ExecutionStore, execution_id: str,

@@ -1,11 +1,11 @@
 """The console's control actions (``durastate ui --allow-control``): send, cancel, suspend, resume,
-terminate, redrive, replay.
+terminate, reset, redrive, replay, start.
 
 Each action is the command line's own operation, not a second implementation: events (``send``,
-``cancel``, ``suspend``, ``resume``) go through the ``deliver`` function the console was given (the CLI
-hands it its delivery: queued in the store's inbox for ``durastate serve``, or applied in process for a
-store without one); ``terminate`` and ``redrive`` are :func:`durastate.store.control.terminate` and
-:func:`durastate.store.control.redrive`; ``replay`` checks with :func:`durastate.runtime.local.check_replay`
+``cancel``, ``suspend``, ``resume``, ``reset``, ``start``) go through the ``deliver`` function the console was
+given (the CLI hands it its delivery: queued in the store's inbox for ``durastate serve``, or applied in
+process for a store without one); ``terminate`` and ``redrive`` are :func:`durastate.store.control.terminate`
+and :func:`durastate.store.control.redrive`; ``replay`` checks with :func:`durastate.runtime.local.check_replay`
 and moves the letter with its box's ``replay``. ``send`` refuses an event no state of the definition
 handles (:func:`durastate.engine.introspect.unhandled_event`, the check of ``durastate send``) unless its
 ``force`` box is ticked.
@@ -33,11 +33,20 @@ from durastate.engine.ids import start_event_id
 from durastate.engine.introspect import unhandled_event
 from durastate.engine.model import ENDED, RESERVED_PREFIX, START, Event, Execution, new_id
 from durastate.engine.registry import DefinitionRegistry
+from durastate.engine.reset import RESET_ACTIONS
 from durastate.engine.values import check_execution_id, check_json
-from durastate.errors import DurastateError, InvalidValue, UnknownExecution
+from durastate.errors import ControlRefused, DurastateError, InvalidValue, UnknownExecution
 from durastate.runtime.local import check_replay
 from durastate.store.base import ExecutionStore
-from durastate.store.control import cancel_event, redrive, resume_event, suspend_event, terminate
+from durastate.store.control import (
+    cancel_event,
+    check_reset_of,
+    redrive,
+    reset_event,
+    resume_event,
+    suspend_event,
+    terminate,
+)
 from durastate.transport.base import DeadLetterBox, UnknownDeadLetter
 
 ACTIONS: dict[str, tuple[str, ...]] = {
@@ -46,6 +55,7 @@ ACTIONS: dict[str, tuple[str, ...]] = {
     "suspend": ("reason",),
     "resume": (),
     "terminate": ("reason",),
+    "reset": ("to", "actions", "context_patch", "reason"),
     "redrive": (),
     "replay": ("letter",),
     "start": ("definition", "id", "context"),
@@ -56,6 +66,7 @@ APPLIES: dict[str, Callable[[str], bool]] = {
     "resume": lambda status: status == "suspended",
     "terminate": lambda status: status not in ENDED,
     "redrive": lambda status: status == "failed",
+    "reset": lambda status: status in ("running", "suspended", "failed"),
 }
 """The statuses an action's button is offered for (the others: every status); the engine refuses the rest."""
 
@@ -178,6 +189,19 @@ def plan(action: str, execution_id: str, form: Mapping[str, str]) -> Plan:
     elif action == "terminate":
         summary = f"terminate {execution_id}" + (f" ({fields['reason']})" if fields["reason"] else "")
         summary += " now: no action runs, its timers are disarmed and its children are terminated"
+    elif action == "reset":
+        states = _states(fields["to"])
+        fields["actions"] = fields["actions"] or "none"
+        if fields["actions"] not in RESET_ACTIONS:
+            raise ActionRefused(f"actions {fields['actions']!r}: choose {' or '.join(RESET_ACTIONS)}")
+        if fields["context_patch"]:
+            json_object(fields["context_patch"], "the context patch")
+        summary = (f"reset {execution_id} to {', '.join(states)}"
+                   + (f" with the context patch {fields['context_patch']}" if fields["context_patch"] else "")
+                   + (" running the exit and entry actions" if fields["actions"] == "transition"
+                      else " without running any action")
+                   + (f" ({fields['reason']})" if fields["reason"] else "")
+                   + ": the timers and children of the states it leaves go, those of the states it enters start")
     elif action == "redrive":
         summary = f"redrive {execution_id}: restore it to before its failed step and apply that event again"
     else:
@@ -189,15 +213,17 @@ def plan(action: str, execution_id: str, form: Mapping[str, str]) -> Plan:
 
 def event_data(text: str, what: str = "event data") -> dict[str, object]:
     """The data of a sent event (or a start's context): a JSON object, or nothing."""
-    if not text:
-        return {}
+    return json_object(text, f"the {what}") if text else {}
+
+
+def json_object(text: str, what: str) -> dict[str, object]:
+    """A form field holding a JSON object (:class:`ActionRefused` saying what is wrong otherwise)."""
     try:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise ActionRefused(f"the {what} is not valid JSON ({exc.msg} at column {exc.colno})") from None
+        raise ActionRefused(f"{what} is not valid JSON ({exc.msg} at column {exc.colno})") from None
     if not isinstance(value, dict):
-        raise ActionRefused(f"the {what} must be a JSON object like {{\"amount\": 10}}, got "
-                            f"{type(value).__name__}")
+        raise ActionRefused(f"{what} must be a JSON object like {{\"amount\": 10}}, got {type(value).__name__}")
     try:
         check_json(value, what)
     except InvalidValue as exc:
@@ -248,6 +274,13 @@ def check_send(defn: Definition | None, todo: Plan) -> None:
         raise ActionRefused(f"{problem}; tick \"send even if unhandled\" to send it anyway")
 
 
+def _states(text: str) -> list[str]:
+    states = [p.strip() for p in text.split(",") if p.strip()]
+    if not states:
+        raise ActionRefused("name the configuration to reset to: one or more state paths, comma-separated")
+    return states
+
+
 def perform(todo: Plan, store: ExecutionStore, deliver: Deliver | None, registry: DefinitionRegistry | None,
             box: DeadLetterBox | None, queued: Callable[[], list[tuple[str, Event]]] | None,
             definition_of: Callable[[Execution], Definition | None] = lambda exe: None) -> str:
@@ -274,6 +307,22 @@ def perform(todo: Plan, store: ExecutionStore, deliver: Deliver | None, registry
     if todo.action == "terminate":
         terminate(store, exe_id, todo.fields["reason"] or None)
         return f"terminated {exe_id}" + (f": {todo.fields['reason']}" if todo.fields["reason"] else "")
+    if todo.action == "reset":
+        if deliver is None:
+            raise ActionRefused("this console cannot deliver events to this store")
+        if registry is None:
+            raise ActionRefused("this console has no definitions to check the configuration against")
+        states = _states(todo.fields["to"])
+        patch = todo.fields["context_patch"]
+        try:
+            check_reset_of(store, registry, exe_id, states)
+            event = reset_event(exe_id, states, actions=todo.fields["actions"],
+                                context_patch=json_object(patch, "the context patch") if patch else None,
+                                reason=todo.fields["reason"] or None, by="console")
+        except ControlRefused as err:
+            raise ActionRefused(str(err)) from None
+        outcome = deliver(exe_id, event)
+        return f"reset {exe_id} to {', '.join(states)} (event {event.id}): {outcome}"
     if todo.action == "redrive":
         done = redrive(store, exe_id)
         return f"redriven {exe_id}: {done.event.name} is applied again as event {done.event.id}"

@@ -194,3 +194,56 @@ def test_an_event_sent_to_a_failed_execution_is_held_and_applies_after_the_redri
     done, fine = show(ok, "o1"), show(ok, "fine")
     assert (done["status"], done["outcome"], done["context"]) == (fine["status"], fine["outcome"], fine["context"])
     assert done["context"] == {"amount": 25, "charged": 25, "note": "ring twice"}
+
+
+def test_a_failed_execution_is_reset_past_the_step_that_cannot_succeed(ok: Callable[..., Outcome]) -> None:
+    ok("start", "shop", "--id", "o1")
+    ok("send", "o1", "submit")
+    ok("serve", "--until-idle")
+    assert show(ok, "o1")["status"] == "failed"  # the provider is down: charged by phone instead
+    queued = ok("reset", "o1", "--to", "paying", "--context-patch", '{"charged": 25}', "--send", "ship",
+                "--reason", "charged by phone", "--by", "ops")
+    assert "queued reset for o1" in queued.stdout
+    ok("serve", "--until-idle")
+    done = show(ok, "o1")
+    assert (done["status"], done["outcome"], done["context"]) == ("finished", "shipped", {"amount": 25,
+                                                                                          "charged": 25})
+    step = json.loads(ok("trace", "o1", "--json").stdout)[-1]
+    assert (step["control"], step["by"], step["reason"], step["to"]) == ("reset", "ops", "charged by phone",
+                                                                           "shipped")
+
+
+@pytest.mark.parametrize("args, fragments", [
+    (["reset", "nope", "--to", "counting"], ["no execution 'nope'"]),
+    (["reset", "r1", "--to", "nowhere"], ["'nowhere' is not a state of 'counter'"]),
+    (["reset", "r1", "--to", "counting,done"], ["are both children of the top level"]),
+    (["reset", "r1", "--to", "counting", "--actions", "all"], ["actions 'all'"]),
+    (["reset", "r1", "--to", "counting", "--context-patch", "[1]"], ["--context-patch must be a JSON object"]),
+    (["reset", "r1", "--to", "counting", "--data", "{}"], ["give --send EVENT too"]),
+    (["reset", "d1", "--to", "counting"], ["d1 is finished", "only a running, suspended or failed"]),
+])
+def test_bad_reset_input_is_one_line_and_changes_nothing(ok: Callable[..., Outcome], cli: Cli,
+                                                         args: list[str], fragments: list[str]) -> None:
+    ok("start", "counter", "--id", "r1")
+    ok("start", "counter", "--id", "d1")
+    ok("send", "d1", "finish")
+    ok("serve", "--until-idle")
+    before = show(ok, "r1")
+    assert_one_line_error(cli(*args), *fragments)
+    assert show(ok, "r1") == before
+    ok("serve", "--until-idle")
+    assert show(ok, "r1") == before
+
+
+def test_start_timeout_fails_the_run_when_it_passes_and_a_bad_one_is_one_line(ok: Callable[..., Outcome],
+                                                                              cli: Cli) -> None:
+    ok("start", "counter", "--id", "t1", "--timeout", "1h")
+    ok("serve", "--until-idle")
+    assert "(run timeout)" in ok("show", "t1").stdout
+    ok("serve", "--until-idle", "--advance", "1h")
+    failed = show(ok, "t1")
+    assert (failed["status"], failed["error"]) == ("failed", "timed out: the run did not end within its timeout of 1h")
+    assert_one_line_error(cli("start", "counter", "--id", "t2", "--timeout", "soon"),
+                          "--timeout: 'soon' is not a duration")
+    assert_one_line_error(cli("start", "counter", "--id", "t2", "--timeout", "0"), "more than 0 seconds")
+    assert_one_line_error(cli("show", "t2"), "no execution 't2'")

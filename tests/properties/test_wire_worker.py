@@ -205,7 +205,12 @@ def test_redelivered_messages_are_duplicates_and_change_nothing(namespaces: Name
 def _redeliver(driver: Driver, body: Any, first: Outcome) -> None:
     again = driver.deliver(body)
     note(f"redelivered {first.event.name if first.event else '?'} -> {again.kind} {again.result or again.error!r}")
-    assert again.accepted and again.result is HandleResult.DUPLICATE, (
+    # An event with an id in the runtime's namespace that changed nothing is not recorded, by design (its id
+    # stays free for the true event: durastate.engine.ids), so its redelivery is ignored again, not a
+    # duplicate; that it changes nothing either is what the state comparison checks.
+    unrecorded = (first.result is HandleResult.IGNORED and first.event is not None
+                  and first.event.id.startswith("~") and again.result is HandleResult.IGNORED)
+    assert again.accepted and (again.result is HandleResult.DUPLICATE or unrecorded), (
         f"a redelivery of an accepted message ({first.result}) came out {again.kind} "
         f"{again.result or again.error!r}"
     )

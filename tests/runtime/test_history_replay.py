@@ -145,3 +145,47 @@ def test_a_history_with_a_task_replays_without_the_execution_secret(tmp_path: An
     assert report.difference is not None and report.difference.index == 0
     assert "emits_digest" in report.difference.fields
     store.close()
+
+
+def test_replay_stops_at_a_reset_with_why(every_store: ExecutionStore) -> None:
+    """A reset is an operator's move, not something a version decides: the replay checks the steps before
+    it and stops there without a verdict, rather than report a difference that is only the reset's."""
+    every_store.history = True
+    registry = DefinitionRegistry()
+    registry.register(load_definition(CHART))
+    rt = LocalRuntime(every_store, registry, clock=ManualClock(1_000.0))
+    eid = rt.start("tally", execution_id="r-1")
+    rt.send(eid, ev("inc", "e1"))
+    rt.run_until_idle()
+    rt.reset(eid, ["waiting"], reason="stuck")
+    rt.run_until_idle()
+    rt.send(eid, ev("inc", "e2"))  # not handled in waiting: what the replay must not judge
+    rt.run_until_idle()
+    history = every_store.read_history(eid)
+    assert [s.get("control") for s in history].count("reset") == 1
+    report = replay(load_definition(CHART), history, eid)
+    assert report.ok and report.checked == 2, report.describe()
+    assert report.stopped is not None and "cannot replay past a reset" in report.stopped
+    assert "waiting" in report.stopped
+
+
+def test_a_history_with_a_run_timeout_replays_clean(every_store: ExecutionStore) -> None:
+    """The run timeout's timer is armed by the start step and fires as a timeout step: both replay."""
+    every_store.history = True
+    doc = {**copy.deepcopy(CHART), "timeout": "1m", "on_timeout": "cancel"}
+    registry = DefinitionRegistry()
+    registry.register(load_definition(doc))
+    clock = ManualClock(1_000.0)
+    rt = LocalRuntime(every_store, registry, clock=clock)
+    eid = rt.start("tally", execution_id="t-1")
+    rt.run_until_idle()
+    clock.advance(61)
+    rt.run_until_idle()
+    assert rt.get(eid).status == "cancelled"  # type: ignore[union-attr]
+    history = every_store.read_history(eid)
+    assert [s.get("event") for s in history] == ["durastate.start", "durastate.timeout"]
+    report = replay(load_definition(doc), history, eid)
+    assert report.ok and report.stopped is None and report.checked == 2, report.describe()
+    shorter = replay(load_definition({**doc, "timeout": "2m"}), history, eid)
+    assert shorter.difference is not None and shorter.difference.index == 0
+    assert "timers" in shorter.difference.fields

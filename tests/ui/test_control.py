@@ -136,3 +136,33 @@ def test_a_dead_letter_shows_on_its_execution_and_is_replayed_after_confirmation
     assert applied.returncode == 0, applied.stderr
     expect(page.locator("#active-path")).to_have_text("processing.payment")
     expect(page.locator("#dead-letters")).to_have_count(0)
+
+
+def test_reset_after_confirmation_moves_the_execution_and_a_bad_configuration_is_refused(
+        sqlite_url: str, serve_console: Callable[..., Served], page: Any) -> None:
+    fill(sqlite_url, CART)
+    served = serve_console(sqlite_url, "--allow-control")
+    page.goto(served.url + "/executions/o1")
+    page.locator('#form-reset input[name="to"]').fill("nowhere")
+    page.locator("#form-reset button").click()  # the plan is shown; the configuration is checked on confirm
+    page.locator("#confirm-button").click()
+    expect(page.locator("#error-message")).to_contain_text("'nowhere' is not a state of 'order'")
+    assert status_of(sqlite_url, "o1")[:2] == ("running", "cart")
+
+    page.goto(served.url + "/executions/o1")
+    page.locator('#form-reset input[name="to"]').fill("on_hold")
+    page.locator('#form-reset input[name="context_patch"]').fill('{"total": 99}')
+    page.locator('#form-reset input[name="reason"]').fill("customer called")
+    page.locator("#form-reset button").click()
+    expect(page.locator("#summary")).to_contain_text('reset o1 to on_hold with the context patch {"total": 99}')
+    token = page.locator('#confirm input[name="confirm"]').get_attribute("value")
+    other = page.request.post(served.url + "/executions/o1/do/reset",
+                              form={"to": "cart", "actions": "none", "context_patch": "", "reason": "",
+                                    "confirm": token})
+    assert other.status == 400  # the token covers the configuration it was shown for
+    page.locator("#confirm-button").click()
+    expect(page.locator("#notice")).to_contain_text("reset o1 to on_hold")
+    applied = durastate("--store", sqlite_url, "--definitions", str(EXAMPLES), "serve", "--until-idle")
+    assert applied.returncode == 0, applied.stderr
+    assert status_of(sqlite_url, "o1")[:2] == ("running", "on_hold")
+    expect(page.locator("#context pre")).to_contain_text('"total": 99')
