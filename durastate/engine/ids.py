@@ -223,7 +223,13 @@ def run_witness(secret: str, execution_id: str) -> str:
     """The witness a schedule record's start of run ``execution_id`` carries: the HMAC-SHA256 of the id
     under the record's secret, cut to :data:`TASK_MAC_CHARS` hex characters. Run ids are derivable and in
     the namespace no start from outside may take; the worker starts one only with a true witness."""
-    return hmac.digest(secret.encode(), execution_id.encode(), "sha256").hex()[:TASK_MAC_CHARS]
+    return _mac(secret, execution_id)
+
+
+def _mac(secret: str, text: str) -> str:
+    """The HMAC-SHA256 of ``text`` under ``secret``, cut to :data:`TASK_MAC_CHARS` hex characters: the
+    unguessable part of every id the rule makes a producer unable to derive."""
+    return hmac.digest(secret.encode(), text.encode(), "sha256").hex()[:TASK_MAC_CHARS]
 
 
 def definition_record_id(definition_id: str, version: str) -> str:
@@ -323,8 +329,7 @@ def task_id(execution_id: str, seq: int, secret: str | None) -> str:
     if not secret:
         return child_execution_id(execution_id, seq)
     text = f"{execution_id}{CHILD_SEPARATOR}{seq}"
-    mac = hmac.digest(secret.encode(), text.encode(), "sha256").hex()[:TASK_MAC_CHARS]
-    return _capped_child_id(f"{text}{CHILD_SEPARATOR}{mac}")
+    return _capped_child_id(f"{text}{CHILD_SEPARATOR}{_mac(secret, text)}")
 
 
 def start_event_id(execution_id: str) -> str:
@@ -403,14 +408,37 @@ def retry_event_id(execution_id: str, fire_at: float) -> str:
     return timeout_event_id(execution_id, RETRY_PATH, fire_at)
 
 
-def emit_event_id(execution_id: str, version: int, seq: int) -> str:
-    """The ``seq``-th event an execution emits in the step that commits ``version``."""
-    return derived_id(execution_id, version, seq)
+def emit_event_id(execution_id: str, version: int, seq: int, secret: str | None = None) -> str:
+    """The ``seq``-th event an execution emits in the commit that moves it on from ``version``:
+    ``<execution id>:<version>:<n>:<mac>``.
+
+    ``seq`` counts over the whole commit (a resume that applies held events, a retry that succeeds, are
+    several steps in one commit), so no two events of one commit share an id. ``mac`` is an HMAC-SHA256 of
+    ``<execution id>:<version>:<n>`` under the execution's ``secret``, cut to :data:`TASK_MAC_CHARS` hex
+    characters: the receiver has no stored state to check an emitted event against (it is an ordinary event
+    of its own definition), so without the mac a producer could send the receiver an event under the id
+    first and the true one would be dropped as a duplicate. It is still a pure function of what the
+    execution holds, so a re-run step derives the same id. Without a secret (the engine alone, or an
+    execution a worker has not stepped since before emitted ids had one) it is the plain
+    ``<execution id>:<version>:<n>``. Over 128 characters: its SHA-256 hex (the mac hashed in).
+    """
+    text = f"{execution_id}:{version}:{seq}"
+    return _capped(f"{text}:{_mac(secret, text)}" if secret else text)
 
 
-def forwarded_event_id(event_id: str, child_id: str) -> str:
-    """An event a parallel state forwards to its region ``child_id``."""
-    return derived_id(event_id, child_id)
+def forwarded_event_id(event_id: str, child_id: str, secret: str | None = None) -> str:
+    """An event a parallel state forwards to its region ``child_id``: ``<event id>:<child id>:<mac>``.
+
+    ``mac`` is an HMAC-SHA256 of ``<event id>:<child id>`` under the forwarding (parent) execution's
+    ``secret``, for the reason :func:`emit_event_id` gives: a region applies the forwarded event as one of
+    its own, so the id must be one no producer can send it first. A leading ``~`` of the event id is left
+    out, so that a forwarded redrive (``~redrive:…``) is not taken by the region for a redrive of its own.
+    Without a secret: the plain ``<event id>:<child id>``, as before.
+    """
+    if not secret:
+        return derived_id(event_id, child_id)
+    text = f"{event_id.lstrip(SYSTEM_PREFIX)}:{child_id}"
+    return _capped(f"{text}:{_mac(secret, text)}")
 
 
 def timeout_event_id(execution_id: str, path: str, fire_at: float) -> str:

@@ -179,7 +179,7 @@ class Run(StepResult):
         """Queue an event for another execution (``target``) or the notification sink (``None``)."""
         self.emit_seq += 1
         exe = self.exe
-        eid = emit_event_id(exe.id, exe.version, self.emit_seq)
+        eid = emit_event_id(exe.id, exe.version, self.emit_seq, exe.secret)
         self.res.emits.append((target, _event(eid, name, _snapshot(data))))
 
     def raise_internal(self, name: str, data: dict[str, Any]) -> None:
@@ -538,10 +538,10 @@ class Run(StepResult):
 
     def forward(self, ev: Event) -> bool:
         """Send an event the parallel state does not handle to each running region, with derived ids."""
-        emits = self.res.emits
+        emits, secret = self.res.emits, self.exe.secret
         for cid, ref in self.exe.children.items():
             if ref.kind == "region" and ref.status == "running":
-                emits.append((cid, _event(forwarded_event_id(ev.id, cid), ev.name, ev.data)))
+                emits.append((cid, _event(forwarded_event_id(ev.id, cid, secret), ev.name, ev.data)))
         return bool(emits)
 
     # -- reserved events ------------------------------------------------------------------------------
@@ -663,11 +663,15 @@ _STARTED_FIELDS = (
 )
 
 
-def step(defn: Definition, exe: Execution, event: Event, now: float, *, detail: bool = False) -> StepResult:
+def step(defn: Definition, exe: Execution, event: Event, now: float, *, detail: bool = False,
+         emitted: int = 0) -> StepResult:
     """Apply ``event`` to ``exe`` (mutated in place) at time ``now``; return what to commit with it.
 
     ``detail``: the trace entry also lists the transitions taken (``"transitions"``, see
-    :func:`durastate.engine.tracing.describe_transitions`); off, the step records none of them."""
+    :func:`durastate.engine.tracing.describe_transitions`); off, the step records none of them.
+    ``emitted``: how many events earlier steps of the same commit emitted (a resume applying held events):
+    this step's emitted ids count on from there, so no two events of one commit share an id
+    (:func:`durastate.engine.ids.emit_event_id`)."""
     t = defn.tables
     # Hot path: read and write the execution's fields through its __dict__ (pydantic's __setattr__
     # costs a microsecond per write and validates nothing here anyway).
@@ -686,6 +690,8 @@ def step(defn: Definition, exe: Execution, event: Event, now: float, *, detail: 
         }
         return res
     run = res = (_inline_run() if t.has_inline else Run)(t, exe, event, now)
+    if emitted:
+        run.emit_seq = emitted
     if t.in_state:
         ACTIVE.set(run.is_active)
     if detail:

@@ -317,12 +317,14 @@ class Worker:
                 event = self._derived(exe, event, now)
             if self.copy_on_load and not blind:  # a kept copy is the worker's own already
                 before, exe = exe, detached_copy(exe)
+            if exe.secret is None:
+                give_secret(exe)  # before any step (a resume's held events too): see durastate.runtime.keys
             controlled = self._control(exe, event, now, blind)
             if controlled is not None:
                 return controlled
             defn = self.versions.of(exe)
-        if exe.secret is None and defn.tables.has_tasks:
-            give_secret(exe)  # before the first step that may start a task: its ids are unforgeable
+        if exe.secret is None:
+            give_secret(exe)  # a new execution: before its first step derives an id
         batch = _Batch()
         fresh = exe.version == 0
         if fresh:
@@ -735,7 +737,7 @@ class _Batch:
         traced = worker.trace
         # The context before the step, for the trace's changed keys (copied only if none is at hand).
         context_before = (before.context if before is not None else _json_copy(exe.context)) if traced else None
-        res = step(defn, exe, event, now, detail=traced)
+        res = step(defn, exe, event, now, detail=traced, emitted=len(self.emits))
         if res.retry is not None:
             if before is None:
                 before = worker.store.load(exe.id)  # the committed state the step started from
@@ -777,7 +779,7 @@ class _Batch:
         else:
             before = detached_copy(exe)
             catch = Event.model_construct(id=derived_id(event.id, "catch"), name=CATCH, data=data)
-            res = step(defn, exe, catch, now, detail=worker.trace)
+            res = step(defn, exe, catch, now, detail=worker.trace, emitted=len(self.emits))
             if worker.trace and res.trace:
                 step_details(res.trace, now, catch, res.emits, res.timers, res.spawns, (before.context, exe.context))
             self.add(res)

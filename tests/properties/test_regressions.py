@@ -17,7 +17,14 @@ from typing import Any
 import pytest
 
 from durastate.engine import DefinitionRegistry, load_definition
-from durastate.engine.ids import child_execution_id, finished_event_id, is_system_id, timeout_event_id
+from durastate.engine.ids import (
+    child_execution_id,
+    emit_event_id,
+    finished_event_id,
+    forwarded_event_id,
+    is_system_id,
+    timeout_event_id,
+)
 from durastate.engine.model import Event
 from durastate.errors import MalformedEvent
 from durastate.transport import parse_envelope
@@ -199,6 +206,62 @@ def test_an_event_id_a_producer_chose_cannot_suppress_a_finished_notice(driver: 
     parent = driver.store.load("i1")
     assert parent is not None and (parent.status, parent.outcome) == ("finished", "ok"), (
         f"the parent is {parent.status} in {parent.active_path!r} after its child finished")
+
+
+def send(driver: Driver, target: str, eid: str, name: str, data: dict[str, Any] | None = None) -> None:
+    """One message on the raw queue (no producer entry's check), which must be accepted."""
+    out = driver.deliver(json.dumps({"target_id": target, "event": {"id": eid, "name": name, "data": data or {}}}))
+    assert out.accepted, out
+
+
+@pytest.mark.parametrize("name", ["inc", "unhandled"])
+@pytest.mark.parametrize("driver", store_params((), ""), indirect=True)
+def test_an_event_id_a_producer_chose_cannot_suppress_an_emitted_event(driver: Driver, name: str) -> None:
+    """Emitted events had the plain ids ``<execution>:<version>:<n>``, in the producers' namespace: a
+    producer's event to the receiver under that id, first, was marked applied and the true event then
+    dropped as a duplicate. The id now carries a mac under the emitter's secret (``emit_event_id``)."""
+    send(driver, "c1", "s1", "durastate.start", {"definition_id": "counter"})
+    send(driver, "c2", "s2", "durastate.start", {"definition_id": "counter", "context": {"peer": "c1"}})
+    emitter = driver.store.load("c2")
+    assert emitter is not None
+    guess = emit_event_id("c2", emitter.version, 1)  # the id c2's next step would have given its first event
+    send(driver, "c1", guess, name)
+    send(driver, "c2", "p1", "poke")  # c2 sends c1 an inc
+    c1 = driver.store.load("c1")
+    own = 1 if name == "inc" else 0  # the producer's own inc counts, under whatever id it chose
+    assert c1 is not None and c1.context["count"] == own + 1, f"c2's inc was dropped: {c1.context}"
+    check_namespace(driver, "c1")
+
+
+@pytest.mark.parametrize("name", ["go", "unhandled"])
+@pytest.mark.parametrize("driver", store_params((), ""), indirect=True)
+def test_an_event_id_a_producer_chose_cannot_suppress_a_forwarded_event(driver: Driver, name: str) -> None:
+    """The sibling for a parallel state's regions: the event it forwards to region ``f1~1`` had the id
+    ``<event id>:f1~1``. A producer's event to the region under it, first, left the region waiting for an
+    event it had dropped, and the parallel state never done."""
+    send(driver, "f1", "s1", "durastate.start", {"definition_id": "fork"})
+    left = child_execution_id("f1", 1)
+    send(driver, left, forwarded_event_id("go1", left), name)
+    send(driver, "f1", "go1", "go")  # forwarded to both regions: both end, so does f1
+    f1 = driver.store.load("f1")
+    assert f1 is not None and (f1.status, f1.outcome) == ("finished", "joined"), (
+        f"f1 is {f1.status} in {f1.active_path!r}: the forwarded go was dropped")
+    check_namespace(driver, "f1")
+
+
+@pytest.mark.parametrize("driver", store_params((), ""), indirect=True)
+def test_the_events_two_held_steps_emit_in_one_commit_are_all_delivered(driver: Driver) -> None:
+    """Found on the way: a resume applies the events held meanwhile in one commit, and each step numbered
+    its emitted events from 1 at the same version, so the second step's event had the first one's id and
+    was dropped by the receiver as a duplicate. The numbering now runs over the whole commit."""
+    send(driver, "c1", "s1", "durastate.start", {"definition_id": "counter"})
+    send(driver, "c2", "s2", "durastate.start", {"definition_id": "counter", "context": {"peer": "c1"}})
+    send(driver, "c2", "z1", "durastate.suspend")
+    send(driver, "c2", "p1", "poke")
+    send(driver, "c2", "p2", "poke")  # both held
+    send(driver, "c2", "r1", "durastate.resume")
+    c1 = driver.store.load("c1")
+    assert c1 is not None and c1.context["count"] == 2, f"one of the two incs was dropped: {c1.context}"
 
 
 @pytest.mark.parametrize("name", ["durastate.timeout", "durastate.finished", "durastate.cancel",
