@@ -44,7 +44,6 @@ from durastate.engine.ids import (
     emit_event_id,
     finished_event_id,
     forwarded_event_id,
-    start_event_id,
 )
 from durastate.engine.model import (
     CANCEL,
@@ -524,13 +523,7 @@ class Run(StepResult):
             exe.invoke_seq += 1
             cid = child_execution_id(exe.id, exe.invoke_seq)
             exe.children[cid] = ChildRef(path=t.paths[s], kind="invoke", attempt=self.invoke_attempt)
-            data = {
-                "definition_id": definition_id,
-                "context": _snapshot(child_ctx),
-                "parent_id": exe.id,
-                "child_id": cid,
-            }
-            self.res.emits.append((cid, _event(start_event_id(cid), START, data)))
+            self.res.emits.append((cid, fanout.child_start(exe, cid, definition_id, _snapshot(child_ctx))))
         for s in task_states:
             task = t.task[s]
             assert task is not None

@@ -26,7 +26,7 @@ from durastate.engine.ids import (
     timeout_event_id,
 )
 from durastate.engine.model import Event
-from durastate.errors import MalformedEvent
+from durastate.errors import DurastateError, MalformedEvent
 from durastate.transport import parse_envelope
 from tests.store.conformance.backends import BACKENDS, BackendRequest, open_backend
 
@@ -247,6 +247,52 @@ def test_an_event_id_a_producer_chose_cannot_suppress_a_forwarded_event(driver: 
     assert f1 is not None and (f1.status, f1.outcome) == ("finished", "joined"), (
         f"f1 is {f1.status} in {f1.active_path!r}: the forwarded go was dropped")
     check_namespace(driver, "f1")
+
+
+@pytest.mark.parametrize("witness", [None, "0123456789abcdef"])
+@pytest.mark.parametrize("driver", store_params((), ""), indirect=True)
+def test_a_producer_cannot_start_an_invoked_child_before_its_parent_does(driver: Driver, witness: str | None) -> None:
+    """An invoked child's start was taken on the word of its data (``parent_id``, ``child_id``) and of the
+    parent's invoke count: a producer's start under the child's id, sent between the parent's commit and
+    the relay's delivery of the true start, created the child with a context of its own, whose output the
+    parent then took for its child's. The parent now signs its children's starts (a witness under its
+    secret); the forged one is refused and the true one creates the child."""
+    assert driver.rt.worker.handle("i1", Event(id="s1", name="durastate.start", data={"definition_id": "invoker"}))
+    child = child_execution_id("i1", 1)  # its start is in the outbox, not relayed yet
+    forged = {"definition_id": "counter", "context": {"count": 666}, "parent_id": "i1", "child_id": child,
+              **({"witness": witness} if witness else {})}
+    out = driver.deliver({"target_id": child, "event": {"id": f"{child}:start", "name": "durastate.start",
+                                                        "data": forged}})
+    assert not out.accepted and isinstance(out.error, DurastateError), out  # then the relay's round
+    send(driver, child, "stop1", "stop")
+    kid, parent = driver.store.load(child), driver.store.load("i1")
+    assert kid is not None and kid.context["count"] == 0, f"the child runs the producer's context: {kid.context}"
+    assert parent is not None and (parent.status, parent.outcome) == ("finished", "ok"), parent
+
+
+@pytest.mark.parametrize("driver", store_params((), ""), indirect=True)
+def test_a_parent_stored_before_secrets_gets_none_while_its_child_may_still_be_starting(driver: Driver) -> None:
+    """A parent stored before secrets sent its child's start without a witness. It gets no secret while
+    that child runs (it would no longer vouch for the start), so the start still creates the child; once
+    the child has ended, the parent's next step gives it one."""
+    worker = driver.rt.worker
+    assert worker.handle("i1", Event(id="s1", name="durastate.start", data={"definition_id": "invoker"}))
+    parent = driver.store.load("i1")
+    assert parent is not None
+    parent.secret = None
+    driver.store.commit(parent, [], processed_event_id="stored-before-secrets")
+    worker.forget()
+    assert worker.handle("i1", Event(id="u1", name="unhandled")) == "ignored"
+    parent = driver.store.load("i1")
+    assert parent is not None and parent.secret is None
+    child = child_execution_id("i1", 1)
+    legacy = {"definition_id": "counter", "context": {}, "parent_id": "i1", "child_id": child}
+    send(driver, child, f"{child}:start", "durastate.start", legacy)  # as the relay sent it before secrets
+    assert driver.store.load(child) is not None
+    send(driver, child, "stop1", "stop")
+    send(driver, "i1", "u2", "unhandled")
+    parent = driver.store.load("i1")
+    assert parent is not None and (parent.status, parent.outcome) == ("finished", "ok") and parent.secret
 
 
 @pytest.mark.parametrize("driver", store_params((), ""), indirect=True)
