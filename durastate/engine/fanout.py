@@ -51,8 +51,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from durastate.engine.expressions import Issues, Value, compile_value
-from durastate.engine.ids import REINVOKE_PREFIX, cancel_event_id, child_execution_id, start_event_id
-from durastate.engine.model import CANCEL, START, ChildRef, Event, MapProgress, TimerOp
+from durastate.engine.ids import REINVOKE_PREFIX, cancel_event_id, child_execution_id, run_witness, start_event_id
+from durastate.engine.model import CANCEL, START, ChildRef, Event, Execution, MapProgress, TimerOp
 from durastate.engine.retry import RetryPolicy, parse_retry
 from durastate.engine.tasks import task_only
 
@@ -60,7 +60,7 @@ if TYPE_CHECKING:
     from durastate.engine.definition import State
     from durastate.engine.interpreter import Run
 
-__all__ = ["DEFAULT_MAX_CONCURRENCY", "ITEM_EVENT", "CompiledMap", "compile_map", "enter", "leave",
+__all__ = ["DEFAULT_MAX_CONCURRENCY", "ITEM_EVENT", "CompiledMap", "child_start", "compile_map", "enter", "leave",
            "on_finished", "parse_tolerate", "retry_due", "start"]
 
 DEFAULT_MAX_CONCURRENCY = 10
@@ -189,6 +189,18 @@ def _event(eid: str, name: str, data: dict[str, Any]) -> Event:
     return Event.model_construct(id=eid, name=name, data=data)
 
 
+def child_start(exe: Execution, cid: str, definition_id: str, context: dict[str, Any]) -> Event:
+    """The ``durastate.start`` of ``exe``'s invoked (or mapped) child ``cid``, which the relay sends through
+    the queue. With the parent's secret it carries a witness (:func:`durastate.engine.ids.run_witness` of
+    the child's id under it): the worker starts a child only with its parent's true witness, so no producer
+    can start it first with a context or a definition of its own."""
+    data: dict[str, Any] = {"definition_id": definition_id, "context": context, "parent_id": exe.id,
+                            "child_id": cid}
+    if exe.secret:
+        data["witness"] = run_witness(exe.secret, cid)
+    return _event(start_event_id(cid), START, data)
+
+
 def enter(run: Run, s: int) -> None:
     """The map state ``s`` was just entered (after its entry actions): evaluate its items.
 
@@ -248,8 +260,7 @@ def _start_child(run: Run, s: int, index: int, attempt: int, child_ctx: dict[str
     exe.invoke_seq += 1
     cid = child_execution_id(exe.id, exe.invoke_seq)
     exe.children[cid] = ChildRef(path=t.paths[s], kind="map", index=index, attempt=attempt)
-    data = {"definition_id": m.definition, "context": child_ctx, "parent_id": exe.id, "child_id": cid}
-    run.res.emits.append((cid, _event(start_event_id(cid), START, data)))
+    run.res.emits.append((cid, child_start(exe, cid, m.definition, child_ctx)))
 
 
 def _item_context(run: Run, s: int, item: Any, index: int) -> dict[str, Any]:

@@ -1,7 +1,7 @@
 """The one home of every reserved event name and every id the runtime derives from other ids.
 
-Every id the engine makes up is a function of ids it already has (the execution id, its version, a
-sequence number, the triggering event id), so re-running a step after a crash or a lost race produces
+Every id the engine makes up is a function of what the execution already holds (its id, its version, a
+sequence number, the triggering event id, its secret), so re-running a step after a crash or a lost race produces
 the same events and the same child executions, and every consumer can dedupe by id. Ids are capped at
 128 characters (the limit of :class:`~durastate.engine.model.Event` and of the stores' keys); a longer one
 is replaced by its SHA-256, which keeps it deterministic. Build ids here and nowhere else, so that the
@@ -37,6 +37,33 @@ of those ids first, nor forge the event it names. Per kind:
   a MAC under the schedule record's secret, :func:`run_witness`).
 - *Task ids* carry a MAC under the execution's secret (:func:`task_id`): a task has no stored state a
   forged answer could be checked against, so its unguessable id is the witness.
+- *Ids of events an execution emits or forwards* (``<execution>:<version>:<n>:<mac>``,
+  ``<event>:<region>:<mac>``: :func:`emit_event_id`, :func:`forwarded_event_id`) carry a MAC under the
+  emitting execution's secret. They are in the producers' namespace and the receiver applies them as
+  events of its own, with nothing stored to check them against, so only an unguessable id keeps a
+  producer from sending the receiver an event under it first and the true one from being dropped as a
+  duplicate. The MAC is a function of what the execution holds (its secret is committed with it), so a
+  re-run step derives the same ids; ``n`` counts over the whole commit, so two steps of one commit (a
+  resume's held events) never share an id.
+- *Starts of invoked and mapped children* (``{parent}~{n}``, sent through the queue by the relay) carry a
+  witness, :func:`run_witness` of the child's id under the parent's secret; the worker starts one only
+  with the parent's true witness, so a start sent first under a child's id with a context of its own is
+  refused. Region children are created by the relay itself, never through the queue: a start for one on
+  the queue has no witness and is refused.
+- *Ids that need neither*, and why: a start's ``<execution>:start`` (a start only ever creates an
+  execution that does not exist, and a derived execution's start needs its witness: an earlier start
+  under the id is either the producer's own execution or refused); the catch of a failed step
+  (``<event>:catch``, applied inside the worker's own step, never on a queue); the relay's
+  ``<event>:undeliverable`` notice (published to the notification sink, which no worker dedupes); the
+  ids the client and the CLI give the control events they send (the producer's own events). The control
+  events a parent passes to its children (``~cancel:…``, ``~suspend:…``, …) are in the runtime's namespace,
+  which the producer entries refuse; on the raw queue a producer may send a child the same control event
+  under an id of its own anyway, and one that changes nothing is not recorded — so taking such an id
+  first does no more than sending that control event, which a producer may.
+- *Executions stored before secrets* keep the plain forms (``<execution>:<version>:<n>``,
+  ``<event>:<region>``, ``<execution>~<n>``, starts without a witness) until a worker gives them a secret
+  (:mod:`durastate.runtime.keys`): at their next step, unless an invoked or mapped child of theirs is
+  running (whose start, sent without a witness, may still be on its way), then at the first step after.
 - *System records* (``~schedule~<name>``, ``~definition~…``, ``~clock~offset``: :func:`is_system_id`) accept
   no event at all from the queue: the wire refuses every event to one but the timer hop of a schedule's tick (which the
   hop consumer fires by the clock, never through the worker), and the worker refuses (dead-letters, with
@@ -266,10 +293,17 @@ def timeout_problem(target_id: str, event_id: str, data: dict[str, object], now:
 
 
 def run_witness(secret: str, execution_id: str) -> str:
-    """The witness a schedule record's start of run ``execution_id`` carries: the HMAC-SHA256 of the id
-    under the record's secret, cut to :data:`TASK_MAC_CHARS` hex characters. Run ids are derivable and in
-    the namespace no start from outside may take; the worker starts one only with a true witness."""
-    return hmac.digest(secret.encode(), execution_id.encode(), "sha256").hex()[:TASK_MAC_CHARS]
+    """The witness the start of a derived execution ``execution_id`` carries: the HMAC-SHA256 of the id
+    under the secret of whoever starts it (a schedule record, of its runs; a parent, of its invoked and
+    mapped children), cut to :data:`TASK_MAC_CHARS` hex characters. Their ids are derivable and in the
+    namespace no start from outside may take; the worker starts one only with a true witness."""
+    return _mac(secret, execution_id)
+
+
+def _mac(secret: str, text: str) -> str:
+    """The HMAC-SHA256 of ``text`` under ``secret``, cut to :data:`TASK_MAC_CHARS` hex characters: the
+    unguessable part of every id the rule makes a producer unable to derive."""
+    return hmac.digest(secret.encode(), text.encode(), "sha256").hex()[:TASK_MAC_CHARS]
 
 
 def definition_record_id(definition_id: str, version: str) -> str:
@@ -377,8 +411,7 @@ def task_id(execution_id: str, seq: int, secret: str | None) -> str:
     if not secret:
         return child_execution_id(execution_id, seq)
     text = f"{execution_id}{CHILD_SEPARATOR}{seq}"
-    mac = hmac.digest(secret.encode(), text.encode(), "sha256").hex()[:TASK_MAC_CHARS]
-    return _capped_child_id(f"{text}{CHILD_SEPARATOR}{mac}")
+    return _capped_child_id(f"{text}{CHILD_SEPARATOR}{_mac(secret, text)}")
 
 
 def task_seq(execution_id: str, task: str, secret: str | None, invoke_seq: int) -> int | None:
@@ -500,14 +533,37 @@ def retry_event_id(execution_id: str, fire_at: float) -> str:
     return timeout_event_id(execution_id, RETRY_PATH, fire_at)
 
 
-def emit_event_id(execution_id: str, version: int, seq: int) -> str:
-    """The ``seq``-th event an execution emits in the step that commits ``version``."""
-    return derived_id(execution_id, version, seq)
+def emit_event_id(execution_id: str, version: int, seq: int, secret: str | None = None) -> str:
+    """The ``seq``-th event an execution emits in the commit that moves it on from ``version``:
+    ``<execution id>:<version>:<n>:<mac>``.
+
+    ``seq`` counts over the whole commit (a resume that applies held events, a retry that succeeds, are
+    several steps in one commit), so no two events of one commit share an id. ``mac`` is an HMAC-SHA256 of
+    ``<execution id>:<version>:<n>`` under the execution's ``secret``, cut to :data:`TASK_MAC_CHARS` hex
+    characters: the receiver has no stored state to check an emitted event against (it is an ordinary event
+    of its own definition), so without the mac a producer could send the receiver an event under the id
+    first and the true one would be dropped as a duplicate. It is still a pure function of what the
+    execution holds, so a re-run step derives the same id. Without a secret (the engine alone, or an
+    execution a worker has not stepped since before emitted ids had one) it is the plain
+    ``<execution id>:<version>:<n>``. Over 128 characters: its SHA-256 hex (the mac hashed in).
+    """
+    text = f"{execution_id}:{version}:{seq}"
+    return _capped(f"{text}:{_mac(secret, text)}" if secret else text)
 
 
-def forwarded_event_id(event_id: str, child_id: str) -> str:
-    """An event a parallel state forwards to its region ``child_id``."""
-    return derived_id(event_id, child_id)
+def forwarded_event_id(event_id: str, child_id: str, secret: str | None = None) -> str:
+    """An event a parallel state forwards to its region ``child_id``: ``<event id>:<child id>:<mac>``.
+
+    ``mac`` is an HMAC-SHA256 of ``<event id>:<child id>`` under the forwarding (parent) execution's
+    ``secret``, for the reason :func:`emit_event_id` gives: a region applies the forwarded event as one of
+    its own, so the id must be one no producer can send it first. A leading ``~`` of the event id is left
+    out, so that a forwarded redrive (``~redrive:…``) is not taken by the region for a redrive of its own.
+    Without a secret: the plain ``<event id>:<child id>``, as before.
+    """
+    if not secret:
+        return derived_id(event_id, child_id)
+    text = f"{event_id.lstrip(SYSTEM_PREFIX)}:{child_id}"
+    return _capped(f"{text}:{_mac(secret, text)}")
 
 
 def timeout_event_id(execution_id: str, path: str, fire_at: float) -> str:

@@ -48,7 +48,6 @@ from durastate.engine.ids import (
     emit_event_id,
     finished_event_id,
     forwarded_event_id,
-    start_event_id,
     terminate_event_id,
 )
 from durastate.engine.model import (
@@ -189,7 +188,7 @@ class Run(StepResult):
         """Queue an event for another execution (``target``) or the notification sink (``None``)."""
         self.emit_seq += 1
         exe = self.exe
-        eid = emit_event_id(exe.id, exe.version, self.emit_seq)
+        eid = emit_event_id(exe.id, exe.version, self.emit_seq, exe.secret)
         self.res.emits.append((target, _event(eid, name, _snapshot(data))))
 
     def raise_internal(self, name: str, data: dict[str, Any]) -> None:
@@ -550,13 +549,7 @@ class Run(StepResult):
             cid = child_execution_id(exe.id, exe.invoke_seq)
             exe.children[cid] = ChildRef(path=t.paths[s], kind="invoke", attempt=self.invoke_attempt,
                                          parent_close=t.parent_close.get(s, "cancel"))
-            data = {
-                "definition_id": definition_id,
-                "context": _snapshot(child_ctx),
-                "parent_id": exe.id,
-                "child_id": cid,
-            }
-            self.res.emits.append((cid, _event(start_event_id(cid), START, data)))
+            self.res.emits.append((cid, fanout.child_start(exe, cid, definition_id, _snapshot(child_ctx))))
         for s in task_states:
             task = t.task[s]
             assert task is not None
@@ -564,10 +557,10 @@ class Run(StepResult):
 
     def forward(self, ev: Event) -> bool:
         """Send an event the parallel state does not handle to each running region, with derived ids."""
-        emits = self.res.emits
+        emits, secret = self.res.emits, self.exe.secret
         for cid, ref in self.exe.children.items():
             if ref.kind == "region" and ref.status == "running":
-                emits.append((cid, _event(forwarded_event_id(ev.id, cid), ev.name, ev.data)))
+                emits.append((cid, _event(forwarded_event_id(ev.id, cid, secret), ev.name, ev.data)))
         return bool(emits)
 
     # -- reserved events ------------------------------------------------------------------------------
@@ -722,11 +715,15 @@ _STARTED_FIELDS = (
 )
 
 
-def step(defn: Definition, exe: Execution, event: Event, now: float, *, detail: bool = False) -> StepResult:
+def step(defn: Definition, exe: Execution, event: Event, now: float, *, detail: bool = False,
+         emitted: int = 0) -> StepResult:
     """Apply ``event`` to ``exe`` (mutated in place) at time ``now``; return what to commit with it.
 
     ``detail``: the trace entry also lists the transitions taken (``"transitions"``, see
-    :func:`durastate.engine.tracing.describe_transitions`); off, the step records none of them."""
+    :func:`durastate.engine.tracing.describe_transitions`); off, the step records none of them.
+    ``emitted``: how many events earlier steps of the same commit emitted (a resume applying held events):
+    this step's emitted ids count on from there, so no two events of one commit share an id
+    (:func:`durastate.engine.ids.emit_event_id`)."""
     t = defn.tables
     # Hot path: read and write the execution's fields through its __dict__ (pydantic's __setattr__
     # costs a microsecond per write and validates nothing here anyway).
@@ -745,6 +742,8 @@ def step(defn: Definition, exe: Execution, event: Event, now: float, *, detail: 
         }
         return res
     run = res = (_inline_run() if t.has_inline else Run)(t, exe, event, now)
+    if emitted:
+        run.emit_seq = emitted
     if t.in_state:
         ACTIVE.set(run.is_active)
     if detail:

@@ -269,10 +269,13 @@ class Execution(BaseModel):
     the definition declares none."""
     secret: str | None = Field(default=None, exclude_if=_empty, repr=False)
     """A random key the runtime gives each execution when it first steps it, from which the engine derives
-    its task ids (:func:`durastate.engine.ids.task_id`): what makes a task's answer unforgeable by someone
-    who can only enqueue events. It is stored with the execution and nowhere else: no event, trace step,
-    ``show`` output or emitted data carries it. ``None``: tasks get the plain ``<id>~<n>`` ids (an
-    execution stepped by the engine alone, or not stepped by a worker since before executions had one)."""
+    its task ids and the ids of the events it emits and forwards (:func:`durastate.engine.ids.task_id`,
+    :func:`~durastate.engine.ids.emit_event_id`, :func:`~durastate.engine.ids.forwarded_event_id`): what
+    makes a task's answer unforgeable, and those events' ids impossible to claim first, by someone who can
+    only enqueue events. It is stored with the execution and nowhere else: no event, trace step, ``show``
+    output or emitted data carries it. ``None``: those ids are the plain ``<id>~<n>``, ``<id>:<version>:<n>``
+    and ``<event id>:<child id>`` (an execution stepped by the engine alone, or not stepped by a worker since
+    before executions had one)."""
     # Recovery and control. Empty on the happy path and then left out of the stored JSON entirely, so
     # an execution that never failed, paused or retried pays nothing for them.
     reason: str | None = Field(default=None, exclude_if=_empty)

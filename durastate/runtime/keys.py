@@ -1,12 +1,20 @@
-"""Per-execution secrets: the runtime's half of unforgeable task ids.
+"""Per-execution secrets: the runtime's half of the ids a producer cannot derive.
 
-The engine derives a task's id from its execution's :attr:`~durastate.engine.model.Execution.secret`
-(:func:`durastate.engine.ids.task_id`) but makes no randomness of its own (a step must be a pure function
-of what the execution holds), so the runtime draws the secret, once per execution of a definition that
-runs tasks, before the first step that could start one: the worker before it steps such an execution that
-has none (a new one, or one stored before secrets), the relay when it creates such a region child.
-Executions of other definitions carry none (not a byte more per commit). It is committed with the
-execution, so every later step, re-run or redrive derives the same ids.
+The engine derives the ids of an execution's tasks, of the events it emits and of the events it forwards to
+its regions from its :attr:`~durastate.engine.model.Execution.secret` (:func:`durastate.engine.ids.task_id`,
+:func:`~durastate.engine.ids.emit_event_id`, :func:`~durastate.engine.ids.forwarded_event_id`) but makes no
+randomness of its own (a step must be a pure function of what the execution holds), so the runtime draws
+the secret once per execution, before the first step that could derive one of those ids: the worker before
+it steps (or resumes, or releases held events of) an execution that has none — a new one, or one stored
+before secrets — and the relay when it creates a region child. Every execution gets one, whatever its
+definition: almost every definition emits, forwards or runs a task somewhere, and 32 hex characters per
+execution are cheaper than a wrong guess about which.
+
+It is committed with the execution, so every later step, re-run or redrive derives the same ids. A step
+that loses the commit's compare-and-swap is thrown away with the secret it drew (nothing it derived was
+written: the emitted events are in the same atomic commit), and the retry steps the reloaded execution,
+whose stored secret — or, if there still is none, a new one drawn for that attempt — is the one its
+committed ids are derived from.
 """
 
 from __future__ import annotations

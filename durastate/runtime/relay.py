@@ -134,8 +134,7 @@ class Relay:
                           definition_fqn=parent.definition_fqn, definition_version=parent.definition_version,
                           parent_id=parent.id, child_id=s.child_id,
                           root_path=s.root_path, context=dict(s.context), created_at=now)
-        if defn.tables.has_tasks:
-            give_secret(child)  # its region may start a task in this very step
+        give_secret(child)  # its region may emit or start a task in this very step
         start = Event(id=start_event_id(s.child_id), name=START)
         began = time.time_ns()
         res = step(defn, child, start, now, detail=True)

@@ -333,11 +333,14 @@ class Worker:
             if created is None:
                 return HandleResult.APPLIED  # a failed child was recorded and its parent notified
             exe, defn = created
+            give_secret(exe)  # before its first step derives an id (see durastate.runtime.keys)
         else:
             if event.name in _CHECKED or is_derived_event_id(event.id):
                 event = self._derived(exe, event, now)
             if self.copy_on_load and not blind:  # a kept copy is the worker's own already
                 before, exe = exe, detached_copy(exe)
+            if exe.secret is None and _may_give_secret(exe):
+                give_secret(exe)  # before any step (a resume's held events too): see durastate.runtime.keys
             if event.name == FINISHED and exe.children:
                 abandoned = self._abandoned(exe, event, now, blind)
                 if abandoned is not None:
@@ -346,8 +349,6 @@ class Worker:
             if controlled is not None:
                 return controlled
             defn = self.versions.of(exe)
-        if exe.secret is None and defn.tables.has_tasks:
-            give_secret(exe)  # before the first step that may start a task: its ids are unforgeable
         batch = _Batch()
         fresh = exe.version == 0
         if fresh:
@@ -674,7 +675,7 @@ class Worker:
             else:  # a user's start may not take an id in the runtime's namespace (children, schedule runs)
                 check_execution_id(target_id)
         else:
-            self._check_invoked(target_id, refs["parent_id"], refs["child_id"])
+            self._check_invoked(target_id, refs["parent_id"], refs["child_id"], data.get("witness"))
         try:
             defn, version = self.versions.newest(definition_id)
         except UnknownDefinition as err:
@@ -688,13 +689,17 @@ class Worker:
                         created_at=now)
         return exe, defn
 
-    def _check_invoked(self, target_id: str, parent_id: str, child_id: str | None) -> None:
+    def _check_invoked(self, target_id: str, parent_id: str, child_id: str | None, witness: object) -> None:
         """A start that says it creates an invoked child must be one its parent really asked for.
 
         Anyone who can enqueue can write ``parent_id`` into a start, and the child's ``finished`` notice
         would then steer the parent. The parent is the witness: the child's id is derived from the
         parent's id and an invoke number the parent has already used (it may have left the invoking
-        state since, and then cancels the child, which is why its ``children`` is not consulted).
+        state since, and then cancels the child, which is why its ``children`` is not consulted), and a
+        parent with a secret signs the starts it sends (:func:`durastate.engine.fanout.child_start`), so a
+        start sent first under its child's id, with a context of its own, is refused and the true one
+        still creates the child. (A parent without one — stored before secrets, and keeping none while an
+        invoked child of it runs: :func:`_may_give_secret` — is taken at its word, as before.)
         """
         parent = self.store.load(parent_id)
         if parent is None:
@@ -703,6 +708,10 @@ class Worker:
         if child_id not in (None, target_id) or not _is_child_of(target_id, parent):
             raise MalformedEvent(f"durastate.start for {target_id!r} names parent {parent_id!r}, which never "
                                  "invoked it; invoked children are started by their parent, not from outside")
+        if parent.secret and not (isinstance(witness, str)
+                                  and hmac.compare_digest(run_witness(parent.secret, target_id), witness)):
+            raise ReservedId(f"durastate.start for {target_id!r} does not carry its parent {parent_id!r}'s "
+                             "witness; invoked children are started by their parent, not from outside")
 
     def _check_scheduled(self, target_id: str, witness: object) -> None:
         """A start of a schedule's run (``<name>~<tick>``) must carry the witness its schedule record
@@ -783,6 +792,14 @@ def _check_timeout(target_id: str, event: Event) -> None:
     problem = timeout_problem(target_id, event.id, event.data, math.inf)
     if problem is not None:
         raise MalformedEvent(problem)
+
+
+def _may_give_secret(exe: Execution) -> bool:
+    """Whether an execution stored without a secret may get one now: not while an invoked or mapped child
+    of it runs, whose start (sent before it had one, so carrying no witness) may still be on its way — with
+    a secret the parent would no longer vouch for it (:meth:`Worker._check_invoked`). It gets one at its
+    first step after they have ended; until then its ids are the plain ones it always had."""
+    return not any(ref.kind in ("invoke", "map") and ref.status == "running" for ref in exe.children.values())
 
 
 def _is_child_of(child_id: str, parent: Execution) -> bool:
@@ -866,7 +883,7 @@ class _Batch:
         traced = worker.trace
         # The context before the step, for the trace's changed keys (copied only if none is at hand).
         context_before = (before.context if before is not None else _json_copy(exe.context)) if traced else None
-        res = step(defn, exe, event, now, detail=traced)
+        res = step(defn, exe, event, now, detail=traced, emitted=len(self.emits))
         if res.retry is not None:
             if before is None:
                 before = worker.store.load(exe.id)  # the committed state the step started from
@@ -909,7 +926,7 @@ class _Batch:
         else:
             before = detached_copy(exe)
             catch = Event.model_construct(id=derived_id(event.id, "catch"), name=CATCH, data=data)
-            res = step(defn, exe, catch, now, detail=worker.trace)
+            res = step(defn, exe, catch, now, detail=worker.trace, emitted=len(self.emits))
             if worker.trace and res.trace:
                 step_details(res.trace, now, catch, res.emits, res.timers, res.spawns, (before.context, exe.context),
                              archive=keeps_history(worker.store))

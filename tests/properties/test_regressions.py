@@ -17,9 +17,16 @@ from typing import Any
 import pytest
 
 from durastate.engine import DefinitionRegistry, load_definition
-from durastate.engine.ids import child_execution_id, finished_event_id, is_system_id, timeout_event_id
+from durastate.engine.ids import (
+    child_execution_id,
+    emit_event_id,
+    finished_event_id,
+    forwarded_event_id,
+    is_system_id,
+    timeout_event_id,
+)
 from durastate.engine.model import Event
-from durastate.errors import MalformedEvent
+from durastate.errors import DurastateError, MalformedEvent
 from durastate.transport import parse_envelope
 from tests.store.conformance.backends import BACKENDS, BackendRequest, open_backend
 
@@ -199,6 +206,108 @@ def test_an_event_id_a_producer_chose_cannot_suppress_a_finished_notice(driver: 
     parent = driver.store.load("i1")
     assert parent is not None and (parent.status, parent.outcome) == ("finished", "ok"), (
         f"the parent is {parent.status} in {parent.active_path!r} after its child finished")
+
+
+def send(driver: Driver, target: str, eid: str, name: str, data: dict[str, Any] | None = None) -> None:
+    """One message on the raw queue (no producer entry's check), which must be accepted."""
+    out = driver.deliver(json.dumps({"target_id": target, "event": {"id": eid, "name": name, "data": data or {}}}))
+    assert out.accepted, out
+
+
+@pytest.mark.parametrize("name", ["inc", "unhandled"])
+@pytest.mark.parametrize("driver", store_params((), ""), indirect=True)
+def test_an_event_id_a_producer_chose_cannot_suppress_an_emitted_event(driver: Driver, name: str) -> None:
+    """Emitted events had the plain ids ``<execution>:<version>:<n>``, in the producers' namespace: a
+    producer's event to the receiver under that id, first, was marked applied and the true event then
+    dropped as a duplicate. The id now carries a mac under the emitter's secret (``emit_event_id``)."""
+    send(driver, "c1", "s1", "durastate.start", {"definition_id": "counter"})
+    send(driver, "c2", "s2", "durastate.start", {"definition_id": "counter", "context": {"peer": "c1"}})
+    emitter = driver.store.load("c2")
+    assert emitter is not None
+    guess = emit_event_id("c2", emitter.version, 1)  # the id c2's next step would have given its first event
+    send(driver, "c1", guess, name)
+    send(driver, "c2", "p1", "poke")  # c2 sends c1 an inc
+    c1 = driver.store.load("c1")
+    own = 1 if name == "inc" else 0  # the producer's own inc counts, under whatever id it chose
+    assert c1 is not None and c1.context["count"] == own + 1, f"c2's inc was dropped: {c1.context}"
+    check_namespace(driver, "c1")
+
+
+@pytest.mark.parametrize("name", ["go", "unhandled"])
+@pytest.mark.parametrize("driver", store_params((), ""), indirect=True)
+def test_an_event_id_a_producer_chose_cannot_suppress_a_forwarded_event(driver: Driver, name: str) -> None:
+    """The sibling for a parallel state's regions: the event it forwards to region ``f1~1`` had the id
+    ``<event id>:f1~1``. A producer's event to the region under it, first, left the region waiting for an
+    event it had dropped, and the parallel state never done."""
+    send(driver, "f1", "s1", "durastate.start", {"definition_id": "fork"})
+    left = child_execution_id("f1", 1)
+    send(driver, left, forwarded_event_id("go1", left), name)
+    send(driver, "f1", "go1", "go")  # forwarded to both regions: both end, so does f1
+    f1 = driver.store.load("f1")
+    assert f1 is not None and (f1.status, f1.outcome) == ("finished", "joined"), (
+        f"f1 is {f1.status} in {f1.active_path!r}: the forwarded go was dropped")
+    check_namespace(driver, "f1")
+
+
+@pytest.mark.parametrize("witness", [None, "0123456789abcdef"])
+@pytest.mark.parametrize("driver", store_params((), ""), indirect=True)
+def test_a_producer_cannot_start_an_invoked_child_before_its_parent_does(driver: Driver, witness: str | None) -> None:
+    """An invoked child's start was taken on the word of its data (``parent_id``, ``child_id``) and of the
+    parent's invoke count: a producer's start under the child's id, sent between the parent's commit and
+    the relay's delivery of the true start, created the child with a context of its own, whose output the
+    parent then took for its child's. The parent now signs its children's starts (a witness under its
+    secret); the forged one is refused and the true one creates the child."""
+    assert driver.rt.worker.handle("i1", Event(id="s1", name="durastate.start", data={"definition_id": "invoker"}))
+    child = child_execution_id("i1", 1)  # its start is in the outbox, not relayed yet
+    forged = {"definition_id": "counter", "context": {"count": 666}, "parent_id": "i1", "child_id": child,
+              **({"witness": witness} if witness else {})}
+    out = driver.deliver({"target_id": child, "event": {"id": f"{child}:start", "name": "durastate.start",
+                                                        "data": forged}})
+    assert not out.accepted and isinstance(out.error, DurastateError), out  # then the relay's round
+    send(driver, child, "stop1", "stop")
+    kid, parent = driver.store.load(child), driver.store.load("i1")
+    assert kid is not None and kid.context["count"] == 0, f"the child runs the producer's context: {kid.context}"
+    assert parent is not None and (parent.status, parent.outcome) == ("finished", "ok"), parent
+
+
+@pytest.mark.parametrize("driver", store_params((), ""), indirect=True)
+def test_a_parent_stored_before_secrets_gets_none_while_its_child_may_still_be_starting(driver: Driver) -> None:
+    """A parent stored before secrets sent its child's start without a witness. It gets no secret while
+    that child runs (it would no longer vouch for the start), so the start still creates the child; once
+    the child has ended, the parent's next step gives it one."""
+    worker = driver.rt.worker
+    assert worker.handle("i1", Event(id="s1", name="durastate.start", data={"definition_id": "invoker"}))
+    parent = driver.store.load("i1")
+    assert parent is not None
+    parent.secret = None
+    driver.store.commit(parent, [], processed_event_id="stored-before-secrets")
+    worker.forget()
+    assert worker.handle("i1", Event(id="u1", name="unhandled")) == "ignored"
+    parent = driver.store.load("i1")
+    assert parent is not None and parent.secret is None
+    child = child_execution_id("i1", 1)
+    legacy = {"definition_id": "counter", "context": {}, "parent_id": "i1", "child_id": child}
+    send(driver, child, f"{child}:start", "durastate.start", legacy)  # as the relay sent it before secrets
+    assert driver.store.load(child) is not None
+    send(driver, child, "stop1", "stop")
+    send(driver, "i1", "u2", "unhandled")
+    parent = driver.store.load("i1")
+    assert parent is not None and (parent.status, parent.outcome) == ("finished", "ok") and parent.secret
+
+
+@pytest.mark.parametrize("driver", store_params((), ""), indirect=True)
+def test_the_events_two_held_steps_emit_in_one_commit_are_all_delivered(driver: Driver) -> None:
+    """Found on the way: a resume applies the events held meanwhile in one commit, and each step numbered
+    its emitted events from 1 at the same version, so the second step's event had the first one's id and
+    was dropped by the receiver as a duplicate. The numbering now runs over the whole commit."""
+    send(driver, "c1", "s1", "durastate.start", {"definition_id": "counter"})
+    send(driver, "c2", "s2", "durastate.start", {"definition_id": "counter", "context": {"peer": "c1"}})
+    send(driver, "c2", "z1", "durastate.suspend")
+    send(driver, "c2", "p1", "poke")
+    send(driver, "c2", "p2", "poke")  # both held
+    send(driver, "c2", "r1", "durastate.resume")
+    c1 = driver.store.load("c1")
+    assert c1 is not None and c1.context["count"] == 2, f"one of the two incs was dropped: {c1.context}"
 
 
 @pytest.mark.parametrize("name", ["durastate.timeout", "durastate.finished", "durastate.cancel",

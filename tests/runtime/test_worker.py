@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from durastate.engine import DefinitionRegistry, control, load_definition
-from durastate.engine.ids import RESUME, SUSPEND, finished_event_id
+from durastate.engine.ids import RESUME, SUSPEND, emit_event_id, finished_event_id
 from durastate.engine.model import FINISHED, START, Event, Execution
 from durastate.engine.versions import definition_version
 from durastate.errors import (
@@ -140,6 +140,29 @@ def test_events_for_an_ended_execution_are_consumed_and_ignored(
     assert again is not None and again.context["count"] == 0 and again.status == "finished"
 
 
+def test_a_step_rerun_after_a_lost_race_derives_its_emitted_ids_from_the_stored_secret(
+        any_store: ExecutionStore, registry: DefinitionRegistry, clock: ManualClock) -> None:
+    """An execution stored before secrets gets one at its next step. When that step loses the commit's
+    compare-and-swap to another worker (which gave it one first), the re-run steps the reloaded execution:
+    the events it emits carry ids derived from the secret stored with it, so a later re-run of the same
+    step (after a crash) would derive the very same ids."""
+    store = HookedStore(any_store)
+    w1 = Worker(store, registry, clock)  # type: ignore[arg-type]
+    w2 = Worker(store, registry, clock)  # type: ignore[arg-type]
+    w1.handle("c1", start_event("c1", context={"peer": "c2"}))
+    legacy = store.load("c1")
+    assert legacy is not None
+    legacy.secret = None
+    store.commit(legacy, [], processed_event_id="stored-before-secrets")
+    store.before_commit = lambda _exe: w2.handle("c1", ev("inc", "i1"))
+    assert w1.handle("c1", ev("poke", "p1")) == "applied"
+    assert w1.conflicts == 1
+    stored = store.load("c1")
+    assert stored is not None and stored.secret
+    (entry,) = [e for e in store.pending_outbox() if e.target_id == "c2"]
+    assert entry.event.id == emit_event_id("c1", stored.version - 1, 1, stored.secret)
+
+
 def test_a_conflict_is_retried_and_the_result_equals_serial_application(
         any_store: ExecutionStore, registry: DefinitionRegistry, clock: ManualClock) -> None:
     store = HookedStore(any_store)
@@ -159,7 +182,7 @@ def test_a_conflict_is_retried_and_the_result_equals_serial_application(
         s.handle("c1", e)
     serial = serial_store.load("c1")
     assert concurrent is not None and serial is not None
-    assert concurrent.secret is None and serial.secret is None  # no tasks in this definition: no secret
+    assert concurrent.secret and serial.secret  # every execution has one; random, so compared on being there
     assert concurrent.model_dump(exclude={"secret"}) == serial.model_dump(exclude={"secret"})
     assert store.read_trace("c1") == serial_store.read_trace("c1")
     assert store.due_timers(clock() + 60) == serial_store.due_timers(clock() + 60)
