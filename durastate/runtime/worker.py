@@ -627,10 +627,13 @@ class Worker:
         return self.keep_bytes > 0
 
     def _keep(self, exe: Execution) -> None:
-        """Keep ``exe`` as the most recently committed; drop the least recently committed past the budget."""
+        """Keep ``exe`` as the most recently committed; drop the least recently committed past the budget.
+        One larger than the whole budget is not kept (rather than dropping every other to make room)."""
         kept, sizes = self._kept, self._sizes
         self._take(exe.id)
         size = kept_size(exe)
+        if size > self.keep_bytes:
+            return
         kept[exe.id] = exe
         sizes[exe.id] = size
         self._kept_bytes += size

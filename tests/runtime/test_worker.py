@@ -533,3 +533,7 @@ def test_a_larger_execution_counts_for_more_of_the_budget(
     assert w.kept_bytes == small_size + big_size
     w.forget()
     assert w.kept_bytes == 0 and w.committed("small") is None
+    w = Worker(sqlite_store, registry, clock, keep_bytes=big_size - 1)
+    w.handle("small", ev("inc", "s1"))
+    w.handle("big", ev("inc", "b1"))  # larger than the whole budget: not kept, and the others stay
+    assert w.committed("big") is None and w.committed("small") is not None
