@@ -57,10 +57,6 @@ from durastate.runtime.local import is_transient
 from durastate.runtime.retention import Retention
 from durastate.transport.base import DeadLetter
 
-EXCLUSIVE_KEEP = 4096
-"""Executions ``serve`` keeps after committing them (a few MB for typical ones; older ones are loaded again):
-each next event of one is checked against the stored version first where its definition runs Python (or, with
-``--exclusive``, not even there); a declarative one's stale copy is refused by the commit instead."""
 FIRST_ERROR_WAIT = 0.5
 """Seconds to wait after the first failed round (or ``--poll``, if longer)."""
 MAX_ERROR_WAIT = 30.0
@@ -129,10 +125,10 @@ def serve(
                     "(outbox, spawns, due timers)")
     runtime = LocalRuntime(sess.store, sess.registry, transport, clock, batch_size=batch,
                            sink=_PrintSink(quiet), lease_seconds=lease,
-                           keep_committed=EXCLUSIVE_KEEP, exclusive=exclusive, trace=trace,
+                           exclusive=exclusive, trace=trace,
                            on_dead_letter=lambda letter: _print_dead_letter(sess, letter),
                            retention=Retention(sess.store, retention, clock) if retention is not None else None)
-    if exclusive and not runtime.worker.keep_committed:
+    if exclusive and not runtime.worker.keeps:
         output.note(f"--exclusive has no effect on {sess.scheme}:// (its commits cannot check the event "
                     "themselves): every event is read first")
     if not quiet:
@@ -283,7 +279,8 @@ class _ReportingWorker(Worker):
     def __init__(self, inner: Worker, sess: Session) -> None:
         super().__init__(inner.store, inner.registry, inner.clock, inner.max_conflict_retries,
                          copy_on_load=inner.copy_on_load, trace=inner.trace,
-                         keep_committed=inner.keep_committed, exclusive=inner.exclusive,
+                         keep_committed=inner.keep_committed, keep_bytes=inner.keep_bytes,
+                         exclusive=inner.exclusive,
                          telemetry=inner.telemetry)
         self._sess = sess
         self._day = time.strftime("%Y-%m-%d", time.localtime(self.clock()))

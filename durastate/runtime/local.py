@@ -61,7 +61,7 @@ from durastate.runtime.schedules import SyncReport, sync_schedules
 from durastate.runtime.sweeper import Sweeper
 from durastate.runtime.tasks import TaskRunner
 from durastate.runtime.telemetry import Telemetry
-from durastate.runtime.worker import HandleResult, Worker
+from durastate.runtime.worker import DEFAULT_KEEP_BYTES, HandleResult, Worker
 from durastate.store.base import ExecutionStore
 from durastate.store.control import (
     Redriven,
@@ -195,8 +195,8 @@ class LocalRuntime:
                  sweep_limit: int = 500, sweep_interval: float = 1.0, lease_seconds: float = 30.0,
                  max_conflict_retries: int = 8, copy_on_load: bool | None = None,
                  on_dead_letter: Callable[[DeadLetter], None] | None = None,
-                 keep_committed: int | None = None, exclusive: bool = False,
-                 retry_backoff: Backoff | None = None,
+                 keep_committed: int | None = None, keep_bytes: int = DEFAULT_KEEP_BYTES,
+                 exclusive: bool = False, retry_backoff: Backoff | None = None,
                  rand: Callable[[], float] = random.random,
                  dead_letter_box: DeadLetterBox | None = None, retention: Retention | None = None,
                  tasks: TaskRunner | None = None, trace: bool = True, tracer_provider: Any = None) -> None:
@@ -219,10 +219,12 @@ class LocalRuntime:
         self.sweep_interval = sweep_interval
         self._last_sweep = float("-inf")
         self.lease_seconds = lease_seconds
-        # keep_committed (default: Worker's DEFAULT_KEEP) and exclusive (trust kept copies unread): see Worker.
+        # keep_bytes (the kept copies' memory budget), keep_committed (a cap on their number) and exclusive
+        # (trust kept copies unread): see Worker.
         telemetry = Telemetry(tracer_provider)
         self.worker = Worker(store, registry, clock, max_conflict_retries, copy_on_load=copy_on_load,
-                             keep_committed=keep_committed, exclusive=exclusive, trace=trace, telemetry=telemetry)
+                             keep_committed=keep_committed, keep_bytes=keep_bytes, exclusive=exclusive, trace=trace,
+                             telemetry=telemetry)
         # ``trace=False`` is the deployment choice AWS makes by default: no trace step with each commit, except
         # for a step that failed (``Worker.trace_failures``), so ``show``/``trace`` can still say what happened.
         self.worker.trace_failures = not trace

@@ -89,3 +89,21 @@ def test_a_transport_on_its_own_connection_is_not_grouped(
     assert stats.applied == 4
     exe = store.load("a")
     assert exe is not None and exe.context["count"] == 3
+
+
+def test_the_runtimes_kept_copies_follow_its_memory_budget(
+        store: SqliteStore, registry: DefinitionRegistry, clock: ManualClock) -> None:
+    transport = SqliteTransport(store, clock)
+    for target in ("a", "b"):
+        queue(transport, target, ["inc"] * 3)
+    kept = LocalRuntime(store, registry, transport, clock)
+    assert kept.run_once().applied == 8
+    assert kept.worker.committed("a") is not None and kept.worker.committed("b") is not None
+    for target in ("a", "b"):
+        queue(transport, target, ["inc"] * 3, tag="f")
+    tight = LocalRuntime(store, registry, transport, clock, keep_bytes=1)  # no execution fits: each is loaded
+    assert tight.run_once().applied == 6
+    assert tight.worker.keeps and tight.worker.committed("a") is None and tight.worker.kept_bytes == 0
+    for target in ("a", "b"):
+        exe = store.load(target)
+        assert exe is not None and exe.context["count"] == 6

@@ -22,7 +22,7 @@ from durastate.errors import (
     UnknownExecution,
 )
 from durastate.runtime import HandleResult, ManualClock, Worker
-from durastate.runtime.worker import DEFAULT_KEEP, detached_copy, returns_live_objects
+from durastate.runtime.worker import DEFAULT_KEEP_BYTES, detached_copy, kept_size, returns_live_objects
 from durastate.store import DictStore
 from durastate.store.base import ExecutionStore
 from durastate.store.migration import migrate_execution
@@ -398,7 +398,7 @@ def test_kept_copies_are_the_default_and_cost_one_version_read_only_where_python
         sqlite_store: ExecutionStore, registry: DefinitionRegistry, clock: ManualClock, calls: Calls) -> None:
     store = CountingStore(sqlite_store)
     w = Worker(store, registry, clock)  # type: ignore[arg-type]
-    assert w.keep_committed == DEFAULT_KEEP and not w.exclusive
+    assert w.keep_bytes == DEFAULT_KEEP_BYTES and w.keep_committed is None and not w.exclusive
     w.handle("plain", start_event("plain"))
     w.handle("py", start_event("py", "counted"))
     for i in range(3):
@@ -465,7 +465,7 @@ def test_two_workers_taking_turns_on_one_execution_apply_every_event_once(
         definition: str) -> None:
     stores = {name: CountingStore(checking_store) for name in "AB"}
     workers = {name: Worker(store, registry, clock) for name, store in stores.items()}  # type: ignore[arg-type]
-    assert all(w.keep_committed for w in workers.values())
+    assert all(w.keeps for w in workers.values())
     workers["A"].handle("c1", start_event("c1", definition))
     events = [f"e{i}" for i in range(len(TURNS))]
     for eid, turn in zip(events, TURNS, strict=True):
@@ -486,6 +486,77 @@ def test_two_workers_taking_turns_on_one_execution_apply_every_event_once(
 
 def test_keep_committed_is_ignored_on_a_store_whose_commit_cannot_check_the_event(
         dict_store: DictStore, registry: DefinitionRegistry) -> None:
-    assert Worker(dict_store, registry, keep_committed=8).keep_committed == 0
+    w = Worker(dict_store, registry, keep_committed=8)
+    assert w.keep_committed == 0 and w.keep_bytes == 0 and not w.keeps
     with pytest.raises(ValueError, match="keep_committed"):
         Worker(dict_store, registry, keep_committed=-1)
+    with pytest.raises(ValueError, match="keep_bytes"):
+        Worker(dict_store, registry, keep_bytes=-1)
+
+
+def _round_robin(w: Worker, ids: list[str], rounds: int) -> None:
+    for eid in ids:
+        w.handle(eid, start_event(eid))
+    for r in range(rounds):
+        for eid in ids:
+            assert w.handle(eid, ev("inc", f"{eid}:{r}")) == "applied"
+
+
+def test_ten_thousand_executions_taking_turns_stay_kept_under_the_default_budget(
+        sqlite_store: ExecutionStore, registry: DefinitionRegistry, clock: ManualClock) -> None:
+    store = CountingStore(sqlite_store)
+    w = Worker(store, registry, clock)  # type: ignore[arg-type]
+    ids = [f"x{i}" for i in range(10_000)]
+    _round_robin(w, ids, 1)
+    assert store.reads == len(ids)  # each start's dedupe check; no load for any later event
+    assert w.kept_bytes <= w.keep_bytes
+    exe = sqlite_store.load(ids[0])
+    assert exe is not None and exe.context["count"] == 1
+
+
+def test_a_small_budget_drops_the_least_recently_committed_and_loads_it_again(
+        sqlite_store: ExecutionStore, registry: DefinitionRegistry, clock: ManualClock) -> None:
+    store = CountingStore(sqlite_store)
+    w = Worker(store, registry, clock)  # type: ignore[arg-type]
+    w.handle("probe", start_event("probe"))
+    size = kept_size(w.committed("probe"))  # type: ignore[arg-type]
+    w = Worker(store, registry, clock, keep_bytes=3 * size)  # type: ignore[arg-type]
+    for eid in ("a", "b", "c"):
+        w.handle(eid, start_event(eid))
+    reads = store.reads
+    w.handle("a", ev("inc", "a1"))  # a is now the most recent: b is the least recently committed
+    w.handle("d", start_event("d"))  # one over the budget: b is dropped
+    assert w.committed("b") is None and all(w.committed(eid) is not None for eid in "acd")
+    assert w.kept_bytes <= w.keep_bytes
+    assert store.reads == reads + 1  # only d's dedupe check
+    assert w.handle("b", ev("inc", "b1")) == "applied"  # loaded again, and the result is right
+    assert store.reads == reads + 2
+    exe = sqlite_store.load("b")
+    assert exe is not None and exe.context["count"] == 1
+
+
+def test_keep_committed_still_caps_the_number_kept(
+        sqlite_store: ExecutionStore, registry: DefinitionRegistry, clock: ManualClock) -> None:
+    store = CountingStore(sqlite_store)
+    w = Worker(store, registry, clock, keep_committed=2)  # type: ignore[arg-type]
+    _round_robin(w, ["a", "b", "c"], 1)  # three in turn, two kept: each next event is loaded
+    assert store.reads == 6
+    assert w.committed("a") is None and w.committed("c") is not None
+
+
+def test_a_larger_execution_counts_for_more_of_the_budget(
+        sqlite_store: ExecutionStore, registry: DefinitionRegistry, clock: ManualClock) -> None:
+    w = Worker(sqlite_store, registry, clock)
+    w.handle("small", start_event("small"))
+    big = start_event("big")
+    big.data["context"] = {"count": 0, "notes": ["x" * 1000] * 100}
+    w.handle("big", big)
+    small_size, big_size = kept_size(w.committed("small")), kept_size(w.committed("big"))  # type: ignore[arg-type]
+    assert big_size > small_size + 100_000
+    assert w.kept_bytes == small_size + big_size
+    w.forget()
+    assert w.kept_bytes == 0 and w.committed("small") is None
+    w = Worker(sqlite_store, registry, clock, keep_bytes=big_size - 1)
+    w.handle("small", ev("inc", "s1"))
+    w.handle("big", ev("inc", "b1"))  # larger than the whole budget: not kept, and the others stay
+    assert w.committed("big") is None and w.committed("small") is not None
