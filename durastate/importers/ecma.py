@@ -246,9 +246,19 @@ def parse(text: str) -> Node:
 
 def bind(node: Node, constants: Mapping[str, Any]) -> Node:
     """``node`` with each variable named in ``constants`` replaced by its value as a literal: the system
-    variables whose value the document fixes (SCXML's ``_name`` is the ``<scxml name>``)."""
-    if node[0] == "name" and isinstance(node[1], str) and node[1] in constants:
-        return ("lit", constants[node[1]])
+    variables whose value the document fixes (SCXML's ``_name`` is the ``<scxml name>``, ``_ioprocessors``
+    the processors it has). A key may name a member (``_event.data``: the ``<donedata>`` of the done event a
+    transition handles); a member of a bound value is read now (:class:`Unsupported` if it has none)."""
+    path = _path(node)
+    if path is not None:
+        dotted = ".".join(str(p) for p in path)
+        if dotted in constants:
+            return ("lit", constants[dotted])
+    if node[0] == "member":
+        base = bind(node[1], constants)
+        if base[0] == "lit":
+            return ("lit", _member(base[1], node[2], _render(node)))
+        return ("member", base, node[2])
 
     def part(item: Any) -> Any:
         if isinstance(item, tuple) and item and isinstance(item[0], str):
@@ -258,6 +268,15 @@ def bind(node: Node, constants: Mapping[str, Any]) -> Node:
         return item
 
     return tuple(part(item) for item in node)
+
+
+def _member(value: Any, key: str | int, text: str) -> Any:
+    """``value[key]`` of a constant; :class:`Unsupported` where it has no such member."""
+    if isinstance(value, dict) and isinstance(key, str) and key in value:
+        return value[key]
+    if isinstance(value, list) and isinstance(key, int) and 0 <= key < len(value):
+        return value[key]
+    raise Unsupported(f"{text} has no value the document fixes")
 
 
 def _render(node: Node) -> str:

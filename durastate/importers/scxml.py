@@ -12,9 +12,10 @@ What maps (see docs/importing.md): ``<state>``, ``<parallel>``, ``<final>``, ``<
 executable content ``<raise>``, ``<send>`` (to the session itself, ``#_internal`` or ``#_parent``, without
 a delay), ``<assign>``, ``<log>``, ``<if>`` (guarded transitions in a transition's content, else a ``choose``
 action) and ``<foreach>`` (a ``foreach`` action); ``<datamodel>``/``<data>`` with constant values become the
-context. Conditions and values go through :mod:`durastate.importers.ecma` (the ``ecmascript`` datamodel's
-subset). Everything else (``<script>``, ``<cancel>``, ``<invoke>``, ``<donedata>``, delayed sends, expressions
-outside the subset, several targets) is reported with its element path and line.
+context; a constant ``<donedata>`` is what the parent's ``done.state`` transitions read as ``_event.data``.
+Conditions and values go through :mod:`durastate.importers.ecma` (the ``ecmascript`` datamodel's
+subset). Everything else (``<script>``, ``<cancel>``, ``<invoke>``, delayed sends, expressions outside the
+subset, several targets) is reported with its element path and line.
 
 SCXML ids are global and durastate paths are nested, so each id becomes a state name and each target the
 full dotted path of the state with that id (which durastate resolves from the top), as does ``In('id')``
@@ -25,6 +26,7 @@ since a durastate region is a compound state.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -168,6 +170,7 @@ class _Converter:
         self.restored: set[str] = set()
         self.constants: dict[str, Any] = {}  # system variables the document fixes: _name
         self.generated = 0
+        self.done_values: dict[int, tuple[Any, str | None]] = {}  # see donedata
 
     def report(self, el: _El, message: str) -> None:
         self.issues.append(ImportIssue(el.path, message, el.line))
@@ -228,6 +231,7 @@ class _Converter:
         name = root.attrs.get("name") or (PurePath(self.source).stem if self.source else "imported")
         if "name" in root.attrs:
             self.constants["_name"] = root.attrs["name"]
+        self.constants["_ioprocessors"] = _IOPROCESSORS
         self.name_states(root, "")
         self.entered_once = self.once_states()
         context = self.datamodel(root)
@@ -407,6 +411,7 @@ class _Converter:
         timers: list[Any] | None = [] if id(el) in self.entered_once else None
         on_done: list[Any] = []
         on: list[tuple[str, str, list[Any]]] = []  # (key as written, descriptor, transitions)
+        done_error: Any = None
         always: list[Any] = []
         for child in el.children:
             if child.foreign:
@@ -424,8 +429,13 @@ class _Converter:
             elif child.tag == "invoke":
                 self.report(child, "<invoke> is not supported: run the other chart as its own definition and "
                                    "write `invoke: {definition: ...}` in durastate")
+            elif child.tag == "donedata" and el.tag == "final" and not any(c is el for c in self.root.children):
+                error = self.donedata(el)[1]
+                if error is not None:
+                    done_error = _raised_error(error)  # SCXML evaluates it once the final state is entered
             elif child.tag == "donedata":
-                self.report(child, "<donedata> is not supported: a durastate execution's output is its context")
+                self.report(child, "<donedata> of a top-level <final> is not supported: a durastate "
+                                   "execution's output is its context")
         states, initial = self.children(el)
         if region and el.tag == "state" and not states:
             # SCXML lets a region be an atomic state; a durastate region is compound: one plain leaf inside it,
@@ -436,6 +446,8 @@ class _Converter:
         for key in el.attrs:
             if key not in ("id", "initial"):
                 self.report(el, f"the attribute {key!r} of <{el.tag}> is not supported")
+        if done_error is not None:
+            entry.append(done_error)
         if entry:
             out["entry"] = entry
         if exit_:
@@ -473,6 +485,101 @@ class _Converter:
     # -- transitions ----------------------------------------------------------------------------------------
     def transition(self, state: _El, el: _El, on: list[tuple[str, str, list[Any]]], always: list[Any],
                    on_done: list[Any]) -> None:
+        data = self.done_event_data(state, el)
+        if data is _NOTHING:
+            return
+        if data is None:
+            self.add_transition(state, el, on, always, on_done)
+            return
+        self.constants["_event.data"] = data[0]  # what _event.data reads in this transition: its donedata
+        try:
+            self.add_transition(state, el, on, always, on_done)
+        finally:
+            del self.constants["_event.data"]
+
+    def done_event_data(self, state: _El, el: _El) -> Any:
+        """For a transition on the own ``done.state.<id>`` of compound ``state``, ``(data,)``: the
+        ``<donedata>`` of its final children, the same for each (a constant the import reads for
+        ``_event.data``); ``None`` when none has one or the transition is on other events; ``_NOTHING`` when
+        they differ (reported)."""
+        if state.tag != "state" or el.attrs.get("event", "").split() != [f"done.state.{state.attrs.get('id')}"]:
+            return None
+        finals = [c for c in state.children if c.tag == "final" and not c.foreign]
+        values = [self.donedata(f)[0] for f in finals]
+        if all(v is None for v in values):
+            return None
+        if any(v is _NOTHING for v in values):
+            self.report(el, "the <donedata> of the final states it completes on does not map (reported there)")
+            return _NOTHING
+        if any(v != values[0] for v in values):
+            self.report(el, "the final states of the state give different <donedata>: durastate's on_done "
+                            "does not know which one was reached")
+            return _NOTHING
+        return (values[0],)
+
+    def donedata(self, final: _El) -> tuple[Any, str | None]:
+        """The value of the ``<donedata>`` of ``final`` (``None``: it has none; ``_NOTHING``: reported) and,
+        if SCXML fails to evaluate it (a ``<param location>`` that is not declared), why: SCXML raises
+        ``error.execution`` then. The value must be a constant: it is what ``_event.data`` reads in the
+        parent's ``done.state`` transitions, bound when the document is imported."""
+        key = id(final)
+        if key not in self.done_values:
+            self.done_values[key] = self._donedata(final)
+        return self.done_values[key]
+
+    def _donedata(self, final: _El) -> tuple[Any, str | None]:
+        blocks = [c for c in final.children if c.tag == "donedata" and not c.foreign]
+        if not blocks:
+            return None, None
+        block = blocks[0]
+        contents = [c for c in block.children if c.tag == "content" and not c.foreign]
+        params = [c for c in block.children if c.tag == "param" and not c.foreign]
+        if len(blocks) > 1 or (contents and params) or len(contents) > 1 or \
+                len(contents) + len(params) != len(block.children):
+            self.report(block, "<donedata> holds one <content> or <param>s")
+            return _NOTHING, None
+        error: str | None = None
+        value: Any
+        if contents:
+            value = self.content(contents[0])
+        else:
+            value = {}
+            for param in params:
+                name, expr, location = (param.attrs.get(k) for k in ("name", "expr", "location"))
+                if not name or (expr is None) == (location is None):
+                    self.report(param, "<param> needs a name and an expr or a location")
+                    return _NOTHING, None
+                if location is not None:
+                    head = re.split(r"[.\[]", location.strip(), maxsplit=1)[0]
+                    if head not in self.variables and head not in self.constants:
+                        error = error or f"<param location={location!r}>: {head!r} is not declared"
+                        continue
+                value[name] = self.value(param, expr if expr is not None else str(location), "expr")
+                if value[name] is _NOTHING:
+                    return _NOTHING, error
+        if value is _NOTHING:
+            return _NOTHING, error
+        if _has_reference(value):
+            self.report(block, "<donedata> that reads the datamodel or the event is not supported: it maps only "
+                               "as a constant (the parent's done.state transitions read it as _event.data)")
+            return _NOTHING, error
+        return _unescape(value), error
+
+    def content(self, el: _El) -> Any:
+        """The value of a ``<content>``: its ``expr``, or its text (JSON if it is JSON, else the text)."""
+        if el.children:
+            self.report(el, "<content> with elements (XML content) is not supported")
+            return _NOTHING
+        if "expr" in el.attrs:
+            return self.value(el, el.attrs["expr"], "expr")
+        text = el.text.strip()
+        try:
+            return json.loads(text)
+        except ValueError:
+            return "$" + text if text.startswith("$") else text
+
+    def add_transition(self, state: _El, el: _El, on: list[tuple[str, str, list[Any]]], always: list[Any],
+                       on_done: list[Any]) -> None:
         tr: dict[str, Any] = {}
         ok = True
         for key in el.attrs:
@@ -930,6 +1037,9 @@ class _Converter:
 
 
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_IOPROCESSORS: dict[str, Any] = {_SCXML_PROCESSOR[0]: {}, _SCXML_PROCESSOR[1]: {}}
+"""``_ioprocessors``: the one event processor an imported chart has, under both its names. Without a
+``location``: a session's address is its execution id, which a definition does not know."""
 _SYSTEM_VARIABLES = ("_sessionid", "_name", "_ioprocessors", "_event", "_x")
 _URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
 """A target with a URI scheme (``http:``...): a real address, reported as not supported, not an error."""

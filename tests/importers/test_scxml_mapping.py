@@ -357,3 +357,49 @@ def test_a_parallel_state_can_be_a_region_of_another() -> None:
     assert exe.leaves == ["outer.inner.a.a2", "outer.inner.b._leaf", "outer.c._leaf"]
     exe = run_to_end(doc, ("go", "finish"), max_seconds=0)
     assert (exe.status, exe.outcome, exe.context) == ("finished", "done", {"seen": 1})
+
+
+def test_donedata_is_what_the_done_transitions_read_as_event_data() -> None:
+    """A constant <donedata> (a <content> of any value, or <param>s) is bound where the parent's
+    ``done.state`` transitions read ``_event.data``; a <param> location SCXML cannot read raises
+    error.execution when the final state is entered; finals giving different data are reported."""
+    doc = _doc("""
+      <state id="s" initial="s1">
+        <transition event="done.state.s" cond="_event.data == 21" target="t"/>
+        <transition event="done.state.s" target="fail"/>
+        <state id="s1"><transition target="s2"/></state>
+        <final id="s2"><donedata><content>21</content></donedata></final></state>
+      <state id="t" initial="t1">
+        <transition event="done.state.t" cond="_event.data['n'] == 1 &amp;&amp; _event.data.w == 'x'" target="ok"/>
+        <transition event="done.state.t" target="fail"/>
+        <final id="t1"><donedata><param name="n" expr="1"/><param name="w" expr="'x'"/></donedata></final></state>
+      <final id="ok"/><final id="fail"/>""")
+    assert doc["states"]["s"]["on_done"][0]["guard"] == {"eq": [21, 21]}
+    assert run_to_end(doc, max_seconds=0).outcome == "ok"
+    failing = _doc("""<datamodel><data id="v"/></datamodel>
+      <state id="s" initial="f"><transition event="error.execution" target="ok"/>
+        <final id="f"><donedata><param name="p" location="nowhere.x"/></donedata></final></state>
+      <final id="ok"/>""")
+    assert failing["states"]["s"]["states"]["f"]["entry"] == [{"raise": {"event": "error.execution", "data": {
+        "error": "<param location='nowhere.x'>: 'nowhere' is not declared"}}}]
+    assert run_to_end(failing, max_seconds=0).outcome == "ok"
+    differ = scxml.convert(f"""<scxml {NS}><state id="s" initial="a">
+      <transition event="done.state.s" cond="_event.data == 1" target="end"/>
+      <final id="a"><donedata><content expr="1"/></donedata></final>
+      <final id="b"><donedata><content expr="2"/></donedata></final></state><final id="end"/></scxml>""")
+    assert [i.message for i in differ.issues] == [
+        "the final states of the state give different <donedata>: durastate's on_done does not know which one "
+        "was reached"]
+
+
+def test_ioprocessors_is_the_scxml_processor_without_a_location() -> None:
+    doc = _doc("""
+      <datamodel><data id="io" expr="_ioprocessors"/></datamodel>
+      <state id="s"><transition cond="io &amp;&amp; io == _ioprocessors" target="done"/></state>
+      <final id="done"/>""")
+    assert set(doc["context"]["io"]) == {"scxml", "http://www.w3.org/TR/scxml/#SCXMLEventProcessor"}
+    assert run_to_end(doc, max_seconds=0).outcome == "done"
+    located = scxml.convert(f"<scxml {NS}><datamodel><data id='at' expr='_ioprocessors.scxml.location'/>"
+                            "</datamodel><state id='s'/></scxml>")
+    assert [i.message for i in located.issues] == [
+        "expr='_ioprocessors.scxml.location': _ioprocessors.scxml.location has no value the document fixes"]
