@@ -316,7 +316,7 @@ def _reference(parts: list[str | int], variables: Collection[str]) -> str:
         if rest[0] == "data":
             return "$event." + ".".join(rest[1:]) if len(rest) > 1 else "$event.data"
         raise Unsupported(f"_event.{rest[0]} has no durastate equivalent (only _event.name and _event.data)")
-    if head.startswith("_") and head in ("_sessionid", "_name", "_ioprocessors", "_x"):
+    if head.startswith("_") and head in ("_sessionid", "_name", "_ioprocessors", "_x") and head not in variables:
         raise Unsupported(f"the system variable {head} has no durastate equivalent")
     if head not in variables:
         raise Unsupported(f"{head!r} is not a variable of the datamodel (declare it with <data id=...>)")

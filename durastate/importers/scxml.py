@@ -170,6 +170,7 @@ class _Converter:
         self.restored: set[str] = set()
         self.constants: dict[str, Any] = {}  # system variables the document fixes: _name
         self.generated = 0
+        self.session_copies: dict[str, Any] = {}  # <data> initialised from _sessionid
         self.done_values: dict[int, tuple[Any, str | None]] = {}  # see donedata
 
     def report(self, el: _El, message: str) -> None:
@@ -234,15 +235,28 @@ class _Converter:
         self.constants["_ioprocessors"] = _IOPROCESSORS
         self.name_states(root, "")
         self.entered_once = self.once_states()
+        if any(_SESSIONID.search(v) for el in _iter(root) if not el.foreign for v in el.attrs.values()):
+            self.variables.add("_sessionid")
         context = self.datamodel(root)
         doc: dict[str, Any] = {"id": name}
         states, initial = self.children(root)
         if initial is not None:
             doc["initial"] = initial
+        if "_sessionid" in self.variables and initial is not None:
+            context = {"_sessionid": None, **context}
+            states[initial].setdefault("entry", []).insert(0, self.session_start())
         if context:
             doc["context"] = context
         doc["states"] = states
         return doc
+
+    def session_start(self) -> dict[str, Any]:
+        """What binds ``_sessionid`` (and the ``<data>`` initialised from it) first thing in the execution:
+        the id of the start event (``<execution id>:start``), unique to the execution and the same for all
+        of it, assigned in the first entry action of the initial state, once (it may be entered again)."""
+        return {"choose": [{"guard": {"eq": ["$context._sessionid", None]}, "actions": [
+            {"assign": {"_sessionid": "$event.id"}},
+            *({"assign": {k: "$event.id"}} for k in self.session_copies)]}]}
 
     def datamodel(self, root: _El) -> dict[str, Any]:
         """Every ``<data>`` of the document (SCXML's early binding): the context of a new execution."""
@@ -261,7 +275,7 @@ class _Converter:
                     walk(child)
 
         walk(root)
-        self.variables = {d.attrs["id"] for d in found if "id" in d.attrs}
+        self.variables |= {d.attrs["id"] for d in found if "id" in d.attrs}
         # a <foreach> item or index that the datamodel does not declare is declared by the loop
         loops = {el.attrs[a] for el in _iter(root) if el.tag == "foreach" and not el.foreign
                  for a in ("item", "index") if _IDENTIFIER.match(el.attrs.get(a, ""))}
@@ -286,6 +300,10 @@ class _Converter:
                 continue
             value = self.value(data, expr, "expr")
             if value is _NOTHING:
+                continue
+            if value == "$context._sessionid":
+                context[ident] = None
+                self.session_copies[ident] = value  # set with _sessionid itself, when the execution starts
                 continue
             if _has_reference(value):
                 self.report(data, f"the initial value {expr!r} is not a constant; a context default is plain data")
@@ -1037,6 +1055,8 @@ class _Converter:
 
 
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_SESSIONID = re.compile(r"(?<![\w$.])_sessionid(?![\w$])")
+"""A read of the system variable ``_sessionid`` in an attribute (an expression, a location)."""
 _IOPROCESSORS: dict[str, Any] = {_SCXML_PROCESSOR[0]: {}, _SCXML_PROCESSOR[1]: {}}
 """``_ioprocessors``: the one event processor an imported chart has, under both its names. Without a
 ``location``: a session's address is its execution id, which a definition does not know."""

@@ -403,3 +403,18 @@ def test_ioprocessors_is_the_scxml_processor_without_a_location() -> None:
                             "</datamodel><state id='s'/></scxml>")
     assert [i.message for i in located.issues] == [
         "expr='_ioprocessors.scxml.location': _ioprocessors.scxml.location has no value the document fixes"]
+
+
+def test_sessionid_is_bound_once_when_the_execution_starts() -> None:
+    """``_sessionid`` (and a ``<data>`` initialised from it) is the start event's id, assigned first thing;
+    entering the initial state again keeps it; assigning it is SCXML's error.execution."""
+    doc = _doc("""
+      <datamodel><data id="me" expr="_sessionid"/><data id="n" expr="0"/></datamodel>
+      <state id="s"><onentry><assign location="_sessionid" expr="'other'"/></onentry>
+        <transition event="error.execution" cond="n == 0" target="s"><assign location="n" expr="1"/></transition>
+        <transition event="error.execution" cond="me == _sessionid &amp;&amp; me" target="done"/></state>
+      <final id="done"/>""")
+    assert doc["context"] == {"_sessionid": None, "me": None, "n": 0}
+    exe = run_to_end(doc, max_seconds=0)
+    assert exe.outcome == "done"
+    assert exe.context["_sessionid"] == exe.context["me"] == "x-1:start"
