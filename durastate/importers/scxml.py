@@ -171,6 +171,7 @@ class _Converter:
         self.constants: dict[str, Any] = {}  # system variables the document fixes: _name
         self.generated = 0
         self.session_copies: dict[str, Any] = {}  # <data> initialised from _sessionid
+        self.strings: dict[str, list[str]] | None = None  # see string_values
         self.done_values: dict[int, tuple[Any, str | None]] = {}  # see donedata
 
     def report(self, el: _El, message: str) -> None:
@@ -925,6 +926,8 @@ class _Converter:
 
     def send(self, el: _El) -> Any:
         attrs = el.attrs
+        if "eventexpr" in attrs and "event" not in attrs:
+            return self.send_eventexpr(el)
         for key in attrs:
             if key not in ("event", "target", "type", "id", "delay", "namelist"):
                 self.report(el, f"<send {key}=...> is not supported (only constant event, target, type, "
@@ -980,6 +983,78 @@ class _Converter:
             return None
         return {"send": body}
 
+    def send_eventexpr(self, el: _El) -> Any:
+        """``<send eventexpr>``: a string constant is ``event``; a datamodel variable that only ever holds
+        string constants (its ``<data>`` and every ``<assign>`` to it) a ``choose`` of one send per name,
+        tested when it runs (and ``error.execution`` when it holds none, as SCXML raises then)."""
+        expr = el.attrs["eventexpr"]
+        try:
+            node = ecma.parse(expr)
+        except ecma.Unsupported as exc:
+            self.report(el, f"eventexpr={expr!r}: {exc}")
+            return None
+        names: list[str] | None = None
+        ref: Any = None
+        if node[0] == "lit" and isinstance(node[1], str):
+            names = [node[1]]
+        elif node[0] == "name" and node[1] in self.variables and node[1] in self.string_values():
+            names, ref = self.string_values()[node[1]], f"$context.{node[1]}"
+        if names is None:
+            self.report(el, f"<send eventexpr={expr!r}> is not supported: only a string constant or a datamodel "
+                            "variable that only ever holds string constants")
+            return None
+        sends = []
+        for name in names:
+            attrs = {("event" if k == "eventexpr" else k): (name if k == "eventexpr" else v)
+                     for k, v in el.attrs.items()}
+            action = self.send(_El(el.tag, attrs, el.line, el.path, el.foreign, el.children, el.text))
+            if action is None:
+                return None
+            sends.append(action)
+        if ref is None:
+            return sends[0]
+        return {"choose": [*({"guard": {"eq": [ref, name]}, "actions": [action]}
+                             for name, action in zip(names, sends, strict=True)),
+                           {"actions": [_raised_error(f"<send eventexpr={expr!r}>: not an event name")]}]}
+
+    def string_values(self) -> dict[str, list[str]]:
+        """The datamodel variables that only ever hold string constants (their ``<data>`` value, if any, and
+        every ``<assign>`` to them), each with those strings in document order; computed once."""
+        if self.strings is None:
+            values: dict[str, list[str]] = {}
+            bad: set[str] = set()
+
+            def add(var: str, expr: str | None) -> None:
+                try:
+                    node = None if expr is None else ecma.parse(expr)
+                except ecma.Unsupported:
+                    node = None
+                if node is None or node[0] != "lit" or not isinstance(node[1], str):
+                    bad.add(var)
+                elif node[1] not in values.setdefault(var, []):
+                    values[var].append(node[1])
+
+            for e in _iter(self.root):
+                if e.foreign:
+                    continue
+                if e.tag == "data" and "id" in e.attrs:
+                    if "expr" in e.attrs or e.text.strip():
+                        add(e.attrs["id"], e.attrs.get("expr", e.text.strip()))
+                    else:
+                        values.setdefault(e.attrs["id"], [])
+                elif e.tag == "assign":
+                    loc = e.attrs.get("location", "").strip()
+                    if _IDENTIFIER.match(loc):
+                        add(loc, e.attrs.get("expr"))
+                    else:
+                        bad.add(re.split(r"[.\[]", loc, maxsplit=1)[0])
+                else:
+                    for attr in ("item", "index", "idlocation"):
+                        if attr in e.attrs:
+                            bad.add(e.attrs[attr])
+            self.strings = {k: v for k, v in values.items() if k not in bad and v}
+        return self.strings
+
     def delay_of(self, el: _El) -> float | None:
         """The delay of a ``<send delay>`` in seconds (``None``: no constant delay)."""
         m = _DELAY.match(el.attrs.get("delay", ""))
@@ -999,6 +1074,10 @@ class _Converter:
                     el.children, el.text)
         action = self.send(plain)
         if action is None or seconds is None:
+            return None
+        if "send" not in action:
+            self.report(el, "a delayed <send eventexpr> that reads a variable is not supported (SCXML reads it "
+                            "when it sends, a timer when it fires)")
             return None
         body = action["send"]
         if _has_reference(body.get("data")):

@@ -418,3 +418,27 @@ def test_sessionid_is_bound_once_when_the_execution_starts() -> None:
     exe = run_to_end(doc, max_seconds=0)
     assert exe.outcome == "done"
     assert exe.context["_sessionid"] == exe.context["me"] == "x-1:start"
+
+
+def test_eventexpr_of_a_variable_of_string_constants_is_a_choice_of_sends() -> None:
+    doc = _doc("""
+      <datamodel><data id="e" expr="'first'"/><data id="n" expr="0"/></datamodel>
+      <state id="s"><onentry><assign location="e" expr="'second'"/><send eventexpr="e"/>
+        <send eventexpr="'third'"><param name="k" expr="1"/></send></onentry>
+        <transition event="second" target="t"/><transition event="*" target="fail"/></state>
+      <state id="t"><transition event="third" cond="_event.data.k == 1" target="done"/>
+        <transition event="*" target="fail"/></state>
+      <final id="done"/><final id="fail"/>""")
+    entry = doc["states"]["s"]["entry"]
+    assert entry[1] == {"choose": [
+        {"guard": {"eq": ["$context.e", "first"]}, "actions": [{"send": {"event": "first", "to": "self"}}]},
+        {"guard": {"eq": ["$context.e", "second"]}, "actions": [{"send": {"event": "second", "to": "self"}}]},
+        {"actions": [{"raise": {"event": "error.execution",
+                                "data": {"error": "<send eventexpr='e'>: not an event name"}}}]}]}
+    assert entry[2] == {"send": {"event": "third", "data": {"k": 1}, "to": "self"}}
+    assert run_to_end(doc, max_seconds=0).outcome == "done"
+    computed = scxml.convert(f"""<scxml {NS}><datamodel><data id="e" expr="'a'"/></datamodel>
+      <state id="s"><onentry><assign location="e" expr="e + 'b'"/><send eventexpr="e"/></onentry></state></scxml>""")
+    assert [i.message for i in computed.issues] == [
+        "<send eventexpr='e'> is not supported: only a string constant or a datamodel variable that only ever "
+        "holds string constants"]
