@@ -24,7 +24,7 @@ from typing import Any
 from durastate.engine.expressions import VALUE_OPS
 from durastate.engine.ids import START
 
-__all__ = ["Unsupported", "bind", "parse", "to_guard", "to_value"]
+__all__ = ["Invalid", "Unsupported", "bind", "parse", "to_guard", "to_value"]
 
 MAX_LENGTH = 4000
 """Longer expressions are refused rather than parsed (a chart's conditions are short)."""
@@ -36,6 +36,18 @@ Node = tuple[Any, ...]
 
 class Unsupported(Exception):
     """The expression (or a part of it) has no durastate equivalent; the message says what and why."""
+
+
+class Invalid(Unsupported):
+    """The text is no ECMAScript expression at all (a statement keyword where a value belongs): an SCXML
+    processor fails to evaluate it, and raises ``error.execution``, wherever it meets it."""
+
+
+_STATEMENT_WORDS = frozenset((
+    "break", "case", "catch", "const", "continue", "debugger", "default", "do", "else", "enum", "export",
+    "extends", "finally", "for", "if", "return", "switch", "throw", "try", "var", "while", "with",
+))
+"""Reserved words that can never start an ECMAScript expression."""
 
 
 _TOKEN = re.compile(
@@ -189,6 +201,8 @@ class _Parser:
         if kind == "name":
             if value in _WORDS:
                 return ("lit", _WORDS[value])
+            if value in _STATEMENT_WORDS:
+                raise Invalid(f"{value!r} is a reserved word: this is no ECMAScript expression")
             return ("name", value)
         if (kind, value) == ("op", "("):
             inner = self.expression()

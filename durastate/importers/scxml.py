@@ -805,6 +805,12 @@ class _Converter:
                 return f"<assign location={el.attrs.get('location')!r}>: the system variable {head} is read-only"
             if _IDENTIFIER.match(head) and not head.startswith("_") and head not in self.variables:
                 return f"<assign location={el.attrs.get('location')!r}>: {head!r} is not declared"
+            try:
+                ecma.parse(el.attrs.get("expr", "null"))
+            except ecma.Invalid as exc:
+                return f"<assign expr={el.attrs.get('expr')!r}>: {exc}"
+            except ecma.Unsupported:
+                pass  # reported where the value is mapped
         elif el.tag == "foreach":
             for attr in ("item", "index"):
                 name = el.attrs.get(attr)

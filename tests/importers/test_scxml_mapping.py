@@ -442,3 +442,12 @@ def test_eventexpr_of_a_variable_of_string_constants_is_a_choice_of_sends() -> N
     assert [i.message for i in computed.issues] == [
         "<send eventexpr='e'> is not supported: only a string constant or a datamodel variable that only ever "
         "holds string constants"]
+
+
+def test_an_assign_of_no_ecmascript_expression_raises_error_execution() -> None:
+    doc = _doc("""<datamodel><data id="v"/></datamodel>
+      <state id="s"><onentry><assign location="v" expr="return"/><raise event="skipped"/></onentry>
+        <transition event="error.execution" target="done"/></state><final id="done"/>""")
+    assert doc["states"]["s"]["entry"] == [{"raise": {"event": "error.execution", "data": {
+        "error": "<assign expr='return'>: 'return' is a reserved word: this is no ECMAScript expression"}}}]
+    assert run_to_end(doc, max_seconds=0).outcome == "done"
