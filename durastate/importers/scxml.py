@@ -15,7 +15,8 @@ action) and ``<foreach>`` (a ``foreach`` action); ``<datamodel>``/``<data>`` wit
 context; a constant ``<donedata>`` is what the parent's ``done.state`` transitions read as ``_event.data``.
 Conditions and values go through :mod:`durastate.importers.ecma` (the ``ecmascript`` datamodel's
 subset). Everything else (``<script>``, ``<cancel>``, ``<invoke>``, delayed sends, expressions outside the
-subset, several targets) is reported with its element path and line.
+subset, several targets) is reported with its element path and line; several initial states map where
+they are in regions of one child that nothing else enters.
 
 SCXML ids are global and durastate paths are nested, so each id becomes a state name and each target the
 full dotted path of the state with that id (which durastate resolves from the top), as does ``In('id')``
@@ -343,8 +344,7 @@ class _Converter:
     def initial_attribute(self, el: _El, spec: str, states: dict[str, Any]) -> str | None:
         ids = spec.split()
         if len(ids) != 1:
-            self.report(el, f"initial={spec!r} names several states; durastate starts a state in one child")
-            return None
+            return self.several_initial(el, spec, states)
         path = self.paths.get(ids[0])
         name = path.rsplit(".", 1)[-1] if path else None
         if path is None:
@@ -354,6 +354,40 @@ class _Converter:
             self.report(el, f"initial={spec!r} is not a child of this state; durastate's initial names a child")
             return None
         return name
+
+    def several_initial(self, el: _El, spec: str, states: dict[str, Any]) -> str | None:
+        """``initial="a b"`` (states in different regions of one child): that child, and the ``initial`` of
+        each compound state between it and a target set to the way to that target. Exact when nothing else
+        enters the child (no transition targets it or a state in it, no history restores it): then those
+        states are entered by default only from here."""
+        prefix = self._parent_path(el)
+        routes: list[list[str]] = []
+        for ident in spec.split():
+            path = self.paths.get(ident)
+            if path is None:
+                self.report(el, f"initial={spec!r}: no state with the id {ident!r}")
+                return None
+            routes.append(path[len(prefix):].split("."))
+        child = routes[0][0]
+        if self.entries is None:
+            self.entries, self.restored = self.entry_counts()
+        ancestors = [prefix[:-1].rsplit(".", k)[0] for k in range(prefix.count("."))] if prefix else []
+        if any(r[0] != child for r in routes) or self.entries.get(prefix + child, 0) or \
+                any(a in self.restored for a in ancestors):
+            self.report(el, f"initial={spec!r} names several states; durastate starts a state in one child (it "
+                            "maps only for states inside one child that nothing else enters)")
+            return None
+        chosen: dict[int, str] = {}  # id(state dict) -> the child it must start in
+        for route in routes:
+            node = states[child]
+            for step in route[1:]:
+                if node.get("type") != "parallel":
+                    if chosen.setdefault(id(node), step) != step:
+                        self.report(el, f"initial={spec!r} names two states of one compound state")
+                        return None
+                    node["initial"] = step
+                node = node["states"][step]
+        return child
 
     def _parent_path(self, el: _El) -> str:
         """The dotted path of state ``el`` plus a dot ('' for the document)."""

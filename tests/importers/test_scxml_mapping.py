@@ -451,3 +451,21 @@ def test_an_assign_of_no_ecmascript_expression_raises_error_execution() -> None:
     assert doc["states"]["s"]["entry"] == [{"raise": {"event": "error.execution", "data": {
         "error": "<assign expr='return'>: 'return' is a reserved word: this is no ECMAScript expression"}}}]
     assert run_to_end(doc, max_seconds=0).outcome == "done"
+
+
+def test_several_initial_states_in_regions_of_one_child_set_the_initials_on_the_way() -> None:
+    doc = _doc("""
+      <state id="p" initial="x y"><parallel id="q">
+        <state id="r1" initial="a"><state id="a"/><state id="x"/></state>
+        <state id="r2" initial="b"><state id="b"/><state id="y"/></state>
+        <transition cond="In('x') &amp;&amp; In('y')" target="done"/></parallel></state>
+      <final id="done"/>""", initial="x y")
+    assert doc["initial"] == "p"
+    assert [doc["states"]["p"]["states"]["q"]["states"][r]["initial"] for r in ("r1", "r2")] == ["x", "y"]
+    assert run_to_end(doc, max_seconds=0).outcome == "done"
+    entered = scxml.convert(f"""<scxml {NS} initial="x y"><parallel id="q">
+        <state id="r1"><state id="a"/><state id="x"><transition event="e" target="r1"/></state></state>
+        <state id="r2"><state id="y"/></state></parallel></scxml>""")
+    assert [i.message for i in entered.issues] == [
+        "initial='x y' names several states; durastate starts a state in one child (it maps only for states "
+        "inside one child that nothing else enters)"]
