@@ -78,6 +78,9 @@ def _tokens(text: str) -> list[tuple[str, Any]]:
         m = _TOKEN.match(text, pos)
         if m is None or m.end() == pos:
             bad = text[pos:].lstrip()[:1]
+            if bad in "'\"":
+                raise Invalid(f"the string {text[pos:].lstrip()!r} is not terminated: this is no ECMAScript "
+                              "expression")
             raise Unsupported(f"unexpected character {bad!r}")
         pos = m.end()
         if m.group("num") is not None:

@@ -833,6 +833,13 @@ class _Converter:
             target = el.attrs.get("target")
             if target is not None and not target.startswith("#") and not _URI.match(target):
                 return f"<send target={target!r}>: not a valid target"
+            for var in el.attrs.get("namelist", "").split():
+                try:
+                    ecma.parse(var)
+                except ecma.Invalid as exc:
+                    return f"<send namelist={el.attrs['namelist']!r}>: {exc}"
+                except ecma.Unsupported:
+                    pass  # reported where the data is mapped
         elif el.tag == "assign":
             head = re.split(r"[.\[]", el.attrs.get("location", "").strip(), maxsplit=1)[0]
             if head in _SYSTEM_VARIABLES:

@@ -469,3 +469,11 @@ def test_several_initial_states_in_regions_of_one_child_set_the_initials_on_the_
     assert [i.message for i in entered.issues] == [
         "initial='x y' names several states; durastate starts a state in one child (it maps only for states "
         "inside one child that nothing else enters)"]
+
+
+def test_a_send_namelist_of_no_ecmascript_expression_raises_error_execution() -> None:
+    doc = _doc("""<state id="s"><onentry><send event="e" namelist='"foo'/></onentry>
+        <transition event="error.execution" target="done"/></state><final id="done"/>""")
+    assert doc["states"]["s"]["entry"] == [{"raise": {"event": "error.execution", "data": {"error": (
+        "<send namelist='\"foo'>: the string '\"foo' is not terminated: this is no ECMAScript expression")}}}]
+    assert run_to_end(doc, max_seconds=0).outcome == "done"
