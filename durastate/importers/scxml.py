@@ -172,7 +172,7 @@ class _Converter:
         self.constants: dict[str, Any] = {}  # system variables the document fixes: _name
         self.generated = 0
         self.session_copies: dict[str, Any] = {}  # <data> initialised from _sessionid
-        self.strings: dict[str, list[str]] | None = None  # see string_values
+        self.constants_of: dict[str, list[Any]] | None = None  # see constant_values
         self.done_values: dict[int, tuple[Any, str | None]] = {}  # see donedata
 
     def report(self, el: _El, message: str) -> None:
@@ -973,8 +973,9 @@ class _Converter:
 
     def send(self, el: _El) -> Any:
         attrs = el.attrs
-        if "eventexpr" in attrs and "event" not in attrs:
-            return self.send_eventexpr(el)
+        for attr in ("eventexpr", "targetexpr", "typeexpr"):
+            if attr in attrs and attr.removesuffix("expr") not in attrs:
+                return self.send_expr(el, attr)
         for key in attrs:
             if key not in ("event", "target", "type", "id", "delay", "namelist"):
                 self.report(el, f"<send {key}=...> is not supported (only constant event, target, type, "
@@ -1030,45 +1031,50 @@ class _Converter:
             return None
         return {"send": body}
 
-    def send_eventexpr(self, el: _El) -> Any:
-        """``<send eventexpr>``: a string constant is ``event``; a datamodel variable that only ever holds
-        string constants (its ``<data>`` and every ``<assign>`` to it) a ``choose`` of one send per name,
-        tested when it runs (and ``error.execution`` when it holds none, as SCXML raises then)."""
-        expr = el.attrs["eventexpr"]
+    def send_expr(self, el: _El, attr: str) -> Any:
+        """``<send eventexpr|targetexpr|typeexpr>``: a string constant is that attribute; a datamodel variable
+        that only ever holds constants (its ``<data>`` and every ``<assign>`` to it) a ``choose`` of one send
+        per value, tested when it runs. A value SCXML cannot send with (not a string, a target that is no
+        URI), or none of them, raises ``error.execution``, as SCXML does then."""
+        expr, plain = el.attrs[attr], attr.removesuffix("expr")
         try:
             node = ecma.parse(expr)
         except ecma.Unsupported as exc:
-            self.report(el, f"eventexpr={expr!r}: {exc}")
+            self.report(el, f"{attr}={expr!r}: {exc}")
             return None
-        names: list[str] | None = None
+        values: list[Any] | None = None
         ref: Any = None
         if node[0] == "lit" and isinstance(node[1], str):
-            names = [node[1]]
-        elif node[0] == "name" and node[1] in self.variables and node[1] in self.string_values():
-            names, ref = self.string_values()[node[1]], f"$context.{node[1]}"
-        if names is None:
-            self.report(el, f"<send eventexpr={expr!r}> is not supported: only a string constant or a datamodel "
-                            "variable that only ever holds string constants")
+            values = [node[1]]
+        elif node[0] == "name" and node[1] in self.variables and node[1] in self.constant_values():
+            values, ref = self.constant_values()[node[1]], f"$context.{node[1]}"
+        if values is None:
+            self.report(el, f"<send {attr}={expr!r}> is not supported: only a string constant or a datamodel "
+                            "variable that only ever holds constants")
             return None
         sends = []
-        for name in names:
-            attrs = {("event" if k == "eventexpr" else k): (name if k == "eventexpr" else v)
-                     for k, v in el.attrs.items()}
-            action = self.send(_El(el.tag, attrs, el.line, el.path, el.foreign, el.children, el.text))
+        for value in values:
+            if not isinstance(value, str):
+                sends.append(_raised_error(f"<send {attr}={expr!r}>: {value!r} is not a string"))
+                continue
+            attrs = {(plain if k == attr else k): (value if k == attr else v) for k, v in el.attrs.items()}
+            one = _El(el.tag, attrs, el.line, el.path, el.foreign, el.children, el.text)
+            error = self.static_error(one)
+            action = _raised_error(error) if error is not None else self.send(one)
             if action is None:
                 return None
             sends.append(action)
         if ref is None:
             return sends[0]
-        return {"choose": [*({"guard": {"eq": [ref, name]}, "actions": [action]}
-                             for name, action in zip(names, sends, strict=True)),
-                           {"actions": [_raised_error(f"<send eventexpr={expr!r}>: not an event name")]}]}
+        return {"choose": [*({"guard": {"eq": [ref, value]}, "actions": [action]}
+                             for value, action in zip(values, sends, strict=True)),
+                           {"actions": [_raised_error(f"<send {attr}={expr!r}>: no value to send with")]}]}
 
-    def string_values(self) -> dict[str, list[str]]:
-        """The datamodel variables that only ever hold string constants (their ``<data>`` value, if any, and
-        every ``<assign>`` to them), each with those strings in document order; computed once."""
-        if self.strings is None:
-            values: dict[str, list[str]] = {}
+    def constant_values(self) -> dict[str, list[Any]]:
+        """The datamodel variables that only ever hold constants (their ``<data>`` value, if any, and every
+        ``<assign>`` to them), each with those values in document order; computed once."""
+        if self.constants_of is None:
+            values: dict[str, list[Any]] = {}
             bad: set[str] = set()
 
             def add(var: str, expr: str | None) -> None:
@@ -1076,7 +1082,7 @@ class _Converter:
                     node = None if expr is None else ecma.parse(expr)
                 except ecma.Unsupported:
                     node = None
-                if node is None or node[0] != "lit" or not isinstance(node[1], str):
+                if node is None or node[0] != "lit" or isinstance(node[1], dict | list):
                     bad.add(var)
                 elif node[1] not in values.setdefault(var, []):
                     values[var].append(node[1])
@@ -1099,8 +1105,8 @@ class _Converter:
                     for attr in ("item", "index", "idlocation"):
                         if attr in e.attrs:
                             bad.add(e.attrs[attr])
-            self.strings = {k: v for k, v in values.items() if k not in bad and v}
-        return self.strings
+            self.constants_of = {k: v for k, v in values.items() if k not in bad and v}
+        return self.constants_of
 
     def delay_of(self, el: _El) -> float | None:
         """The delay of a ``<send delay>`` in seconds (``None``: no constant delay)."""

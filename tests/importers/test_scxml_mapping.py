@@ -420,7 +420,7 @@ def test_sessionid_is_bound_once_when_the_execution_starts() -> None:
     assert exe.context["_sessionid"] == exe.context["me"] == "x-1:start"
 
 
-def test_eventexpr_of_a_variable_of_string_constants_is_a_choice_of_sends() -> None:
+def test_eventexpr_of_a_variable_of_constants_is_a_choice_of_sends() -> None:
     doc = _doc("""
       <datamodel><data id="e" expr="'first'"/><data id="n" expr="0"/></datamodel>
       <state id="s"><onentry><assign location="e" expr="'second'"/><send eventexpr="e"/>
@@ -434,14 +434,14 @@ def test_eventexpr_of_a_variable_of_string_constants_is_a_choice_of_sends() -> N
         {"guard": {"eq": ["$context.e", "first"]}, "actions": [{"send": {"event": "first", "to": "self"}}]},
         {"guard": {"eq": ["$context.e", "second"]}, "actions": [{"send": {"event": "second", "to": "self"}}]},
         {"actions": [{"raise": {"event": "error.execution",
-                                "data": {"error": "<send eventexpr='e'>: not an event name"}}}]}]}
+                                "data": {"error": "<send eventexpr='e'>: no value to send with"}}}]}]}
     assert entry[2] == {"send": {"event": "third", "data": {"k": 1}, "to": "self"}}
     assert run_to_end(doc, max_seconds=0).outcome == "done"
     computed = scxml.convert(f"""<scxml {NS}><datamodel><data id="e" expr="'a'"/></datamodel>
       <state id="s"><onentry><assign location="e" expr="e + 'b'"/><send eventexpr="e"/></onentry></state></scxml>""")
     assert [i.message for i in computed.issues] == [
         "<send eventexpr='e'> is not supported: only a string constant or a datamodel variable that only ever "
-        "holds string constants"]
+        "holds constants"]
 
 
 def test_an_assign_of_no_ecmascript_expression_raises_error_execution() -> None:
@@ -476,4 +476,19 @@ def test_a_send_namelist_of_no_ecmascript_expression_raises_error_execution() ->
         <transition event="error.execution" target="done"/></state><final id="done"/>""")
     assert doc["states"]["s"]["entry"] == [{"raise": {"event": "error.execution", "data": {"error": (
         "<send namelist='\"foo'>: the string '\"foo' is not terminated: this is no ECMAScript expression")}}}]
+    assert run_to_end(doc, max_seconds=0).outcome == "done"
+
+
+def test_targetexpr_and_typeexpr_of_a_variable_of_constants_send_or_raise_error_execution() -> None:
+    doc = _doc("""<datamodel><data id="to" expr="27"/><data id="kind" expr="'scxml'"/></datamodel>
+      <state id="s"><onentry><send targetexpr="to" event="bad"/><assign location="to" expr="'#_internal'"/>
+        <send targetexpr="to" typeexpr="kind" event="good"/></onentry>
+        <transition event="error.execution" target="t"/><transition event="*" target="fail"/></state>
+      <state id="t"><transition event="good" target="done"/><transition event="*" target="fail"/></state>
+      <final id="done"/><final id="fail"/>""")
+    first, _, second = doc["states"]["s"]["entry"]
+    assert first["choose"][0] == {"guard": {"eq": ["$context.to", 27]}, "actions": [{"raise": {
+        "event": "error.execution", "data": {"error": "<send targetexpr='to'>: 27 is not a string"}}}]}
+    assert second["choose"][1]["actions"][0]["choose"][0] == {  # both variables: a choice inside a choice
+        "guard": {"eq": ["$context.kind", "scxml"]}, "actions": [{"raise": {"event": "good"}}]}
     assert run_to_end(doc, max_seconds=0).outcome == "done"
