@@ -24,7 +24,7 @@ from typing import Any
 from durastate.engine.expressions import VALUE_OPS
 from durastate.engine.ids import START
 
-__all__ = ["Unsupported", "bind", "parse", "to_guard", "to_value"]
+__all__ = ["Invalid", "Unsupported", "bind", "parse", "to_guard", "to_value"]
 
 MAX_LENGTH = 4000
 """Longer expressions are refused rather than parsed (a chart's conditions are short)."""
@@ -36,6 +36,18 @@ Node = tuple[Any, ...]
 
 class Unsupported(Exception):
     """The expression (or a part of it) has no durastate equivalent; the message says what and why."""
+
+
+class Invalid(Unsupported):
+    """The text is no ECMAScript expression at all (a statement keyword where a value belongs): an SCXML
+    processor fails to evaluate it, and raises ``error.execution``, wherever it meets it."""
+
+
+_STATEMENT_WORDS = frozenset((
+    "break", "case", "catch", "const", "continue", "debugger", "default", "do", "else", "enum", "export",
+    "extends", "finally", "for", "if", "return", "switch", "throw", "try", "var", "while", "with",
+))
+"""Reserved words that can never start an ECMAScript expression."""
 
 
 _TOKEN = re.compile(
@@ -66,6 +78,9 @@ def _tokens(text: str) -> list[tuple[str, Any]]:
         m = _TOKEN.match(text, pos)
         if m is None or m.end() == pos:
             bad = text[pos:].lstrip()[:1]
+            if bad in "'\"":
+                raise Invalid(f"the string {text[pos:].lstrip()!r} is not terminated: this is no ECMAScript "
+                              "expression")
             raise Unsupported(f"unexpected character {bad!r}")
         pos = m.end()
         if m.group("num") is not None:
@@ -189,6 +204,8 @@ class _Parser:
         if kind == "name":
             if value in _WORDS:
                 return ("lit", _WORDS[value])
+            if value in _STATEMENT_WORDS:
+                raise Invalid(f"{value!r} is a reserved word: this is no ECMAScript expression")
             return ("name", value)
         if (kind, value) == ("op", "("):
             inner = self.expression()
@@ -246,9 +263,19 @@ def parse(text: str) -> Node:
 
 def bind(node: Node, constants: Mapping[str, Any]) -> Node:
     """``node`` with each variable named in ``constants`` replaced by its value as a literal: the system
-    variables whose value the document fixes (SCXML's ``_name`` is the ``<scxml name>``)."""
-    if node[0] == "name" and isinstance(node[1], str) and node[1] in constants:
-        return ("lit", constants[node[1]])
+    variables whose value the document fixes (SCXML's ``_name`` is the ``<scxml name>``, ``_ioprocessors``
+    the processors it has). A key may name a member (``_event.data``: the ``<donedata>`` of the done event a
+    transition handles); a member of a bound value is read now (:class:`Unsupported` if it has none)."""
+    path = _path(node)
+    if path is not None:
+        dotted = ".".join(str(p) for p in path)
+        if dotted in constants:
+            return ("lit", constants[dotted])
+    if node[0] == "member":
+        base = bind(node[1], constants)
+        if base[0] == "lit":
+            return ("lit", _member(base[1], node[2], _render(node)))
+        return ("member", base, node[2])
 
     def part(item: Any) -> Any:
         if isinstance(item, tuple) and item and isinstance(item[0], str):
@@ -258,6 +285,15 @@ def bind(node: Node, constants: Mapping[str, Any]) -> Node:
         return item
 
     return tuple(part(item) for item in node)
+
+
+def _member(value: Any, key: str | int, text: str) -> Any:
+    """``value[key]`` of a constant; :class:`Unsupported` where it has no such member."""
+    if isinstance(value, dict) and isinstance(key, str) and key in value:
+        return value[key]
+    if isinstance(value, list) and isinstance(key, int) and 0 <= key < len(value):
+        return value[key]
+    raise Unsupported(f"{text} has no value the document fixes")
 
 
 def _render(node: Node) -> str:
@@ -297,7 +333,7 @@ def _reference(parts: list[str | int], variables: Collection[str]) -> str:
         if rest[0] == "data":
             return "$event." + ".".join(rest[1:]) if len(rest) > 1 else "$event.data"
         raise Unsupported(f"_event.{rest[0]} has no durastate equivalent (only _event.name and _event.data)")
-    if head.startswith("_") and head in ("_sessionid", "_name", "_ioprocessors", "_x"):
+    if head.startswith("_") and head in ("_sessionid", "_name", "_ioprocessors", "_x") and head not in variables:
         raise Unsupported(f"the system variable {head} has no durastate equivalent")
     if head not in variables:
         raise Unsupported(f"{head!r} is not a variable of the datamodel (declare it with <data id=...>)")

@@ -12,9 +12,11 @@ What maps (see docs/importing.md): ``<state>``, ``<parallel>``, ``<final>``, ``<
 executable content ``<raise>``, ``<send>`` (to the session itself, ``#_internal`` or ``#_parent``, without
 a delay), ``<assign>``, ``<log>``, ``<if>`` (guarded transitions in a transition's content, else a ``choose``
 action) and ``<foreach>`` (a ``foreach`` action); ``<datamodel>``/``<data>`` with constant values become the
-context. Conditions and values go through :mod:`durastate.importers.ecma` (the ``ecmascript`` datamodel's
-subset). Everything else (``<script>``, ``<cancel>``, ``<invoke>``, ``<donedata>``, delayed sends, expressions
-outside the subset, several targets) is reported with its element path and line.
+context; a constant ``<donedata>`` is what the parent's ``done.state`` transitions read as ``_event.data``.
+Conditions and values go through :mod:`durastate.importers.ecma` (the ``ecmascript`` datamodel's
+subset). Everything else (``<script>``, ``<cancel>``, ``<invoke>``, delayed sends, expressions outside the
+subset, several targets) is reported with its element path and line; several initial states map where
+they are in regions of one child that nothing else enters.
 
 SCXML ids are global and durastate paths are nested, so each id becomes a state name and each target the
 full dotted path of the state with that id (which durastate resolves from the top), as does ``In('id')``
@@ -25,6 +27,7 @@ since a durastate region is a compound state.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -168,6 +171,9 @@ class _Converter:
         self.restored: set[str] = set()
         self.constants: dict[str, Any] = {}  # system variables the document fixes: _name
         self.generated = 0
+        self.session_copies: dict[str, Any] = {}  # <data> initialised from _sessionid
+        self.constants_of: dict[str, list[Any]] | None = None  # see constant_values
+        self.done_values: dict[int, tuple[Any, str | None]] = {}  # see donedata
 
     def report(self, el: _El, message: str) -> None:
         self.issues.append(ImportIssue(el.path, message, el.line))
@@ -228,17 +234,31 @@ class _Converter:
         name = root.attrs.get("name") or (PurePath(self.source).stem if self.source else "imported")
         if "name" in root.attrs:
             self.constants["_name"] = root.attrs["name"]
+        self.constants["_ioprocessors"] = _IOPROCESSORS
         self.name_states(root, "")
         self.entered_once = self.once_states()
+        if any(_SESSIONID.search(v) for el in _iter(root) if not el.foreign for v in el.attrs.values()):
+            self.variables.add("_sessionid")
         context = self.datamodel(root)
         doc: dict[str, Any] = {"id": name}
         states, initial = self.children(root)
         if initial is not None:
             doc["initial"] = initial
+        if "_sessionid" in self.variables and initial is not None:
+            context = {"_sessionid": None, **context}
+            states[initial].setdefault("entry", []).insert(0, self.session_start())
         if context:
             doc["context"] = context
         doc["states"] = states
         return doc
+
+    def session_start(self) -> dict[str, Any]:
+        """What binds ``_sessionid`` (and the ``<data>`` initialised from it) first thing in the execution:
+        the id of the start event (``<execution id>:start``), unique to the execution and the same for all
+        of it, assigned in the first entry action of the initial state, once (it may be entered again)."""
+        return {"choose": [{"guard": {"eq": ["$context._sessionid", None]}, "actions": [
+            {"assign": {"_sessionid": "$event.id"}},
+            *({"assign": {k: "$event.id"}} for k in self.session_copies)]}]}
 
     def datamodel(self, root: _El) -> dict[str, Any]:
         """Every ``<data>`` of the document (SCXML's early binding): the context of a new execution."""
@@ -257,7 +277,7 @@ class _Converter:
                     walk(child)
 
         walk(root)
-        self.variables = {d.attrs["id"] for d in found if "id" in d.attrs}
+        self.variables |= {d.attrs["id"] for d in found if "id" in d.attrs}
         # a <foreach> item or index that the datamodel does not declare is declared by the loop
         loops = {el.attrs[a] for el in _iter(root) if el.tag == "foreach" and not el.foreign
                  for a in ("item", "index") if _IDENTIFIER.match(el.attrs.get(a, ""))}
@@ -282,6 +302,10 @@ class _Converter:
                 continue
             value = self.value(data, expr, "expr")
             if value is _NOTHING:
+                continue
+            if value == "$context._sessionid":
+                context[ident] = None
+                self.session_copies[ident] = value  # set with _sessionid itself, when the execution starts
                 continue
             if _has_reference(value):
                 self.report(data, f"the initial value {expr!r} is not a constant; a context default is plain data")
@@ -320,8 +344,7 @@ class _Converter:
     def initial_attribute(self, el: _El, spec: str, states: dict[str, Any]) -> str | None:
         ids = spec.split()
         if len(ids) != 1:
-            self.report(el, f"initial={spec!r} names several states; durastate starts a state in one child")
-            return None
+            return self.several_initial(el, spec, states)
         path = self.paths.get(ids[0])
         name = path.rsplit(".", 1)[-1] if path else None
         if path is None:
@@ -331,6 +354,40 @@ class _Converter:
             self.report(el, f"initial={spec!r} is not a child of this state; durastate's initial names a child")
             return None
         return name
+
+    def several_initial(self, el: _El, spec: str, states: dict[str, Any]) -> str | None:
+        """``initial="a b"`` (states in different regions of one child): that child, and the ``initial`` of
+        each compound state between it and a target set to the way to that target. Exact when nothing else
+        enters the child (no transition targets it or a state in it, no history restores it): then those
+        states are entered by default only from here."""
+        prefix = self._parent_path(el)
+        routes: list[list[str]] = []
+        for ident in spec.split():
+            path = self.paths.get(ident)
+            if path is None:
+                self.report(el, f"initial={spec!r}: no state with the id {ident!r}")
+                return None
+            routes.append(path[len(prefix):].split("."))
+        child = routes[0][0]
+        if self.entries is None:
+            self.entries, self.restored = self.entry_counts()
+        ancestors = [prefix[:-1].rsplit(".", k)[0] for k in range(prefix.count("."))] if prefix else []
+        if any(r[0] != child for r in routes) or self.entries.get(prefix + child, 0) or \
+                any(a in self.restored for a in ancestors):
+            self.report(el, f"initial={spec!r} names several states; durastate starts a state in one child (it "
+                            "maps only for states inside one child that nothing else enters)")
+            return None
+        chosen: dict[int, str] = {}  # id(state dict) -> the child it must start in
+        for route in routes:
+            node = states[child]
+            for step in route[1:]:
+                if node.get("type") != "parallel":
+                    if chosen.setdefault(id(node), step) != step:
+                        self.report(el, f"initial={spec!r} names two states of one compound state")
+                        return None
+                    node["initial"] = step
+                node = node["states"][step]
+        return child
 
     def _parent_path(self, el: _El) -> str:
         """The dotted path of state ``el`` plus a dot ('' for the document)."""
@@ -407,6 +464,7 @@ class _Converter:
         timers: list[Any] | None = [] if id(el) in self.entered_once else None
         on_done: list[Any] = []
         on: list[tuple[str, str, list[Any]]] = []  # (key as written, descriptor, transitions)
+        done_error: Any = None
         always: list[Any] = []
         for child in el.children:
             if child.foreign:
@@ -424,8 +482,13 @@ class _Converter:
             elif child.tag == "invoke":
                 self.report(child, "<invoke> is not supported: run the other chart as its own definition and "
                                    "write `invoke: {definition: ...}` in durastate")
+            elif child.tag == "donedata" and el.tag == "final" and not any(c is el for c in self.root.children):
+                error = self.donedata(el)[1]
+                if error is not None:
+                    done_error = _raised_error(error)  # SCXML evaluates it once the final state is entered
             elif child.tag == "donedata":
-                self.report(child, "<donedata> is not supported: a durastate execution's output is its context")
+                self.report(child, "<donedata> of a top-level <final> is not supported: a durastate "
+                                   "execution's output is its context")
         states, initial = self.children(el)
         if region and el.tag == "state" and not states:
             # SCXML lets a region be an atomic state; a durastate region is compound: one plain leaf inside it,
@@ -436,6 +499,8 @@ class _Converter:
         for key in el.attrs:
             if key not in ("id", "initial"):
                 self.report(el, f"the attribute {key!r} of <{el.tag}> is not supported")
+        if done_error is not None:
+            entry.append(done_error)
         if entry:
             out["entry"] = entry
         if exit_:
@@ -473,6 +538,101 @@ class _Converter:
     # -- transitions ----------------------------------------------------------------------------------------
     def transition(self, state: _El, el: _El, on: list[tuple[str, str, list[Any]]], always: list[Any],
                    on_done: list[Any]) -> None:
+        data = self.done_event_data(state, el)
+        if data is _NOTHING:
+            return
+        if data is None:
+            self.add_transition(state, el, on, always, on_done)
+            return
+        self.constants["_event.data"] = data[0]  # what _event.data reads in this transition: its donedata
+        try:
+            self.add_transition(state, el, on, always, on_done)
+        finally:
+            del self.constants["_event.data"]
+
+    def done_event_data(self, state: _El, el: _El) -> Any:
+        """For a transition on the own ``done.state.<id>`` of compound ``state``, ``(data,)``: the
+        ``<donedata>`` of its final children, the same for each (a constant the import reads for
+        ``_event.data``); ``None`` when none has one or the transition is on other events; ``_NOTHING`` when
+        they differ (reported)."""
+        if state.tag != "state" or el.attrs.get("event", "").split() != [f"done.state.{state.attrs.get('id')}"]:
+            return None
+        finals = [c for c in state.children if c.tag == "final" and not c.foreign]
+        values = [self.donedata(f)[0] for f in finals]
+        if all(v is None for v in values):
+            return None
+        if any(v is _NOTHING for v in values):
+            self.report(el, "the <donedata> of the final states it completes on does not map (reported there)")
+            return _NOTHING
+        if any(v != values[0] for v in values):
+            self.report(el, "the final states of the state give different <donedata>: durastate's on_done "
+                            "does not know which one was reached")
+            return _NOTHING
+        return (values[0],)
+
+    def donedata(self, final: _El) -> tuple[Any, str | None]:
+        """The value of the ``<donedata>`` of ``final`` (``None``: it has none; ``_NOTHING``: reported) and,
+        if SCXML fails to evaluate it (a ``<param location>`` that is not declared), why: SCXML raises
+        ``error.execution`` then. The value must be a constant: it is what ``_event.data`` reads in the
+        parent's ``done.state`` transitions, bound when the document is imported."""
+        key = id(final)
+        if key not in self.done_values:
+            self.done_values[key] = self._donedata(final)
+        return self.done_values[key]
+
+    def _donedata(self, final: _El) -> tuple[Any, str | None]:
+        blocks = [c for c in final.children if c.tag == "donedata" and not c.foreign]
+        if not blocks:
+            return None, None
+        block = blocks[0]
+        contents = [c for c in block.children if c.tag == "content" and not c.foreign]
+        params = [c for c in block.children if c.tag == "param" and not c.foreign]
+        if len(blocks) > 1 or (contents and params) or len(contents) > 1 or \
+                len(contents) + len(params) != len(block.children):
+            self.report(block, "<donedata> holds one <content> or <param>s")
+            return _NOTHING, None
+        error: str | None = None
+        value: Any
+        if contents:
+            value = self.content(contents[0])
+        else:
+            value = {}
+            for param in params:
+                name, expr, location = (param.attrs.get(k) for k in ("name", "expr", "location"))
+                if not name or (expr is None) == (location is None):
+                    self.report(param, "<param> needs a name and an expr or a location")
+                    return _NOTHING, None
+                if location is not None:
+                    head = re.split(r"[.\[]", location.strip(), maxsplit=1)[0]
+                    if head not in self.variables and head not in self.constants:
+                        error = error or f"<param location={location!r}>: {head!r} is not declared"
+                        continue
+                value[name] = self.value(param, expr if expr is not None else str(location), "expr")
+                if value[name] is _NOTHING:
+                    return _NOTHING, error
+        if value is _NOTHING:
+            return _NOTHING, error
+        if _has_reference(value):
+            self.report(block, "<donedata> that reads the datamodel or the event is not supported: it maps only "
+                               "as a constant (the parent's done.state transitions read it as _event.data)")
+            return _NOTHING, error
+        return _unescape(value), error
+
+    def content(self, el: _El) -> Any:
+        """The value of a ``<content>``: its ``expr``, or its text (JSON if it is JSON, else the text)."""
+        if el.children:
+            self.report(el, "<content> with elements (XML content) is not supported")
+            return _NOTHING
+        if "expr" in el.attrs:
+            return self.value(el, el.attrs["expr"], "expr")
+        text = el.text.strip()
+        try:
+            return json.loads(text)
+        except ValueError:
+            return "$" + text if text.startswith("$") else text
+
+    def add_transition(self, state: _El, el: _El, on: list[tuple[str, str, list[Any]]], always: list[Any],
+                       on_done: list[Any]) -> None:
         tr: dict[str, Any] = {}
         ok = True
         for key in el.attrs:
@@ -673,12 +833,25 @@ class _Converter:
             target = el.attrs.get("target")
             if target is not None and not target.startswith("#") and not _URI.match(target):
                 return f"<send target={target!r}>: not a valid target"
+            for var in el.attrs.get("namelist", "").split():
+                try:
+                    ecma.parse(var)
+                except ecma.Invalid as exc:
+                    return f"<send namelist={el.attrs['namelist']!r}>: {exc}"
+                except ecma.Unsupported:
+                    pass  # reported where the data is mapped
         elif el.tag == "assign":
             head = re.split(r"[.\[]", el.attrs.get("location", "").strip(), maxsplit=1)[0]
             if head in _SYSTEM_VARIABLES:
                 return f"<assign location={el.attrs.get('location')!r}>: the system variable {head} is read-only"
             if _IDENTIFIER.match(head) and not head.startswith("_") and head not in self.variables:
                 return f"<assign location={el.attrs.get('location')!r}>: {head!r} is not declared"
+            try:
+                ecma.parse(el.attrs.get("expr", "null"))
+            except ecma.Invalid as exc:
+                return f"<assign expr={el.attrs.get('expr')!r}>: {exc}"
+            except ecma.Unsupported:
+                pass  # reported where the value is mapped
         elif el.tag == "foreach":
             for attr in ("item", "index"):
                 name = el.attrs.get(attr)
@@ -800,6 +973,9 @@ class _Converter:
 
     def send(self, el: _El) -> Any:
         attrs = el.attrs
+        for attr in ("eventexpr", "targetexpr", "typeexpr"):
+            if attr in attrs and attr.removesuffix("expr") not in attrs:
+                return self.send_expr(el, attr)
         for key in attrs:
             if key not in ("event", "target", "type", "id", "delay", "namelist"):
                 self.report(el, f"<send {key}=...> is not supported (only constant event, target, type, "
@@ -855,6 +1031,83 @@ class _Converter:
             return None
         return {"send": body}
 
+    def send_expr(self, el: _El, attr: str) -> Any:
+        """``<send eventexpr|targetexpr|typeexpr>``: a string constant is that attribute; a datamodel variable
+        that only ever holds constants (its ``<data>`` and every ``<assign>`` to it) a ``choose`` of one send
+        per value, tested when it runs. A value SCXML cannot send with (not a string, a target that is no
+        URI), or none of them, raises ``error.execution``, as SCXML does then."""
+        expr, plain = el.attrs[attr], attr.removesuffix("expr")
+        try:
+            node = ecma.parse(expr)
+        except ecma.Unsupported as exc:
+            self.report(el, f"{attr}={expr!r}: {exc}")
+            return None
+        values: list[Any] | None = None
+        ref: Any = None
+        if node[0] == "lit" and isinstance(node[1], str):
+            values = [node[1]]
+        elif node[0] == "name" and node[1] in self.variables and node[1] in self.constant_values():
+            values, ref = self.constant_values()[node[1]], f"$context.{node[1]}"
+        if values is None:
+            self.report(el, f"<send {attr}={expr!r}> is not supported: only a string constant or a datamodel "
+                            "variable that only ever holds constants")
+            return None
+        sends = []
+        for value in values:
+            if not isinstance(value, str):
+                sends.append(_raised_error(f"<send {attr}={expr!r}>: {value!r} is not a string"))
+                continue
+            attrs = {(plain if k == attr else k): (value if k == attr else v) for k, v in el.attrs.items()}
+            one = _El(el.tag, attrs, el.line, el.path, el.foreign, el.children, el.text)
+            error = self.static_error(one)
+            action = _raised_error(error) if error is not None else self.send(one)
+            if action is None:
+                return None
+            sends.append(action)
+        if ref is None:
+            return sends[0]
+        return {"choose": [*({"guard": {"eq": [ref, value]}, "actions": [action]}
+                             for value, action in zip(values, sends, strict=True)),
+                           {"actions": [_raised_error(f"<send {attr}={expr!r}>: no value to send with")]}]}
+
+    def constant_values(self) -> dict[str, list[Any]]:
+        """The datamodel variables that only ever hold constants (their ``<data>`` value, if any, and every
+        ``<assign>`` to them), each with those values in document order; computed once."""
+        if self.constants_of is None:
+            values: dict[str, list[Any]] = {}
+            bad: set[str] = set()
+
+            def add(var: str, expr: str | None) -> None:
+                try:
+                    node = None if expr is None else ecma.parse(expr)
+                except ecma.Unsupported:
+                    node = None
+                if node is None or node[0] != "lit" or isinstance(node[1], dict | list):
+                    bad.add(var)
+                elif node[1] not in values.setdefault(var, []):
+                    values[var].append(node[1])
+
+            for e in _iter(self.root):
+                if e.foreign:
+                    continue
+                if e.tag == "data" and "id" in e.attrs:
+                    if "expr" in e.attrs or e.text.strip():
+                        add(e.attrs["id"], e.attrs.get("expr", e.text.strip()))
+                    else:
+                        values.setdefault(e.attrs["id"], [])
+                elif e.tag == "assign":
+                    loc = e.attrs.get("location", "").strip()
+                    if _IDENTIFIER.match(loc):
+                        add(loc, e.attrs.get("expr"))
+                    else:
+                        bad.add(re.split(r"[.\[]", loc, maxsplit=1)[0])
+                else:
+                    for attr in ("item", "index", "idlocation"):
+                        if attr in e.attrs:
+                            bad.add(e.attrs[attr])
+            self.constants_of = {k: v for k, v in values.items() if k not in bad and v}
+        return self.constants_of
+
     def delay_of(self, el: _El) -> float | None:
         """The delay of a ``<send delay>`` in seconds (``None``: no constant delay)."""
         m = _DELAY.match(el.attrs.get("delay", ""))
@@ -874,6 +1127,10 @@ class _Converter:
                     el.children, el.text)
         action = self.send(plain)
         if action is None or seconds is None:
+            return None
+        if "send" not in action:
+            self.report(el, "a delayed <send eventexpr> that reads a variable is not supported (SCXML reads it "
+                            "when it sends, a timer when it fires)")
             return None
         body = action["send"]
         if _has_reference(body.get("data")):
@@ -930,6 +1187,11 @@ class _Converter:
 
 
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_SESSIONID = re.compile(r"(?<![\w$.])_sessionid(?![\w$])")
+"""A read of the system variable ``_sessionid`` in an attribute (an expression, a location)."""
+_IOPROCESSORS: dict[str, Any] = {_SCXML_PROCESSOR[0]: {}, _SCXML_PROCESSOR[1]: {}}
+"""``_ioprocessors``: the one event processor an imported chart has, under both its names. Without a
+``location``: a session's address is its execution id, which a definition does not know."""
 _SYSTEM_VARIABLES = ("_sessionid", "_name", "_ioprocessors", "_event", "_x")
 _URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
 """A target with a URI scheme (``http:``...): a real address, reported as not supported, not an error."""

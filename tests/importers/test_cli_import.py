@@ -74,21 +74,21 @@ def runner(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> CliRunner:
 
 
 def test_an_import_that_left_something_out_writes_nothing_and_fails(runner: CliRunner, tmp_path: Path) -> None:
-    source = HERE / "w3c" / "test321.scxml"
+    source = HERE / "w3c" / "test552.scxml"
     result = runner.invoke(app, ["import", "scxml", str(source), "-o", "out.yaml"])
     assert result.exit_code == 1
-    assert ("scxml/datamodel[1]/data[@id='Var1'] (line 9): expr='_sessionid': the system variable _sessionid has "
-            "no durastate equivalent") in result.stderr
+    assert ("scxml/datamodel[1]/data[@id='Var1'] (line 10): <data src> is not supported (nothing is fetched): give "
+            "the value inline") in result.stderr
     assert "nothing written" in result.stderr
     assert not (tmp_path / "out.yaml").exists()
 
 
 def test_allow_partial_writes_the_rest_with_the_issues_on_top(runner: CliRunner, tmp_path: Path) -> None:
-    source = HERE / "w3c" / "test321.scxml"
+    source = HERE / "w3c" / "test552.scxml"
     result = runner.invoke(app, ["import", "scxml", str(source), "-o", "defs/t.yaml", "--allow-partial"])
     assert result.exit_code == 0, result.stderr
     text = (tmp_path / "defs" / "t.yaml").read_text(encoding="utf-8")
-    assert text.startswith("# Imported from test321.scxml with 1 construct(s) not mapped:\n#   scxml/datamodel")
+    assert text.startswith("# Imported from test552.scxml with 1 construct(s) not mapped:\n#   scxml/datamodel")
     checked = runner.invoke(app, ["validate", "defs/t.yaml"])
     assert checked.exit_code == 0, checked.stdout
 

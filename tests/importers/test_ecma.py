@@ -69,7 +69,7 @@ def test_a_value_as_a_condition_has_ecmascript_truthiness(value: Any, truthy: bo
     ("_sessionid", "the system variable _sessionid"),
     ("_event.origin", "_event.origin has no durastate equivalent"),
     ("other + 1", "'other' is not a variable of the datamodel"),
-    ("'unterminated", "unexpected character"),
+    ("'unterminated", "is not terminated: this is no ECMAScript expression"),
     ("{add: [1, 2]}", "would read as an operator"),
 ])
 def test_outside_the_subset(text: str, why: str) -> None:

@@ -357,3 +357,138 @@ def test_a_parallel_state_can_be_a_region_of_another() -> None:
     assert exe.leaves == ["outer.inner.a.a2", "outer.inner.b._leaf", "outer.c._leaf"]
     exe = run_to_end(doc, ("go", "finish"), max_seconds=0)
     assert (exe.status, exe.outcome, exe.context) == ("finished", "done", {"seen": 1})
+
+
+def test_donedata_is_what_the_done_transitions_read_as_event_data() -> None:
+    """A constant <donedata> (a <content> of any value, or <param>s) is bound where the parent's
+    ``done.state`` transitions read ``_event.data``; a <param> location SCXML cannot read raises
+    error.execution when the final state is entered; finals giving different data are reported."""
+    doc = _doc("""
+      <state id="s" initial="s1">
+        <transition event="done.state.s" cond="_event.data == 21" target="t"/>
+        <transition event="done.state.s" target="fail"/>
+        <state id="s1"><transition target="s2"/></state>
+        <final id="s2"><donedata><content>21</content></donedata></final></state>
+      <state id="t" initial="t1">
+        <transition event="done.state.t" cond="_event.data['n'] == 1 &amp;&amp; _event.data.w == 'x'" target="ok"/>
+        <transition event="done.state.t" target="fail"/>
+        <final id="t1"><donedata><param name="n" expr="1"/><param name="w" expr="'x'"/></donedata></final></state>
+      <final id="ok"/><final id="fail"/>""")
+    assert doc["states"]["s"]["on_done"][0]["guard"] == {"eq": [21, 21]}
+    assert run_to_end(doc, max_seconds=0).outcome == "ok"
+    failing = _doc("""<datamodel><data id="v"/></datamodel>
+      <state id="s" initial="f"><transition event="error.execution" target="ok"/>
+        <final id="f"><donedata><param name="p" location="nowhere.x"/></donedata></final></state>
+      <final id="ok"/>""")
+    assert failing["states"]["s"]["states"]["f"]["entry"] == [{"raise": {"event": "error.execution", "data": {
+        "error": "<param location='nowhere.x'>: 'nowhere' is not declared"}}}]
+    assert run_to_end(failing, max_seconds=0).outcome == "ok"
+    differ = scxml.convert(f"""<scxml {NS}><state id="s" initial="a">
+      <transition event="done.state.s" cond="_event.data == 1" target="end"/>
+      <final id="a"><donedata><content expr="1"/></donedata></final>
+      <final id="b"><donedata><content expr="2"/></donedata></final></state><final id="end"/></scxml>""")
+    assert [i.message for i in differ.issues] == [
+        "the final states of the state give different <donedata>: durastate's on_done does not know which one "
+        "was reached"]
+
+
+def test_ioprocessors_is_the_scxml_processor_without_a_location() -> None:
+    doc = _doc("""
+      <datamodel><data id="io" expr="_ioprocessors"/></datamodel>
+      <state id="s"><transition cond="io &amp;&amp; io == _ioprocessors" target="done"/></state>
+      <final id="done"/>""")
+    assert set(doc["context"]["io"]) == {"scxml", "http://www.w3.org/TR/scxml/#SCXMLEventProcessor"}
+    assert run_to_end(doc, max_seconds=0).outcome == "done"
+    located = scxml.convert(f"<scxml {NS}><datamodel><data id='at' expr='_ioprocessors.scxml.location'/>"
+                            "</datamodel><state id='s'/></scxml>")
+    assert [i.message for i in located.issues] == [
+        "expr='_ioprocessors.scxml.location': _ioprocessors.scxml.location has no value the document fixes"]
+
+
+def test_sessionid_is_bound_once_when_the_execution_starts() -> None:
+    """``_sessionid`` (and a ``<data>`` initialised from it) is the start event's id, assigned first thing;
+    entering the initial state again keeps it; assigning it is SCXML's error.execution."""
+    doc = _doc("""
+      <datamodel><data id="me" expr="_sessionid"/><data id="n" expr="0"/></datamodel>
+      <state id="s"><onentry><assign location="_sessionid" expr="'other'"/></onentry>
+        <transition event="error.execution" cond="n == 0" target="s"><assign location="n" expr="1"/></transition>
+        <transition event="error.execution" cond="me == _sessionid &amp;&amp; me" target="done"/></state>
+      <final id="done"/>""")
+    assert doc["context"] == {"_sessionid": None, "me": None, "n": 0}
+    exe = run_to_end(doc, max_seconds=0)
+    assert exe.outcome == "done"
+    assert exe.context["_sessionid"] == exe.context["me"] == "x-1:start"
+
+
+def test_eventexpr_of_a_variable_of_constants_is_a_choice_of_sends() -> None:
+    doc = _doc("""
+      <datamodel><data id="e" expr="'first'"/><data id="n" expr="0"/></datamodel>
+      <state id="s"><onentry><assign location="e" expr="'second'"/><send eventexpr="e"/>
+        <send eventexpr="'third'"><param name="k" expr="1"/></send></onentry>
+        <transition event="second" target="t"/><transition event="*" target="fail"/></state>
+      <state id="t"><transition event="third" cond="_event.data.k == 1" target="done"/>
+        <transition event="*" target="fail"/></state>
+      <final id="done"/><final id="fail"/>""")
+    entry = doc["states"]["s"]["entry"]
+    assert entry[1] == {"choose": [
+        {"guard": {"eq": ["$context.e", "first"]}, "actions": [{"send": {"event": "first", "to": "self"}}]},
+        {"guard": {"eq": ["$context.e", "second"]}, "actions": [{"send": {"event": "second", "to": "self"}}]},
+        {"actions": [{"raise": {"event": "error.execution",
+                                "data": {"error": "<send eventexpr='e'>: no value to send with"}}}]}]}
+    assert entry[2] == {"send": {"event": "third", "data": {"k": 1}, "to": "self"}}
+    assert run_to_end(doc, max_seconds=0).outcome == "done"
+    computed = scxml.convert(f"""<scxml {NS}><datamodel><data id="e" expr="'a'"/></datamodel>
+      <state id="s"><onentry><assign location="e" expr="e + 'b'"/><send eventexpr="e"/></onentry></state></scxml>""")
+    assert [i.message for i in computed.issues] == [
+        "<send eventexpr='e'> is not supported: only a string constant or a datamodel variable that only ever "
+        "holds constants"]
+
+
+def test_an_assign_of_no_ecmascript_expression_raises_error_execution() -> None:
+    doc = _doc("""<datamodel><data id="v"/></datamodel>
+      <state id="s"><onentry><assign location="v" expr="return"/><raise event="skipped"/></onentry>
+        <transition event="error.execution" target="done"/></state><final id="done"/>""")
+    assert doc["states"]["s"]["entry"] == [{"raise": {"event": "error.execution", "data": {
+        "error": "<assign expr='return'>: 'return' is a reserved word: this is no ECMAScript expression"}}}]
+    assert run_to_end(doc, max_seconds=0).outcome == "done"
+
+
+def test_several_initial_states_in_regions_of_one_child_set_the_initials_on_the_way() -> None:
+    doc = _doc("""
+      <state id="p" initial="x y"><parallel id="q">
+        <state id="r1" initial="a"><state id="a"/><state id="x"/></state>
+        <state id="r2" initial="b"><state id="b"/><state id="y"/></state>
+        <transition cond="In('x') &amp;&amp; In('y')" target="done"/></parallel></state>
+      <final id="done"/>""", initial="x y")
+    assert doc["initial"] == "p"
+    assert [doc["states"]["p"]["states"]["q"]["states"][r]["initial"] for r in ("r1", "r2")] == ["x", "y"]
+    assert run_to_end(doc, max_seconds=0).outcome == "done"
+    entered = scxml.convert(f"""<scxml {NS} initial="x y"><parallel id="q">
+        <state id="r1"><state id="a"/><state id="x"><transition event="e" target="r1"/></state></state>
+        <state id="r2"><state id="y"/></state></parallel></scxml>""")
+    assert [i.message for i in entered.issues] == [
+        "initial='x y' names several states; durastate starts a state in one child (it maps only for states "
+        "inside one child that nothing else enters)"]
+
+
+def test_a_send_namelist_of_no_ecmascript_expression_raises_error_execution() -> None:
+    doc = _doc("""<state id="s"><onentry><send event="e" namelist='"foo'/></onentry>
+        <transition event="error.execution" target="done"/></state><final id="done"/>""")
+    assert doc["states"]["s"]["entry"] == [{"raise": {"event": "error.execution", "data": {"error": (
+        "<send namelist='\"foo'>: the string '\"foo' is not terminated: this is no ECMAScript expression")}}}]
+    assert run_to_end(doc, max_seconds=0).outcome == "done"
+
+
+def test_targetexpr_and_typeexpr_of_a_variable_of_constants_send_or_raise_error_execution() -> None:
+    doc = _doc("""<datamodel><data id="to" expr="27"/><data id="kind" expr="'scxml'"/></datamodel>
+      <state id="s"><onentry><send targetexpr="to" event="bad"/><assign location="to" expr="'#_internal'"/>
+        <send targetexpr="to" typeexpr="kind" event="good"/></onentry>
+        <transition event="error.execution" target="t"/><transition event="*" target="fail"/></state>
+      <state id="t"><transition event="good" target="done"/><transition event="*" target="fail"/></state>
+      <final id="done"/><final id="fail"/>""")
+    first, _, second = doc["states"]["s"]["entry"]
+    assert first["choose"][0] == {"guard": {"eq": ["$context.to", 27]}, "actions": [{"raise": {
+        "event": "error.execution", "data": {"error": "<send targetexpr='to'>: 27 is not a string"}}}]}
+    assert second["choose"][1]["actions"][0]["choose"][0] == {  # both variables: a choice inside a choice
+        "guard": {"eq": ["$context.kind", "scxml"]}, "actions": [{"raise": {"event": "good"}}]}
+    assert run_to_end(doc, max_seconds=0).outcome == "done"
