@@ -32,6 +32,9 @@ definitions) from these variables:
 ``DURASTATE_MAX_ATTEMPTS``   receives of a record that fails with an unexpected error (most likely a bug)
                            before the worker dead-letters it with its reason (default 5); a transient
                            failure (the store unavailable or throttled, conflicts) is never dead-lettered
+``DURASTATE_CONTEXT_BUCKET``  S3 bucket holding executions too large for a DynamoDB item (the claim check:
+                           :mod:`durastate.store.dynamodb.claim_check`); unset, they are refused
+``DURASTATE_CLAIM_CHECK_BYTES``  executions whose JSON is larger go to that bucket (default 200000)
 ``DURASTATE_RETENTION_SECONDS``  the sweeper also purges executions that ended longer ago (unset: never)
 ``DURASTATE_TOMBSTONE_TTL_SECONDS`` / ``DURASTATE_RETENTION_BATCHES``
                            how long a purged execution's tombstone lives (default 14 days) / purge batches
@@ -67,6 +70,7 @@ from durastate.runtime.schedules import SyncReport, schedules_from, sync_schedul
 from durastate.runtime.sweeper import HOP_HORIZON, Sweeper, timeout_event
 from durastate.runtime.worker import HandleResult, Worker
 from durastate.store.base import ExecutionStore, TimerOp
+from durastate.store.dynamodb.claim_check import DEFAULT_CLAIM_CHECK_BYTES
 from durastate.transport.base import Sink, Transport
 from durastate.transport.sqs import SqsDeadLetters, dead_letter, sqs_id
 from durastate.transport.sqs_timers import SqsTimerQueue, hop_fire_at
@@ -153,6 +157,9 @@ class AwsSettings:
     retention_batches: int = 4
     max_attempts: int = DEFAULT_MAX_ATTEMPTS
     """Receives of a record failing with an unexpected error before the worker dead-letters it."""
+    context_bucket: str | None = None
+    """The S3 bucket of claim-checked executions (``None``: executions must fit an item)."""
+    claim_check_bytes: int = DEFAULT_CLAIM_CHECK_BYTES
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None,
@@ -178,6 +185,8 @@ class AwsSettings:
             tombstone_ttl=_positive_int(env, "DURASTATE_TOMBSTONE_TTL_SECONDS", DEFAULT_PROCESSED_TTL),
             retention_batches=_positive_int(env, "DURASTATE_RETENTION_BATCHES", 4),
             max_attempts=_positive_int(env, "DURASTATE_MAX_ATTEMPTS", DEFAULT_MAX_ATTEMPTS),
+            context_bucket=env.get("DURASTATE_CONTEXT_BUCKET") or None,
+            claim_check_bytes=_positive_int(env, "DURASTATE_CLAIM_CHECK_BYTES", DEFAULT_CLAIM_CHECK_BYTES),
         )
 
 
@@ -456,7 +465,7 @@ class AwsRuntime:
 
 
 def build_runtime(settings: AwsSettings | None = None, *, clock: Clock = time.time,
-                  dynamodb: Any = None, sqs: Any = None, events: Any = None,
+                  dynamodb: Any = None, sqs: Any = None, events: Any = None, s3: Any = None,
                   store: ExecutionStore | None = None,
                   registry: DefinitionRegistry | None = None) -> AwsRuntime:
     """Build an :class:`AwsRuntime`; clients (or the store / registry) may be injected, else boto3 is used.
@@ -473,6 +482,8 @@ def build_runtime(settings: AwsSettings | None = None, *, clock: Clock = time.ti
         cfg = Config(retries={"mode": "standard", "max_attempts": 8})
         if store is None and dynamodb is None:
             dynamodb = boto3.client("dynamodb", region_name=settings.region, config=cfg)
+        if store is None and s3 is None and settings.context_bucket:
+            s3 = boto3.client("s3", region_name=settings.region, config=cfg)
         if sqs is None:
             sqs = boto3.client("sqs", region_name=settings.region, config=cfg)
         if events is None and settings.event_bus_name:
@@ -481,7 +492,9 @@ def build_runtime(settings: AwsSettings | None = None, *, clock: Clock = time.ti
         from durastate.store.dynamodb.sync import DynamoDBStore
 
         store = DynamoDBStore(dynamodb, prefix=settings.table_prefix, record_trace=settings.trace,
-                              processed_ttl=settings.processed_ttl, trace_ttl=settings.trace_ttl)
+                              processed_ttl=settings.processed_ttl, trace_ttl=settings.trace_ttl,
+                              context_bucket=settings.context_bucket,
+                              claim_check_bytes=settings.claim_check_bytes, s3=s3)
         built_store = True
     else:
         built_store = False

@@ -4,6 +4,7 @@ memory://                                   DictStore
 sqlite:///relative/path.db, sqlite:////abs  SqliteStore
 postgresql://user@host:5432/db              PostgresStore (psycopg extra)
 dynamodb://PREFIX?endpoint_url=…&region=…   DynamoDBStore (boto3 extra)
+    &context_bucket=NAME&claim_check_bytes=N    executions over N bytes (default 200000) kept in S3
 """
 
 from __future__ import annotations
@@ -47,8 +48,16 @@ def open_store(url: str) -> ExecutionStore:
 
             query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
             prefix = parts.netloc or "durastate"
+            options: dict[str, object] = {}
+            if query.get("context_bucket"):
+                options["context_bucket"] = query["context_bucket"]
+            if query.get("claim_check_bytes"):
+                raw = query["claim_check_bytes"]
+                if not raw.isdigit():
+                    raise ValueError(f"bad store URL {url!r}: claim_check_bytes must be a whole number of bytes")
+                options["claim_check_bytes"] = int(raw)
             return DynamoDBStore.create(
-                prefix=prefix, endpoint_url=query.get("endpoint_url"), region=query.get("region")
+                prefix=prefix, endpoint_url=query.get("endpoint_url"), region=query.get("region"), **options
             )
     raise ValueError(
         f"unknown store URL {url!r}: expected one of memory://, sqlite:///path.db, "
