@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlsplit
 
 from durastate.errors import DurastateError
@@ -46,23 +46,28 @@ def open_store(url: str) -> ExecutionStore:
         with _extra("dynamodb", "boto3", "botocore"):
             from durastate.store.dynamodb.sync import DynamoDBStore
 
-            query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
-            prefix = parts.netloc or "durastate"
-            options: dict[str, object] = {}
-            if query.get("context_bucket"):
-                options["context_bucket"] = query["context_bucket"]
-            if query.get("claim_check_bytes"):
-                raw = query["claim_check_bytes"]
-                if not raw.isdigit():
-                    raise ValueError(f"bad store URL {url!r}: claim_check_bytes must be a whole number of bytes")
-                options["claim_check_bytes"] = int(raw)
-            return DynamoDBStore.create(
-                prefix=prefix, endpoint_url=query.get("endpoint_url"), region=query.get("region"), **options
-            )
+            return DynamoDBStore.create(**dynamodb_url(url))
     raise ValueError(
         f"unknown store URL {url!r}: expected one of memory://, sqlite:///path.db, "
         "postgresql://…, dynamodb://PREFIX?endpoint_url=…&region=…"
     )
+
+
+def dynamodb_url(url: str) -> dict[str, Any]:
+    """``DynamoDBStore.create``'s keywords from a ``dynamodb://PREFIX?…`` URL: the prefix, ``endpoint_url``,
+    ``region``, and the claim check's ``context_bucket`` and ``claim_check_bytes`` when given."""
+    parts = urlsplit(url)
+    query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
+    options: dict[str, Any] = {"prefix": parts.netloc or "durastate", "endpoint_url": query.get("endpoint_url"),
+                               "region": query.get("region")}
+    if query.get("context_bucket"):
+        options["context_bucket"] = query["context_bucket"]
+    if query.get("claim_check_bytes"):
+        raw = query["claim_check_bytes"]
+        if not raw.isdigit():
+            raise ValueError(f"bad store URL {url!r}: claim_check_bytes must be a whole number of bytes, got {raw!r}")
+        options["claim_check_bytes"] = int(raw)
+    return options
 
 
 @contextlib.contextmanager

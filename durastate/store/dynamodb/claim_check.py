@@ -3,7 +3,7 @@
 Why: DynamoDB refuses items over 400 KB, and an execution's context can grow past that (a document, a
 batch of results). Above ``claim_check_bytes`` (:data:`DEFAULT_CLAIM_CHECK_BYTES` by default, well below
 the item limit so the item's other attributes always fit) the execution's JSON goes to
-``s3://<context_bucket>/contexts/<execution id>/<sha256 of the JSON>`` and the item keeps only the key
+``s3://<context_bucket>/contexts/<execution id, percent-encoded>/<sha256 of the JSON>`` and the item keeps only the key
 (attribute ``data_ref``) and the attributes listings and indexes read. The rules, and why they are safe:
 
 - **Written before the commit that references it.** The object is put first; the commit is still one
@@ -29,6 +29,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import quote
 
 from durastate.errors import DurastateError
 
@@ -51,8 +52,9 @@ class ClaimCheck:
 
 
 def context_prefix(execution_id: str) -> str:
-    """The key prefix of every object of one execution (what a purge deletes)."""
-    return f"{CONTEXTS}/{execution_id}/"
+    """The key prefix of every object of one execution (what a purge deletes). The id is percent-encoded
+    (``/`` too), so no execution's prefix is the start of another's."""
+    return f"{CONTEXTS}/{quote(execution_id, safe='')}/"
 
 
 def claim_check(execution_id: str, data: str, bucket: str | None, threshold: int) -> ClaimCheck | None:

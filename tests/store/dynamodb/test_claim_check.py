@@ -175,6 +175,12 @@ def test_a_store_without_the_bucket_says_how_to_read_a_claim_checked_execution(
         plain.load("e1")
 
 
+def test_prefixes_of_executions_never_overlap(big_store: DynamoDBStore, s3: Any) -> None:
+    big_store.save(Execution(id="a/b", definition_id="order", context=large(300_000)))
+    assert objects(s3, "a") == [] and len(objects(s3, "a/b")) == 1
+    assert context_prefix("a/b") == "contexts/a%2Fb/"
+
+
 def test_the_threshold_is_configurable_and_checked(rec: Recorder, s3: Any) -> None:
     store = make_store(rec, context_bucket=BUCKET, s3=s3, claim_check_bytes=1_000)
     store.save(Execution(id="e1", definition_id="order", context=large(2_000)))
