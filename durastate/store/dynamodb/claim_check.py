@@ -3,22 +3,22 @@
 Why: DynamoDB refuses items over 400 KB, and an execution's context can grow past that (a document, a
 batch of results). Above ``claim_check_bytes`` (:data:`DEFAULT_CLAIM_CHECK_BYTES` by default, well below
 the item limit so the item's other attributes always fit) the execution's JSON goes to
-``s3://<context_bucket>/contexts/<execution id, percent-encoded>/<sha256 of the JSON>`` and the item keeps only the key
-(attribute ``data_ref``) and the attributes listings and indexes read. The rules, and why they are safe:
+``s3://<context_bucket>/contexts/<execution id, percent-encoded>/<sha256 of the JSON>`` and the item
+keeps only the key (attribute ``data_ref``) and the attributes listings and indexes read.
+The rules, and why they are safe:
 
 - **Written before the commit that references it.** The object is put first; the commit is still one
   conditional write or one ``TransactWriteItems``. A commit that then fails (a lost race, a crash, a
   throttled transaction) leaves an object no item names: no read can see it, nothing stored changed.
   A retry of the same step writes the same JSON, hence the same key: it reuses that object.
 - **Named by execution and content.** Two executions never share an object, so deleting an
-  execution's prefix is always safe; two versions with the same JSON share one key, which is immutable
-  (a key's content is its hash).
+  execution's prefix is always safe. The JSON holds its version number, so each version has a key of
+  its own, whose content never changes.
 - **Unreferenced objects are removed.** After a commit lands, the object the previous version named is
   deleted (a reader that read that version's item a moment earlier finds the object gone and reads
   the item again). Objects of commits that never landed, and everything of a purged execution, go when
-  the retention purge deletes the execution's prefix, after writing its tombstone. The CDK construct's
-  bucket also expires objects tagged ``durastate:unreferenced=true`` (nothing tags them yet: the rule
-  is for operators' cleanup tools) and aborts incomplete uploads.
+  the retention purge deletes the execution's prefix, after writing its tombstone (an execution whose
+  commit was abandoned and that never ends keeps that object: it is invisible, and costs its storage).
 - **What still cannot fit** — an execution over the threshold with no bucket configured, an event or a
   spawned child's context over the item limit, a transaction over 4 MB — is refused before any request
   with :class:`~durastate.errors.ExecutionTooLarge`, as without a bucket.
@@ -39,8 +39,6 @@ ids, the spill filter and the listing attributes the item keeps."""
 DATA_REF = "data_ref"
 """The item attribute holding the S3 key of a claim-checked execution (instead of ``data``)."""
 CONTEXTS = "contexts"
-UNREFERENCED_TAG = "durastate:unreferenced"
-"""The tag the construct's lifecycle rule expires objects by."""
 
 
 @dataclass(frozen=True, slots=True)
