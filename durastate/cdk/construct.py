@@ -630,7 +630,7 @@ class DurastateEngine(Construct):
                 self.sweeper.add_to_role_policy(iam.PolicyStatement(
                     actions=[f"s3:{a}" for a in sweeper_actions], resources=[objects]))
             for fn in self.functions.values():
-                if fn.role is not None:
+                if isinstance(fn.role, Construct):
                     _suppress(fn.role, self._contexts_wildcard())
         queues = {"events": self.queue, "dlq": self.dead_letter_queue, "timers": self.timers_queue}
         for fn_name, queue_grants in QUEUE_GRANTS.items():
