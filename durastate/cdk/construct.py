@@ -36,6 +36,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_lambda_event_sources as sources
 from aws_cdk import aws_logs as logs
+from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
@@ -172,6 +173,23 @@ QUEUE_GRANTS: dict[str, dict[str, tuple[str, ...]]] = {
 }
 #: EventBridge: the relay publishes the untargeted emits (notifications) on the stack's bus.
 BUS_GRANTS: dict[str, tuple[str, ...]] = {"relay": ("PutEvents",)}
+#: S3 actions on the context bucket's objects (``large_contexts``), per function, as the DynamoDB store's claim
+#: check calls them (:mod:`durastate.store.dynamodb.claim_check`): a load reads the object an item names
+#: (GetObject), a commit over the threshold puts its object first (PutObject) and then deletes the one the
+#: previous version named (DeleteObject). The relay only creates executions (nothing to delete); the sweeper
+#: commits schedule records (with ``schedules``) and, purging (``retention``), reads each execution, lists
+#: its prefix and deletes its objects (DeleteObjects is authorised per object as DeleteObject).
+CONTEXT_GRANTS: dict[str, tuple[str, ...]] = {
+    "worker": ("GetObject", "PutObject", "DeleteObject"),
+    "timers": ("GetObject", "PutObject", "DeleteObject"),
+    "relay": ("GetObject", "PutObject"),
+}
+CONTEXT_SCHEDULE_GRANTS: tuple[str, ...] = ("GetObject", "PutObject", "DeleteObject")
+CONTEXT_RETENTION_GRANTS: tuple[str, ...] = ("GetObject", "DeleteObject")
+#: Purging lists the execution's prefix: ListBucket, on the bucket (limited to that prefix's folder).
+CONTEXT_RETENTION_BUCKET_GRANTS: tuple[str, ...] = ("ListBucket",)
+CONTEXTS_PREFIX = "contexts/"
+OPERATOR_CONTEXT_GRANTS: tuple[str, ...] = ("GetObject", "PutObject", "DeleteObject")
 #: The queues' names, from the table prefix.
 QUEUE_NAMES: dict[str, str] = {"events": "{prefix}-events.fifo", "dlq": "{prefix}-events-dlq.fifo",
                                "timers": "{prefix}-timers"}
@@ -353,7 +371,22 @@ class DurastateEngine(Construct):
       task_functions: the Lambda functions that definitions invoke as tasks (``invoke: {task: {lambda:
         ...}}``), as functions of the app or by name or ARN: the relay, which runs tasks, may invoke these
         and no others (``lambda:InvokeFunction`` on exactly their ARNs).
+      large_contexts: add the context bucket (``context_bucket``; off by default): executions whose JSON is
+        over ``claim_check_bytes`` (default 200000) are kept there instead of being refused at DynamoDB's
+        400 KB item limit. Encrypted (SSE-S3), all public access blocked, SSL only, owner-enforced, with the
+        tables' removal policy and a lifecycle rule aborting incomplete uploads; each function (and the
+        operator policy) gets exactly the object actions its code calls (``CONTEXT_GRANTS``).
     """
+
+    def _contexts_wildcard(self) -> tuple[str, str]:
+        """The acknowledgment of the grants on ``contexts/*``: object keys are content hashes."""
+        assert self.context_bucket is not None
+        cfn = self.context_bucket.node.default_child
+        assert isinstance(cfn, cdk.CfnElement)
+        logical_id = cdk.Stack.of(self).get_logical_id(cfn)
+        return (f"AwsSolutions-IAM5[Resource::<{logical_id}.Arn>/{CONTEXTS_PREFIX}*]",
+                "The object keys are SHA-256 hashes of execution contexts (contexts/<execution>/<hash>), known "
+                "only when written: the grant is on the contexts/ prefix of this one bucket.")
 
     def _function_arn(self, fn: lambda_.IFunction | str) -> str:
         """The ARN of a task function given as a function, an ARN, or a name in this stack's account."""
@@ -397,6 +430,8 @@ class DurastateEngine(Construct):
         task_functions: Sequence[lambda_.IFunction | str] = (),
         build_root: str | Path | None = None,
         bundle_layer: bool = False,
+        large_contexts: bool = False,
+        claim_check_bytes: int | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         self.table_prefix = table_prefix
@@ -501,6 +536,28 @@ class DurastateEngine(Construct):
             environment["DURASTATE_HISTORY"] = "1"
         if self.timers_queue is not None:
             environment["DURASTATE_TIMERS_QUEUE_URL"] = self.timers_queue.queue_url
+        # Executions past the item limit: an encrypted, private, SSL-only bucket (the claim check).
+        self.context_bucket: s3.Bucket | None = None
+        if large_contexts:
+            self.context_bucket = s3.Bucket(
+                self, "ContextBucket",
+                encryption=s3.BucketEncryption.S3_MANAGED,
+                block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+                enforce_ssl=True,
+                object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
+                removal_policy=removal_policy,
+                # Objects no commit names are deleted by the store itself (the superseded one after each
+                # commit, an execution's whole prefix on purge); S3 only has to drop abandoned uploads.
+                lifecycle_rules=[s3.LifecycleRule(id="incomplete-uploads",
+                                                  abort_incomplete_multipart_upload_after=cdk.Duration.days(1))],
+            )
+            _suppress(self.context_bucket,
+                      ("AwsSolutions-S1", "The bucket holds only execution contexts written and read by the "
+                                          "engine's own functions; their access is in CloudTrail and the "
+                                          "executions table's history, and access logs would double the writes."))
+            environment["DURASTATE_CONTEXT_BUCKET"] = self.context_bucket.bucket_name
+            if claim_check_bytes is not None:
+                environment["DURASTATE_CLAIM_CHECK_BYTES"] = str(claim_check_bytes)
         if retention is not None:
             environment.update({
                 "DURASTATE_RETENTION_SECONDS": str(int(retention.to_seconds())),
@@ -561,6 +618,27 @@ class DurastateEngine(Construct):
                 self.sweeper.add_to_role_policy(iam.PolicyStatement(
                     actions=[f"dynamodb:{a}" for a in actions],
                     resources=[f"{self.tables[table].table_arn}/index/{index}"]))
+        if self.context_bucket is not None:
+            objects = self.context_bucket.arn_for_objects(f"{CONTEXTS_PREFIX}*")
+            for fn_name, s3_actions in CONTEXT_GRANTS.items():
+                if fn_name in self.functions:
+                    self.functions[fn_name].add_to_role_policy(iam.PolicyStatement(
+                        actions=[f"s3:{a}" for a in s3_actions], resources=[objects]))
+            sweeper_actions: list[str] = []
+            if schedules or has_schedules_file(definitions):
+                sweeper_actions += CONTEXT_SCHEDULE_GRANTS
+            if retention is not None:
+                sweeper_actions += [a for a in CONTEXT_RETENTION_GRANTS if a not in sweeper_actions]
+                self.sweeper.add_to_role_policy(iam.PolicyStatement(
+                    actions=[f"s3:{a}" for a in CONTEXT_RETENTION_BUCKET_GRANTS],
+                    resources=[self.context_bucket.bucket_arn],
+                    conditions={"StringLike": {"s3:prefix": [f"{CONTEXTS_PREFIX}*"]}}))
+            if sweeper_actions:
+                self.sweeper.add_to_role_policy(iam.PolicyStatement(
+                    actions=[f"s3:{a}" for a in sweeper_actions], resources=[objects]))
+            for fn in self.functions.values():
+                if isinstance(fn.role, Construct):
+                    _suppress(fn.role, self._contexts_wildcard())
         queues = {"events": self.queue, "dlq": self.dead_letter_queue, "timers": self.timers_queue}
         for fn_name, queue_grants in QUEUE_GRANTS.items():
             for queue_name, actions in queue_grants.items():
@@ -584,6 +662,13 @@ class DurastateEngine(Construct):
             document=iam.PolicyDocument.from_json({"Version": "2012-10-17", "Statement": operator_statements(
                 lambda t: self.tables[t].table_arn,
                 lambda q: {"events": self.queue, "dlq": self.dead_letter_queue}[q].queue_arn)}))
+        if self.context_bucket is not None:  # show/terminate/redrive/migrate read and commit; purge lists
+            self.operator_policy.add_statements(
+                iam.PolicyStatement(actions=[f"s3:{a}" for a in OPERATOR_CONTEXT_GRANTS],
+                                    resources=[self.context_bucket.arn_for_objects(f"{CONTEXTS_PREFIX}*")]),
+                iam.PolicyStatement(actions=["s3:ListBucket"], resources=[self.context_bucket.bucket_arn],
+                                    conditions={"StringLike": {"s3:prefix": [f"{CONTEXTS_PREFIX}*"]}}))
+            _suppress(self.operator_policy, self._contexts_wildcard())
 
         # ---- triggers -----------------------------------------------------------------------------------
         self.worker.add_event_source(sources.SqsEventSource(

@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import urlsplit
 
 from durastate.errors import DurastateError
 
@@ -75,11 +75,9 @@ def _open_cli_store(url: str, retries: int, *, create: bool) -> ExecutionStore:
                                       connect_interval=0.5)
     if scheme == "dynamodb":
         from durastate.store.dynamodb.sync import DynamoDBStore
+        from durastate.store.urls import dynamodb_url
 
-        parts = urlsplit(url)
-        query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
-        return DynamoDBStore.create(prefix=parts.netloc or "durastate", endpoint_url=query.get("endpoint_url"),
-                                    region=query.get("region"), connect_attempts=retries, connect_delay=0.5,
+        return DynamoDBStore.create(**dynamodb_url(url), connect_attempts=retries, connect_delay=0.5,
                                     max_attempts=2, connect_timeout=3.0, read_timeout=10.0)
     return open_store(url)
 

@@ -13,7 +13,8 @@ So the local stack plays IAM's part too, the way it plays Lambda's:
   ``table/…/index/…``) ARN, batches per table, transactions per item (a transactional ``Put`` needs
   ``dynamodb:PutItem``); Streams on the stream ARN; SQS on the queue ARN, a batch as its single-message
   action (``SendMessageBatch`` needs ``sqs:SendMessage``); EventBridge per entry on its bus ARN; Lambda's
-  ``Invoke`` as ``lambda:InvokeFunction`` on the function ARN.
+  ``Invoke`` as ``lambda:InvokeFunction`` on the function ARN; S3 object calls on the object ARN
+  (``DeleteObjects`` per object as ``s3:DeleteObject``), a listing as ``s3:ListBucket`` on the bucket.
 * **The decision is moto's policy evaluator** (``moto.iam.access_control.IAMPolicy``: explicit deny wins,
   then any allow), fed with patterns made exact — actions compared case-insensitively as IAM does, and an
   ARN's ``.`` a literal, not a regex wildcard (moto turns ``*`` into ``.*`` and leaves the rest as regex).
@@ -229,6 +230,18 @@ def authorizations(service: str, operation: str, params: Mapping[str, Any], *, r
             out.append(("events:PutEvents",
                         bus if bus.startswith("arn:") else f"arn:aws:events:{region}:{account}:event-bus/{bus}"))
         return out
+    if service == "s3" and "Bucket" in params:
+        # Object calls on the object ARN; DeleteObjects per object as DeleteObject; a listing (ListObjectsV2)
+        # as ListBucket on the bucket ARN.
+        bucket = f"arn:aws:s3:::{params['Bucket']}"
+        if operation == "DeleteObjects":
+            objects = (params.get("Delete") or {}).get("Objects", [])
+            return [("s3:DeleteObject", f"{bucket}/{o['Key']}") for o in objects]
+        if operation in ("ListObjectsV2", "ListObjects"):
+            return [("s3:ListBucket", bucket)]
+        if "Key" in params:
+            return [(f"s3:{operation}", f"{bucket}/{params['Key']}")]
+        return [(f"s3:{operation}", bucket)]
     if service == "lambda" and operation in ("Invoke", "InvokeAsync"):
         fn = str(params.get("FunctionName"))
         return [("lambda:InvokeFunction",

@@ -36,6 +36,9 @@ definitions) from these variables:
 ``DURASTATE_MAX_ATTEMPTS``   receives of a record that fails with an unexpected error (most likely a bug)
                            before the worker dead-letters it with its reason (default 5); a transient
                            failure (the store unavailable or throttled, conflicts) is never dead-lettered
+``DURASTATE_CONTEXT_BUCKET``  S3 bucket holding executions too large for a DynamoDB item (the claim check:
+                           :mod:`durastate.store.dynamodb.claim_check`); unset, they are refused
+``DURASTATE_CLAIM_CHECK_BYTES``  executions whose JSON is larger go to that bucket (default 200000)
 ``DURASTATE_RETENTION_SECONDS``  the sweeper also purges executions that ended longer ago (unset: never)
 ``DURASTATE_TOMBSTONE_TTL_SECONDS`` / ``DURASTATE_RETENTION_BATCHES``
                            how long a purged execution's tombstone lives (default 14 days) / purge batches
@@ -71,6 +74,7 @@ from durastate.runtime.schedules import SyncReport, schedules_from, sync_schedul
 from durastate.runtime.sweeper import HOP_HORIZON, Sweeper, timeout_event
 from durastate.runtime.worker import HandleResult, Worker
 from durastate.store.base import ExecutionStore, TimerOp
+from durastate.store.dynamodb.claim_check import DEFAULT_CLAIM_CHECK_BYTES
 from durastate.transport.base import Sink, Transport
 from durastate.transport.sqs import SqsDeadLetters, dead_letter, sqs_id
 from durastate.transport.sqs_timers import SqsTimerQueue, hop_fire_at
@@ -159,6 +163,9 @@ class AwsSettings:
     retention_batches: int = 4
     max_attempts: int = DEFAULT_MAX_ATTEMPTS
     """Receives of a record failing with an unexpected error before the worker dead-letters it."""
+    context_bucket: str | None = None
+    """The S3 bucket of claim-checked executions (``None``: executions must fit an item)."""
+    claim_check_bytes: int = DEFAULT_CLAIM_CHECK_BYTES
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None,
@@ -185,6 +192,8 @@ class AwsSettings:
             tombstone_ttl=_positive_int(env, "DURASTATE_TOMBSTONE_TTL_SECONDS", DEFAULT_PROCESSED_TTL),
             retention_batches=_positive_int(env, "DURASTATE_RETENTION_BATCHES", 4),
             max_attempts=_positive_int(env, "DURASTATE_MAX_ATTEMPTS", DEFAULT_MAX_ATTEMPTS),
+            context_bucket=env.get("DURASTATE_CONTEXT_BUCKET") or None,
+            claim_check_bytes=_positive_int(env, "DURASTATE_CLAIM_CHECK_BYTES", DEFAULT_CLAIM_CHECK_BYTES),
         )
 
 
@@ -465,7 +474,7 @@ class AwsRuntime:
 
 
 def build_runtime(settings: AwsSettings | None = None, *, clock: Clock = time.time,
-                  dynamodb: Any = None, sqs: Any = None, events: Any = None,
+                  dynamodb: Any = None, sqs: Any = None, events: Any = None, s3: Any = None,
                   store: ExecutionStore | None = None,
                   registry: DefinitionRegistry | None = None) -> AwsRuntime:
     """Build an :class:`AwsRuntime`; clients (or the store / registry) may be injected, else boto3 is used.
@@ -482,6 +491,8 @@ def build_runtime(settings: AwsSettings | None = None, *, clock: Clock = time.ti
         cfg = Config(retries={"mode": "standard", "max_attempts": 8})
         if store is None and dynamodb is None:
             dynamodb = boto3.client("dynamodb", region_name=settings.region, config=cfg)
+        if store is None and s3 is None and settings.context_bucket:
+            s3 = boto3.client("s3", region_name=settings.region, config=cfg)
         if sqs is None:
             sqs = boto3.client("sqs", region_name=settings.region, config=cfg)
         if events is None and settings.event_bus_name:
@@ -491,7 +502,8 @@ def build_runtime(settings: AwsSettings | None = None, *, clock: Clock = time.ti
 
         store = DynamoDBStore(dynamodb, prefix=settings.table_prefix, record_trace=settings.trace,
                               processed_ttl=settings.processed_ttl, trace_ttl=settings.trace_ttl,
-                              history=settings.history)
+                              history=settings.history, context_bucket=settings.context_bucket,
+                              claim_check_bytes=settings.claim_check_bytes, s3=s3)
         built_store = True
     else:
         built_store = False

@@ -4,6 +4,7 @@ memory://                                   DictStore
 sqlite:///relative/path.db, sqlite:////abs  SqliteStore
 postgresql://user@host:5432/db              PostgresStore (psycopg extra)
 dynamodb://PREFIX?endpoint_url=…&region=…   DynamoDBStore (boto3 extra)
+    &context_bucket=NAME&claim_check_bytes=N    executions over N bytes (default 200000) kept in S3
 
 Any of them takes ``?history=1`` (or ``&history=1``): keep every trace step of an execution, not only the
 ring's newest (``read_history``, ``durastate history``; see :mod:`durastate.store.base`).
@@ -13,7 +14,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, parse_qsl, urlencode, urlsplit
 
 from durastate.errors import DurastateError
@@ -68,15 +69,28 @@ def _open(url: str) -> ExecutionStore:
         with _extra("dynamodb", "boto3", "botocore"):
             from durastate.store.dynamodb.sync import DynamoDBStore
 
-            query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
-            prefix = parts.netloc or "durastate"
-            return DynamoDBStore.create(
-                prefix=prefix, endpoint_url=query.get("endpoint_url"), region=query.get("region")
-            )
+            return DynamoDBStore.create(**dynamodb_url(url))
     raise ValueError(
         f"unknown store URL {url!r}: expected one of memory://, sqlite:///path.db, "
         "postgresql://…, dynamodb://PREFIX?endpoint_url=…&region=…"
     )
+
+
+def dynamodb_url(url: str) -> dict[str, Any]:
+    """``DynamoDBStore.create``'s keywords from a ``dynamodb://PREFIX?…`` URL: the prefix, ``endpoint_url``,
+    ``region``, and the claim check's ``context_bucket`` and ``claim_check_bytes`` when given."""
+    parts = urlsplit(url)
+    query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
+    options: dict[str, Any] = {"prefix": parts.netloc or "durastate", "endpoint_url": query.get("endpoint_url"),
+                               "region": query.get("region")}
+    if query.get("context_bucket"):
+        options["context_bucket"] = query["context_bucket"]
+    if query.get("claim_check_bytes"):
+        raw = query["claim_check_bytes"]
+        if not raw.isdigit():
+            raise ValueError(f"bad store URL {url!r}: claim_check_bytes must be a whole number of bytes, got {raw!r}")
+        options["claim_check_bytes"] = int(raw)
+    return options
 
 
 @contextlib.contextmanager

@@ -226,6 +226,32 @@ async def load_round_trips_exactly(ctx: Ctx) -> None:
     expect_eq(Execution.model_validate_json(loaded.model_dump_json()), loaded, "the loaded execution's JSON")
 
 
+LARGE_CONTEXT_BYTES = 1_000_000
+"""The context size of :func:`large_context_round_trips`: past DynamoDB's 400 KB item limit (its store
+keeps such an execution in S3, a claim check), held in the row by the SQL stores."""
+
+
+@case("load")
+async def large_context_round_trips(ctx: Ctx) -> None:
+    """A 1 MB context is stored, loaded whole, edited (a plain write and a commit with side effects), and a
+    stale copy of it still loses the compare-and-swap. (DynamoDB: open the store with a context bucket.)"""
+    exe = new_exe(ctx, context={"doc": "a" * LARGE_CONTEXT_BYTES, "n": 1})
+    await ctx.store.save(exe)
+    loaded = await load(ctx, "e1")
+    expect_eq(loaded.context, exe.context, "a 1 MB context loaded")
+    stale = rival(loaded)
+    exe.context = {"doc": "b" * LARGE_CONTEXT_BYTES, "n": 2}
+    await ctx.store.commit(exe, [(None, ctx.ev("large-out"))], processed_event_id="large-in",
+                           timers=[TimerOp("schedule", "large.wait", 50.0)])
+    edited = await load(ctx, "e1")
+    expect_eq((edited.version, edited.context), (2, exe.context), "the edited 1 MB context, at version 2")
+    with expect_raises(StoreConflict, "a commit of a stale copy of a large execution"):
+        await ctx.store.save(stale)
+    exe.context = {"n": 3}
+    await ctx.store.save(exe)
+    expect_eq((await load(ctx, "e1")).context, {"n": 3}, "the context after shrinking back to a few bytes")
+
+
 @case("load")
 async def durable_load_is_a_distinct_snapshot(ctx: Ctx) -> None:
     """A durable store's load is a snapshot: changes not committed do not show in the next load."""

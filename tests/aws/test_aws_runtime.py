@@ -123,3 +123,38 @@ def test_on_lambda_durastate_log_lines_carry_the_record_keys(monkeypatch: pytest
     finally:
         parent.handlers[:], parent.propagate = saved[0], saved[1]
         parent.setLevel(saved[2])
+
+
+def test_the_context_bucket_from_env_claim_checks_what_the_worker_commits(
+        moto_server: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from durastate.store.dynamodb.sync import DynamoDBStore
+
+    DynamoDBStore.create(prefix=PREFIX, endpoint_url=moto_server, region=REGION).close()
+    s3 = boto3.client("s3", region_name=REGION, endpoint_url=moto_server)
+    s3.create_bucket(Bucket="contexts")
+    sqs = boto3.client("sqs", region_name=REGION, endpoint_url=moto_server)
+    q = sqs.create_queue(QueueName="claim.fifo", Attributes={"FifoQueue": "true"})["QueueUrl"]
+    defs = tmp_path / "definitions"
+    defs.mkdir()
+    (defs / "counter.yaml").write_text(COUNTER_YAML)
+    for name, value in {"AWS_ENDPOINT_URL_DYNAMODB": moto_server, "AWS_ENDPOINT_URL_SQS": moto_server,
+                        "AWS_ENDPOINT_URL_S3": moto_server, "DURASTATE_TABLE_PREFIX": PREFIX,
+                        "DURASTATE_QUEUE_URL": q, "DURASTATE_DEFINITIONS_DIR": str(defs),
+                        "DURASTATE_CONTEXT_BUCKET": "contexts", "DURASTATE_CLAIM_CHECK_BYTES": "1"}.items():
+        monkeypatch.setenv(name, value)
+    durastate_aws.set_runtime(None)
+    try:
+        rt = durastate_aws.get_runtime()
+        body = json.dumps({"target_id": "big1", "event": {"id": "big1:start", "name": "durastate.start",
+                                                        "data": {"definition_id": "counter"}}})
+        sqs.send_message(QueueUrl=q, MessageBody=body, MessageGroupId="big1", MessageDeduplicationId="0")
+        msgs = sqs.receive_message(QueueUrl=q, MaxNumberOfMessages=10, MessageSystemAttributeNames=["All"])
+        resp = function("worker").handler(sqs_event(msgs["Messages"], queue_arn(q, REGION), REGION),
+                                          FakeLambdaContext())
+        assert resp["batchItemFailures"] == []
+        keys = [o["Key"] for o in s3.list_objects_v2(Bucket="contexts", Prefix="contexts/big1/")["Contents"]]
+        assert len(keys) == 1
+        exe = rt.store.load("big1")
+        assert exe is not None and exe.definition_id == "counter"
+    finally:
+        durastate_aws.set_runtime(None)

@@ -40,3 +40,30 @@ def test_start_send_serve_show_on_dynamodb(cli: Callable[..., Outcome], monkeypa
     assert (exe["status"], exe["outcome"]) == ("finished", "payment_failed")
     unknown = cli("send", "d1", "add_item")
     assert unknown.code == 1 and "has finished" in unknown.stderr
+
+
+def test_a_claim_checked_execution_through_the_store_url(cli: Callable[..., Outcome],
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """``?context_bucket=…&claim_check_bytes=0`` keeps every execution in S3; ``show`` reads it whole."""
+    pytest.importorskip("boto3")
+    from tests._aws import boto3_client, shared_moto_server, unique_prefix
+
+    for name in ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_DYNAMODB", "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    server = shared_moto_server()
+    bucket = unique_prefix("ctx")
+    s3 = boto3_client("s3", server.url)
+    s3.create_bucket(Bucket=bucket)
+    monkeypatch.setenv("DURASTATE_STORE", f"dynamodb://{unique_prefix('cli')}?endpoint_url={server.url}"
+                       f"&region=us-east-1&context_bucket={bucket}&claim_check_bytes=0")
+    assert cli("start", "order", "--id", "c1").code == 0
+    assert cli("send", "c1", "add_item", "--data", '{"price": 7}').code == 0
+    shown = cli("show", "c1", "--json")
+    assert shown.code == 0, shown.stderr
+    assert json.loads(shown.stdout)["context"]["items"]  # the whole context, read from the object
+    keys = [o["Key"] for o in s3.list_objects_v2(Bucket=bucket, Prefix="contexts/c1/").get("Contents", [])]
+    assert len(keys) == 1  # the superseded objects are gone
+    bad = cli("--store", f"dynamodb://x?endpoint_url={server.url}&claim_check_bytes=lots", "list")
+    assert bad.code == 1 and "claim_check_bytes must be a whole number" in bad.stderr

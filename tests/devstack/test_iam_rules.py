@@ -51,6 +51,12 @@ def test_requests_are_authorised_as_aws_authorises_them() -> None:
     assert authz("lambda", "Invoke", {"FunctionName": "charge"}) == [
         ("lambda:InvokeFunction", f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:charge")]
     assert authz("dynamodbstreams", "GetRecords", {"ShardIterator": "it"}) == [("dynamodb:GetRecords", "*")]
+    assert authz("s3", "GetObject", {"Bucket": "b", "Key": "contexts/e1/ab"}) == [
+        ("s3:GetObject", "arn:aws:s3:::b/contexts/e1/ab")]
+    assert authz("s3", "DeleteObjects", {"Bucket": "b", "Delete": {"Objects": [{"Key": "k1"}, {"Key": "k2"}]}}) == [
+        ("s3:DeleteObject", "arn:aws:s3:::b/k1"), ("s3:DeleteObject", "arn:aws:s3:::b/k2")]
+    assert authz("s3", "ListObjectsV2", {"Bucket": "b", "Prefix": "contexts/e1/"}) == [
+        ("s3:ListBucket", "arn:aws:s3:::b")]
 
 
 def test_patterns_match_exactly_what_iam_matches() -> None:

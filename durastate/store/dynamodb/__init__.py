@@ -6,7 +6,8 @@ The client libraries are imported only when a store makes its client.
 Modules: ``sync`` and ``aio`` drive the request generators of ``core`` (what each store operation does);
 ``layout`` holds the tables (and the documentation of the layout and its design), ``limits`` DynamoDB's
 limits and item sizes, ``errors`` the error classification, ``client`` the client settings,
-``sharding`` the partition-key shards and ``bloom`` the filter of spilled event ids.
+``sharding`` the partition-key shards, ``bloom`` the filter of spilled event ids and ``claim_check``
+the S3 objects of executions too large for an item.
 """
 
 from durastate.store.dynamodb.aio import AsyncDynamoDBStore

@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 from durastate.errors import StoreUnavailable
 from durastate.store.base import DEFAULT_TRACE_MAX
 from durastate.store.driven import AsyncDriven
+from durastate.store.dynamodb.claim_check import needs_s3
 from durastate.store.dynamodb.client import ClientSettings
 from durastate.store.dynamodb.core import DynamoCore, Ops, Probe, Sleep
 from durastate.store.dynamodb.errors import error_code, translate
@@ -41,10 +42,12 @@ class AsyncDynamoDBStore(DynamoCore, AsyncDriven):
         *,
         trace_max: int | None = DEFAULT_TRACE_MAX,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        s3: Any = None,
         **options: Any,
     ) -> None:
         super().__init__(prefix, trace_max=trace_max, **options)
         self._db = client
+        self._s3 = needs_s3(self.context_bucket, s3)
         self._sleep = sleep
         self._stack: AsyncExitStack | None = None
         self._where = str(getattr(getattr(client, "meta", None), "endpoint_url", None) or "?")
@@ -60,6 +63,11 @@ class AsyncDynamoDBStore(DynamoCore, AsyncDriven):
                         await self._sleep(request.seconds)
                     elif isinstance(request, Probe):
                         await self._probe(request)
+                    elif request.service == "s3":
+                        response = await getattr(self._s3, request.op)(**request.kwargs)
+                        if "Body" in response:  # the core reads bytes, whatever the client streams
+                            async with response["Body"] as body:
+                                response = {**response, "Body": await body.read()}
                     else:
                         response = await getattr(self._db, request.op)(**request.kwargs)
                 except Exception as exc:
@@ -115,7 +123,12 @@ class AsyncDynamoDBStore(DynamoCore, AsyncDriven):
             client = await stack.enter_async_context(
                 session.create_client("dynamodb", config=AioConfig(**settings.config()), **kwargs)
             )
-            store = cls(client, prefix, sleep=sleep, **options)
+            s3 = None
+            if options.get("context_bucket"):
+                s3 = await stack.enter_async_context(
+                    session.create_client("s3", config=AioConfig(**settings.config()), **kwargs)
+                )
+            store = cls(client, prefix, sleep=sleep, s3=s3, **options)
             store._stack = stack
             store._where = where
             await store._run(store.wait_ready_ops(endpoint, *settings.patience()))

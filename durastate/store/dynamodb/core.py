@@ -50,6 +50,15 @@ from durastate.store.base import (
 )
 from durastate.store.dynamodb import recent_ids
 from durastate.store.dynamodb.bloom import BLOOM_BITS, bloom_add, bloom_may_contain
+from durastate.store.dynamodb.claim_check import (
+    DATA_REF,
+    DEFAULT_CLAIM_CHECK_BYTES,
+    ClaimCheck,
+    check_threshold,
+    claim_check,
+    context_prefix,
+    missing_bucket,
+)
 from durastate.store.dynamodb.client import endpoint_address
 from durastate.store.dynamodb.errors import DENIED_CODES, cancellation_reasons, classify, error_code
 from durastate.store.dynamodb.layout import (
@@ -127,10 +136,13 @@ then the window after what it hopped), and an idle deployment's sweep must stay 
 # -- requests a store operation yields ---------------------------------------------------------------
 @dataclass(frozen=True, slots=True)
 class Call:
-    """One DynamoDB API call: the client's method name and its keyword arguments."""
+    """One API call: the client's method name and its keyword arguments — of the DynamoDB client, or
+    (``service="s3"``) of the S3 client that holds claim-checked executions
+    (:mod:`~durastate.store.dynamodb.claim_check`)."""
 
     op: str
     kwargs: dict[str, Any]
+    service: Literal["dynamodb", "s3"] = "dynamodb"
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,6 +182,7 @@ class _Plan:
 
     exe_item: Item
     data: str
+    blob: ClaimCheck | None
     recent: tuple[str, ...]
     spill: bytes | None
     evicted: tuple[str, ...]
@@ -210,6 +223,11 @@ class DynamoCore:
       A traced commit is always a transaction with two more items (the step and the ring's drop),
       about 4 more write units; deployments that do not read traces turn it off to keep state-only
       steps at one single-item write.
+    - ``context_bucket``: the S3 bucket that holds executions too large for an item (a claim check,
+      see :mod:`~durastate.store.dynamodb.claim_check`); None (the default) refuses them with
+      :class:`~durastate.errors.ExecutionTooLarge`. The store's driver needs an S3 client then.
+    - ``claim_check_bytes``: an execution whose JSON is larger than this goes to the bucket
+      (:data:`~durastate.store.dynamodb.claim_check.DEFAULT_CLAIM_CHECK_BYTES`).
     """
 
     def __init__(
@@ -227,8 +245,13 @@ class DynamoCore:
         clock: Callable[[], float] = time.time,
         record_trace: bool = True,
         history: bool = False,
+        context_bucket: str | None = None,
+        claim_check_bytes: int = DEFAULT_CLAIM_CHECK_BYTES,
     ) -> None:
         check_prefix(prefix)
+        check_threshold(claim_check_bytes)
+        self.context_bucket = context_bucket
+        self.claim_check_bytes = claim_check_bytes
         if not 0 <= recent_events <= MAX_RECENT_EVENTS:
             raise ValueError(f"recent_events must be between 0 and {MAX_RECENT_EVENTS}")
         self.prefix = prefix
@@ -244,10 +267,11 @@ class DynamoCore:
         self.record_trace = record_trace
         self._names = {spec.name: f"{prefix}_{spec.name}" for spec in TABLES}
         # execution id -> (stored version, its recent event ids, its spill filter or None when the item
-        # has none, its ``search`` attribute or ""). A (id, version) pair names exactly one stored item, so
-        # an entry is never stale, only possibly superseded; it saves the read of ``rids`` and ``spill`` a
-        # commit would otherwise need, and tells it which search entries it changes.
-        self._known: OrderedDict[str, tuple[int, tuple[str, ...], bytes | None, str]] = OrderedDict()
+        # has none, its ``search`` attribute or "", the S3 key of its claim-checked context or None). A (id,
+        # version) pair names exactly one stored item, so an entry is never stale, only possibly superseded;
+        # it saves the read of ``rids`` and ``spill`` a commit would otherwise need, and tells it which search
+        # entries it changes and which S3 object it supersedes.
+        self._known: OrderedDict[str, tuple[int, tuple[str, ...], bytes | None, str, str | None]] = OrderedDict()
         # execution id -> (version, next trace index) after a commit through this store: the next
         # traced commit from that version skips the max-index Query (single writer per execution).
         self._trace_next: OrderedDict[str, tuple[int, int]] = OrderedDict()
@@ -274,10 +298,12 @@ class DynamoCore:
         return ceiling / 2 + self._rng.random() * ceiling / 2
 
     def _remember(
-        self, execution_id: str, version: int, recent: tuple[str, ...], spill: bytes | None, search: str
+        self, execution_id: str, version: int, recent: tuple[str, ...], spill: bytes | None, search: str,
+        ref: str | None = None,
     ) -> None:
+        """``ref``: the S3 key of the version's claim-checked context (None: in the item)."""
         with self._lock:
-            self._known[execution_id] = (version, recent, spill, search)
+            self._known[execution_id] = (version, recent, spill, search, ref)
             self._known.move_to_end(execution_id)
             while len(self._known) > self._cache_size:
                 self._known.popitem(last=False)
@@ -306,6 +332,14 @@ class DynamoCore:
         with self._lock:
             hit = self._known.get(execution_id)
         return (hit[1], hit[2], hit[3]) if hit is not None and hit[0] == version else None
+
+    def _recall_ref(self, execution_id: str, version: int) -> tuple[bool, str | None]:
+        """(whether it is known, the S3 key of ``(execution_id, version)``'s context or None)."""
+        if version == 0:
+            return True, None
+        with self._lock:
+            hit = self._known.get(execution_id)
+        return (True, hit[4]) if hit is not None and hit[0] == version else (False, None)
 
     def _batch_read_pays(self, execution_id: str) -> bool:
         """Whether the dedupe check should read the execution and the mark together (one BatchGetItem,
@@ -341,12 +375,14 @@ class DynamoCore:
             return None
         return bytes(item["spill"]["B"])
 
-    def _call(self, op: str, kwargs: dict[str, Any]) -> Ops[dict[str, Any]]:
+    def _call(
+        self, op: str, kwargs: dict[str, Any], service: Literal["dynamodb", "s3"] = "dynamodb"
+    ) -> Ops[dict[str, Any]]:
         """One API call, retried with backoff while the error is transient (bounded)."""
         attempt = 0
         while True:
             try:
-                response: dict[str, Any] = yield Call(op, kwargs)
+                response: dict[str, Any] = yield Call(op, kwargs, service)
                 return response
             except Exception as exc:
                 verdict = classify(exc)
@@ -504,15 +540,55 @@ class DynamoCore:
                 yield Sleep(delay)
 
     # -- reads ------------------------------------------------------------------------------------------
-    def _execution(self, item: Item | None) -> Execution | None:
+    def _execution(self, item: Item | None, execution_id: str) -> Ops[Execution | None]:
         if not item:
             return None
-        exe = Execution.model_validate_json(item["data"]["S"])
-        self._remember(exe.id, int(item["version"]["N"]), self._rids(item), self._spill(item), _searched(item))
+        item, data = yield from self._data(item, execution_id)
+        if item is None:
+            return None
+        exe = Execution.model_validate_json(data)
+        ref = item[DATA_REF]["S"] if DATA_REF in item else None
+        self._remember(exe.id, int(item["version"]["N"]), self._rids(item), self._spill(item), _searched(item),
+                       ref)
         return exe
 
-    _LOAD_NAMES = {"#d": "data", "#v": "version", "#r": "rids", "#f": "spill", "#s": "search"}
-    _MARK_NAMES = {"#v": "version", "#r": "rids", "#f": "spill", "#s": "search"}
+    def _data(self, item: Item, execution_id: str, attempts: int = 5) -> Ops[tuple[Item | None, str]]:
+        """The execution JSON of ``item``: in the item, or (claim-checked) its S3 object.
+
+        The object of a superseded version is deleted once the next commit lands, so a reader that read
+        the item just before finds it gone: it reads the item again (now naming the new object)."""
+        for _ in range(attempts):
+            if DATA_REF not in item:
+                return item, str(item["data"]["S"])
+            key = str(item[DATA_REF]["S"])
+            if self.context_bucket is None:
+                raise missing_bucket(execution_id, key)
+            try:
+                resp = yield Call("get_object", {"Bucket": self.context_bucket, "Key": key}, "s3")
+                return item, bytes(resp["Body"]).decode("utf-8")
+            except Exception as exc:
+                if error_code(exc) not in ("NoSuchKey", "404"):
+                    raise
+            resp = yield from self._call("get_item", {
+                "TableName": self.table("executions"),
+                "Key": {"id": S(execution_id)},
+                "ConsistentRead": True,
+                "ProjectionExpression": ", ".join(self._LOAD_NAMES),
+                "ExpressionAttributeNames": dict(self._LOAD_NAMES),
+            })
+            fresh = resp.get("Item")
+            if fresh is None:
+                return None, ""
+            if fresh.get(DATA_REF) == item.get(DATA_REF):
+                raise StoreUnavailable(
+                    f"the S3 object {key!r} holding execution {execution_id!r} is missing from bucket "
+                    f"{self.context_bucket!r}: was it deleted outside durastate, or is this the wrong bucket?"
+                )
+            item = fresh
+        raise StoreThrottled(f"execution {execution_id!r} changed {attempts} times while being read; retry")
+
+    _LOAD_NAMES = {"#d": "data", "#v": "version", "#r": "rids", "#f": "spill", "#s": "search", "#c": DATA_REF}
+    _MARK_NAMES = {"#v": "version", "#r": "rids", "#f": "spill", "#s": "search", "#c": DATA_REF}
 
     def load_ops(self, execution_id: str) -> Ops[Execution | None]:
         resp = yield from self._call(
@@ -525,7 +601,7 @@ class DynamoCore:
                 "ExpressionAttributeNames": dict(self._LOAD_NAMES),
             },
         )
-        return self._execution(resp.get("Item"))
+        return (yield from self._execution(resp.get("Item"), execution_id))
 
     def _with_mark(
         self, execution_id: str, event_id: str, projection: str, names: dict[str, str]
@@ -623,7 +699,7 @@ class DynamoCore:
 
     def load_for_event_ops(self, execution_id: str, event_id: str) -> Ops[tuple[Execution | None, bool]]:
         item, seen = yield from self._dedupe_read(execution_id, event_id, self._LOAD_NAMES)
-        return self._execution(item), seen
+        return (yield from self._execution(item, execution_id)), seen
 
     def is_processed_ops(self, execution_id: str, event_id: str) -> Ops[bool]:
         _, seen = yield from self._dedupe_read(execution_id, event_id, self._MARK_NAMES)
@@ -702,6 +778,10 @@ class DynamoCore:
         if values:  # broken out for listings by search value (read with the summaries, not from ``data``)
             item["search"] = S(json.dumps(values, separators=(",", ":")))
         item.update(self._retention_attributes(exe))
+        blob = claim_check(exe.id, data, self.context_bucket, self.claim_check_bytes)
+        if blob is not None:
+            del item["data"]
+            item[DATA_REF] = S(blob.key)
         if spill is not None and self.recent_events > 0:
             item["spill"] = {"B": spill or bytes(BLOOM_BITS // 8)}  # its size once anything spilled
 
@@ -722,6 +802,11 @@ class DynamoCore:
             item["spill"] = {"B": new_spill}
         hint = "keep large payloads out of the context and event data (store them elsewhere, keep a key)"
         size = item_size(item)
+        if size > MAX_ITEM_BYTES and self.context_bucket is None:
+            raise ExecutionTooLarge(
+                f"execution {exe.id!r}", size, MAX_ITEM_BYTES,
+                "open the store with context_bucket=NAME to keep large executions in S3, or " + hint,
+            )
         if size > MAX_ITEM_BYTES:
             raise ExecutionTooLarge(f"execution {exe.id!r}", size, MAX_ITEM_BYTES, hint)
         placeholder = 10**18  # sizes are checked before seqs exist; a seq never gets longer than this
@@ -740,7 +825,7 @@ class DynamoCore:
         trace_json = json.dumps(trace, separators=(",", ":")) if trace is not None else None
         entries = self._search_items(exe, json.loads(searched) if searched else {})
         plan = _Plan(
-            item, data, new_recent, new_spill, evicted, outbox, spawn_items, processed, timers, trace_json,
+            item, data, blob, new_recent, new_spill, evicted, outbox, spawn_items, processed, timers, trace_json,
             entries,
         )
         if not plan.single:
@@ -853,6 +938,7 @@ class DynamoCore:
         old = exe.version
         known = self._recall(exe.id, old)
         recent, spill, searched = known if known is not None else ((), b"", "")
+        old_ref = self._recall_ref(exe.id, old)[1]
         plan = self._plan(
             exe, old, recent, spill, emit_list, processed_event_id, timer_ops, spawn_list, trace, searched
         )
@@ -871,6 +957,7 @@ class DynamoCore:
             found = int(stored["version"]["N"]) if stored else None
             if found != old:
                 raise StoreConflict(exe.id, expected=old, found=found)
+            old_ref = stored[DATA_REF]["S"] if stored and DATA_REF in stored else None
             plan = self._plan(
                 exe,
                 old,
@@ -903,6 +990,10 @@ class DynamoCore:
             **self._cas(old),
             "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
         }
+        if plan.blob is not None:  # before the write that names it: a failed commit leaves it unnamed
+            yield from self._call("put_object", {
+                "Bucket": self.context_bucket, "Key": plan.blob.key, "Body": plan.blob.body,
+                "ContentType": "application/json"}, "s3")
         traced: int | None = None
         try:
             if plan.single or (yield from self._arm_ahead(exe.id, plan)):
@@ -923,10 +1014,41 @@ class DynamoCore:
             reasons = cancellation_reasons(exc)
             stored = reasons[0].get("Item") if reasons else response.get("Item")
             retried = bool(response.get("ResponseMetadata", {}).get("RetryAttempts"))
-            yield from self._settle_conflict(exe.id, old, plan.data, stored, retried)
-        self._remember(exe.id, old + 1, plan.recent, plan.spill, _searched(plan.exe_item))
+            yield from self._settle_conflict(exe.id, old, plan.exe_item, stored, retried)
+        new_ref = plan.blob.key if plan.blob is not None else None
+        self._remember(exe.id, old + 1, plan.recent, plan.spill, _searched(plan.exe_item), new_ref)
         self._remember_trace(exe.id, old, traced)
         exe.version = old + 1
+        if old_ref is not None and old_ref != new_ref:
+            yield from self._drop_object(old_ref)
+
+    def _drop_object(self, key: str) -> Ops[None]:
+        """Delete the object a superseded version named. The commit has landed: a failure here only
+        leaves an unnamed object, which the execution's purge removes."""
+        if self.context_bucket is None:
+            return
+        try:
+            yield from self._call("delete_object", {"Bucket": self.context_bucket, "Key": key}, "s3")
+        except Exception as exc:
+            if error_code(exc) is None:
+                raise
+
+    def _drop_prefix(self, execution_id: str) -> Ops[None]:
+        """Delete every object of one execution (its purge: the tombstone is written already)."""
+        if self.context_bucket is None:
+            return
+        kw: dict[str, Any] = {"Bucket": self.context_bucket, "Prefix": context_prefix(execution_id)}
+        while True:
+            resp = yield from self._call("list_objects_v2", kw, "s3")
+            keys = [{"Key": o["Key"]} for o in resp.get("Contents", [])]
+            if keys:
+                yield from self._call(
+                    "delete_objects", {"Bucket": self.context_bucket, "Delete": {"Objects": keys, "Quiet": True}},
+                    "s3")
+            token = resp.get("NextContinuationToken")
+            if not resp.get("IsTruncated") or not token:
+                return
+            kw = {**kw, "ContinuationToken": token}
 
     def _arm_ahead(self, execution_id: str, plan: _Plan) -> Ops[bool]:
         """Arm a commit's timers *ahead* of its execution write, so that it needs no transaction — when the
@@ -1012,7 +1134,7 @@ class DynamoCore:
         return txn, idx
 
     def _settle_conflict(
-        self, execution_id: str, old: int, data: str, stored: Item | None, retried: bool
+        self, execution_id: str, old: int, ours: Item, stored: Item | None, retried: bool
     ) -> Ops[None]:
         """A failed CAS is a conflict — unless botocore retried the request (``retried``: an earlier
         attempt may have landed before its response was lost) and the stored item is exactly ours."""
@@ -1023,13 +1145,15 @@ class DynamoCore:
                     "TableName": self.table("executions"),
                     "Key": {"id": S(execution_id)},
                     "ConsistentRead": True,
-                    "ProjectionExpression": "#v, #d",
-                    "ExpressionAttributeNames": {"#v": "version", "#d": "data"},
+                    "ProjectionExpression": "#v, #d, #c",
+                    "ExpressionAttributeNames": {"#v": "version", "#d": "data", "#c": DATA_REF},
                 },
             )
             stored = resp.get("Item")
         found = int(stored["version"]["N"]) if stored else None
-        if retried and found == old + 1 and stored is not None and stored.get("data", {}).get("S") == data:
+        if retried and found == old + 1 and stored is not None and all(
+            stored.get(name) == ours.get(name) for name in ("data", DATA_REF)
+        ):  # the claim check's key is its content's hash: equal keys are equal executions
             return
         self._forget(execution_id)
         raise StoreConflict(execution_id, expected=old, found=found)
@@ -1555,7 +1679,10 @@ class DynamoCore:
         item = resp.get("Item")
         if not item:
             return False
-        exe = Execution.model_validate_json(item["data"]["S"])
+        item, body = yield from self._data(item, eid)
+        if item is None:
+            return False
+        exe = Execution.model_validate_json(body)
         if not is_purgeable(exe, ended_before, statuses, definition_id):
             return False
         old = int(item["version"]["N"])
@@ -1598,4 +1725,5 @@ class DynamoCore:
         })
         if keys:
             yield from self._batch_write(self.table("trace"), [{"DeleteRequest": {"Key": k}} for k in keys])
+        yield from self._drop_prefix(eid)
         return True

@@ -34,6 +34,7 @@ RETRYABLE_CODES = frozenset(
         "ThrottlingException",
         "RequestLimitExceeded",
         "TransactionInProgressException",
+        "SlowDown",
     }
 )
 """Error codes that mean "not applied, try again later" (botocore retried them already; we add bounded

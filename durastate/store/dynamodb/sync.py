@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 from durastate.errors import StoreUnavailable
 from durastate.store.base import DEFAULT_TRACE_MAX, OutboxEntry, SpawnEntry
 from durastate.store.driven import SyncDriven
+from durastate.store.dynamodb.claim_check import needs_s3
 from durastate.store.dynamodb.client import ClientSettings
 from durastate.store.dynamodb.core import DynamoCore, Ops, Probe, Sleep
 from durastate.store.dynamodb.errors import error_code, translate
@@ -34,9 +35,11 @@ class DynamoDBStore(DynamoCore, SyncDriven):
     ``DynamoDBStore(client, prefix="durastate")`` uses an injected boto3 DynamoDB client (its lifecycle
     stays the caller's; call :meth:`ensure_tables` to create the tables).
     ``DynamoDBStore.create(endpoint_url=…)`` builds and owns the client, waits for the endpoint and
-    ensures the tables. ``sleep`` is what backoff waits with (inject a recorder in tests); the other
-    options are :class:`~durastate.store.dynamodb.core.DynamoCore`'s (``trace_max``, ``recent_events``,
-    retries and backoff, TTLs).
+    ensures the tables. ``s3``: the boto3 S3 client of the ``context_bucket`` option (required with
+    it; ``create`` builds one from the same session and settings). ``sleep`` is what backoff waits
+    with (inject a recorder in tests); the other options are
+    :class:`~durastate.store.dynamodb.core.DynamoCore`'s (``trace_max``, ``recent_events``, retries and
+    backoff, TTLs, ``context_bucket`` and ``claim_check_bytes``).
     """
 
     def __init__(
@@ -46,10 +49,12 @@ class DynamoDBStore(DynamoCore, SyncDriven):
         *,
         trace_max: int | None = DEFAULT_TRACE_MAX,
         sleep: Callable[[float], None] = time.sleep,
+        s3: Any = None,
         **options: Any,
     ) -> None:
         super().__init__(prefix, trace_max=trace_max, **options)
         self._db = client
+        self._s3 = needs_s3(self.context_bucket, s3)
         self._sleep = sleep
         self._owned = False
         self._where = str(getattr(getattr(client, "meta", None), "endpoint_url", None) or "?")
@@ -65,6 +70,10 @@ class DynamoDBStore(DynamoCore, SyncDriven):
                         self._sleep(request.seconds)
                     elif isinstance(request, Probe):
                         self._probe(request)
+                    elif request.service == "s3":
+                        response = getattr(self._s3, request.op)(**request.kwargs)
+                        if "Body" in response:  # the core reads bytes, whatever the client streams
+                            response = {**response, "Body": response["Body"].read()}
                     else:
                         response = getattr(self._db, request.op)(**request.kwargs)
                 except Exception as exc:
@@ -116,7 +125,9 @@ class DynamoDBStore(DynamoCore, SyncDriven):
         session = session if session is not None else boto3.session.Session()
         kwargs, endpoint, where = settings.client_kwargs(session.get_credentials() is not None)
         client = session.client("dynamodb", config=Config(**settings.config()), **kwargs)
-        store = cls(client, prefix, sleep=sleep, **options)
+        s3 = session.client("s3", config=Config(**settings.config()), **kwargs) if options.get(
+            "context_bucket") else None
+        store = cls(client, prefix, sleep=sleep, s3=s3, **options)
         store._owned = True
         store._where = where
         try:

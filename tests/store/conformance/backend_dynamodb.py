@@ -5,7 +5,8 @@
 - ``async-dynamodb-server``: the async store over moto's HTTP server (aiobotocore's real HTTP path;
   ``mock_aws`` cannot intercept aiohttp).
 
-Each store gets its own table prefix; the server is one per session (see ``tests/_aws.py``).
+Each store gets its own table prefix and its own S3 bucket for executions past the item limit (the
+claim check); the server is one per session (see ``tests/_aws.py``).
 """
 
 from __future__ import annotations
@@ -22,6 +23,12 @@ from .backends import BackendRequest, register
 _aio_session: Any = None
 
 
+def _bucket(s3: Any, req: BackendRequest) -> str:
+    """A fresh bucket of this store's for claim-checked executions."""
+    s3.create_bucket(Bucket=req.unique)
+    return req.unique
+
+
 @register("dynamodb-moto", durable=True)
 @contextlib.contextmanager
 def _dynamodb_moto(req: BackendRequest) -> Iterator[ExecutionStore]:
@@ -30,7 +37,8 @@ def _dynamodb_moto(req: BackendRequest) -> Iterator[ExecutionStore]:
     from durastate.store.dynamodb.sync import DynamoDBStore
 
     with mock_aws():
-        store = DynamoDBStore(boto3_client("dynamodb"), prefix=req.unique, trace_max=req.trace_max)
+        store = DynamoDBStore(boto3_client("dynamodb"), prefix=req.unique, trace_max=req.trace_max,
+                              context_bucket=_bucket(boto3_client("s3"), req), s3=boto3_client("s3"))
         store.ensure_tables()
         try:
             yield store
@@ -45,7 +53,9 @@ def _dynamodb_server(req: BackendRequest) -> Iterator[ExecutionStore]:
 
     # One boto3 client for the session (building one costs more than a test); create() itself is
     # exercised by the async backend below and by tests/store/dynamodb.
-    store = DynamoDBStore(shared_server_client("dynamodb"), prefix=req.unique, trace_max=req.trace_max)
+    s3 = shared_server_client("s3")
+    store = DynamoDBStore(shared_server_client("dynamodb"), prefix=req.unique, trace_max=req.trace_max,
+                          context_bucket=_bucket(s3, req), s3=s3)
     store.ensure_tables()
     try:
         yield store
@@ -69,6 +79,7 @@ async def _async_dynamodb_server(req: BackendRequest) -> AsyncIterator[AsyncExec
         region="us-east-1",
         trace_max=req.trace_max,
         session=_aio_session,
+        context_bucket=_bucket(shared_server_client("s3"), req),
     )
     try:
         yield store
