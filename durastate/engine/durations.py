@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import math
 import re
+from typing import Literal
 
 from durastate.errors import InvalidValue
 
-__all__ = ["UNITS", "format_duration", "parse_duration"]
+__all__ = ["UNITS", "format_duration", "parse_duration", "positive_seconds"]
 
 UNITS: dict[str, float] = {"w": 604800.0, "d": 86400.0, "h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
 """Unit suffixes and their length in seconds (``m`` is minutes; ``ms`` milliseconds)."""
@@ -52,6 +53,22 @@ def parse_duration(text: str | float | int, what: str = "duration") -> float:
             pos = m.end()
     if not math.isfinite(seconds) or seconds < 0:
         raise InvalidValue(f"{what}: {text!r} must be a finite, non-negative duration")
+    return seconds
+
+
+def positive_seconds(raw: float | str | None, where: str, issues: list[str]) -> float | Literal[False] | None:
+    """A definition's duration setting in seconds, more than 0 (``None``: not set; ``False``: bad, the issue
+    appended to ``issues`` so a definition reports every problem at once)."""
+    if raw is None:
+        return None
+    try:
+        seconds = parse_duration(raw, where)
+    except InvalidValue as exc:
+        issues.append(str(exc))
+        return False
+    if seconds <= 0:
+        issues.append(f"{where}: more than 0 seconds, got {raw!r}")
+        return False
     return seconds
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from durastate.engine.durations import format_duration, parse_duration
+from durastate.engine.durations import format_duration, parse_duration, positive_seconds
 from durastate.errors import InvalidValue
 
 __all__ = ["check_start_timeout", "run_timeout_of", "timed_out_reason"]
@@ -23,17 +23,7 @@ __all__ = ["check_start_timeout", "run_timeout_of", "timed_out_reason"]
 
 def run_timeout_of(raw: float | str | None, where: str, issues: list[str]) -> float | None:
     """The seconds of a definition's ``timeout`` (``None``: none), appending an issue if it is not one."""
-    if raw is None:
-        return None
-    try:
-        seconds = parse_duration(raw, where)
-    except InvalidValue as exc:
-        issues.append(str(exc))
-        return None
-    if seconds <= 0:
-        issues.append(f"{where}: more than 0 seconds, got {raw!r}")
-        return None
-    return seconds
+    return positive_seconds(raw, where, issues) or None
 
 
 def check_start_timeout(value: Any, where: str = "timeout") -> float:

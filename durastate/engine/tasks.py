@@ -42,7 +42,7 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from durastate.engine.durations import parse_duration
+from durastate.engine.durations import positive_seconds
 from durastate.engine.expressions import Issues, Value, compile_value
 from durastate.engine.ids import (
     FINISHED,
@@ -147,8 +147,8 @@ def compile_task(invoke: Invoke, where: str, issues: Issues) -> CompiledTask | N
         issues.append(f"{where}.parent_close: for child executions (`definition`); a task still running "
                       "when its state is left is asked to stop (`cancel_url`, a Python task's flag)")
         ok = False
-    timeout = _seconds(invoke.timeout, f"{where}.timeout", issues)
-    heartbeat_timeout = _seconds(invoke.heartbeat_timeout, f"{where}.heartbeat_timeout", issues)
+    timeout = positive_seconds(invoke.timeout, f"{where}.timeout", issues)
+    heartbeat_timeout = positive_seconds(invoke.heartbeat_timeout, f"{where}.heartbeat_timeout", issues)
     ok = ok and (timeout is not False) and (heartbeat_timeout is not False)
     if timeout and heartbeat_timeout and heartbeat_timeout >= timeout:
         issues.append(f"{where}.heartbeat_timeout: shorter than `timeout` ({invoke.timeout!r}), got "
@@ -168,21 +168,6 @@ def compile_task(invoke: Invoke, where: str, issues: Issues) -> CompiledTask | N
         return None
     assert timeout is not False and heartbeat_timeout is not False
     return CompiledTask(kind, target, value, timeout, heartbeat_timeout, cancel_url)
-
-
-def _seconds(raw: float | str | None, where: str, issues: Issues) -> float | Literal[False] | None:
-    """A task's duration setting in seconds (``None``: not set; ``False``: bad, with the issue appended)."""
-    if raw is None:
-        return None
-    try:
-        seconds = parse_duration(raw, where)
-    except InvalidValue as exc:
-        issues.append(str(exc))
-        return False
-    if seconds <= 0:
-        issues.append(f"{where}: more than 0 seconds, got {raw!r}")
-        return False
-    return seconds
 
 
 def task_only(invoke: Invoke) -> str | None:
