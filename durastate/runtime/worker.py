@@ -503,7 +503,7 @@ class Worker:
             name, data = request.send
             sent = Event.model_construct(id=reset_sent_event_id(event.id), name=name, data=data)
             if exe.status == "suspended":
-                self._keep(exe, sent)
+                self._hold_event(exe, sent)
             elif exe.status == "running":
                 batch.step(self, defn, exe, sent, now, detached_copy(exe), fresh=False)
         if exe.held and exe.retry is None and exe.status == "running":
@@ -514,7 +514,7 @@ class Worker:
         return HandleResult.APPLIED
 
     @staticmethod
-    def _keep(exe: Execution, event: Event) -> None:
+    def _hold_event(exe: Execution, event: Event) -> None:
         try:
             control.hold(exe, event)
         except control.ControlError as err:
@@ -533,7 +533,7 @@ class Worker:
         A child's ``finished`` notice was checked on arrival (:meth:`_derived`), while the child's record
         still said how it ended; once held it is true for good, and is not checked again when it is applied
         (retention may have purged the child by then, leaving only a tombstone to compare with)."""
-        self._keep(exe, event)
+        self._hold_event(exe, event)
         self._commit(exe, [], event, blind, result=HandleResult.HELD, trace={
             "event": event.name, "event_id": event.id, "from": exe.active_path, "to": exe.active_path,
             "status": exe.status, "held": len(exe.held), "at": now})
