@@ -36,6 +36,7 @@ __all__ = [
     "MAX_TEXT",
     "OPERATORS",
     "Condition",
+    "IndexPlan",
     "SearchField",
     "SearchType",
     "SearchValue",
@@ -43,6 +44,7 @@ __all__ = [
     "condition",
     "index_entries",
     "index_entry",
+    "index_plan",
     "parse_where",
     "search_values",
     "typed_where",
@@ -229,3 +231,55 @@ def values_match(values: Mapping[str, Any] | None, where: Sequence[Condition]) -
         if have is None or not _compare(have, c.op, c.value):
             return False
     return True
+
+
+@dataclass(frozen=True, slots=True)
+class IndexPlan:
+    """How a listing reads the index for its conditions (:func:`index_plan`).
+
+    ``equal``: the index key and value of the first equality (read in id order); else ``key`` with the
+    number bounds of every ordered condition on that field (read in the order of the value, then id; a
+    ``None`` bound is open, ``*_inclusive`` says whether the bound itself matches)."""
+
+    key: str
+    equal: str | float | None = None
+    low: float | None = None
+    low_inclusive: bool = True
+    high: float | None = None
+    high_inclusive: bool = True
+
+    @property
+    def ranged(self) -> bool:
+        return self.equal is None
+
+    def admits(self, number: float) -> bool:
+        """Whether ``number`` lies within the bounds (the range's scan stops at the first that does not)."""
+        if self.high is None:
+            return True
+        return number <= self.high if self.high_inclusive else number < self.high
+
+
+def index_plan(where: Sequence[Condition]) -> IndexPlan | None:
+    """Which index read drives a listing with the (checked) conditions ``where``: the first equality, else
+    the number range of the first ordered condition's field (all its ordered conditions are bounds), else
+    ``None`` (only ``!=``: no index range selects it, the executions are read in id order)."""
+    for c in where:
+        if c.op == "=":
+            key, text, num = index_entry(c.name, c.value)
+            return IndexPlan(key, text if text is not None else num)
+    first = next((c for c in where if c.op in _ORDERED), None)
+    if first is None:
+        return None
+    low: float | None = None
+    high: float | None = None
+    low_in = high_in = True
+    for c in where:
+        if c.name != first.name or c.op not in _ORDERED:
+            continue
+        v = float(c.value)
+        if c.op in (">", ">="):
+            if low is None or v > low or (v == low and c.op == ">"):
+                low, low_in = v, c.op == ">="
+        elif high is None or v < high or (v == high and c.op == "<"):
+            high, high_in = v, c.op == "<="
+    return IndexPlan(index_entry(first.name, 0.0)[0], None, low, low_in, high, high_in)

@@ -51,7 +51,7 @@ from pydantic_core import to_json
 
 from durastate.engine.ids import SYSTEM_PREFIX
 from durastate.engine.model import Execution
-from durastate.engine.search import Condition, index_entries, index_entry
+from durastate.engine.search import Condition, index_entries, index_entry, index_plan
 from durastate.errors import InvalidCursor
 from durastate.store.base import ExecutionSummary, decode_cursor, encode_cursor, hides_system
 from durastate.store.retention import ended_index_value
@@ -365,6 +365,7 @@ class Statements:
 
 
 _SUMMARY_COLUMNS = "id, definition_id, version, status, outcome, active_path, parent_id"
+_SUMMARY_WIDTH = 9  # those and the two times (summary_columns)
 
 def row_state(alias: str = "") -> str:
     """The columns of :data:`ROW_STATE`, of the table aliased ``alias`` (``"e"``: ``e.version``, …)."""
@@ -643,19 +644,28 @@ def trace_entry(idx: int, entry_json: str) -> dict[str, Any]:
     return entry
 
 
-def cursor_after(cursor: str | None) -> str | None:
-    """The id a cursor points after (``ValueError`` for anything this family did not hand out)."""
+def cursor_after(cursor: str | None) -> str | list[Any] | None:
+    """Where a cursor points after: an id, or ``[number, id]`` for a listing driven by a number range
+    (``InvalidCursor`` for anything this family did not hand out; :func:`list_query` checks which fits)."""
     if cursor is None:
         return None
     value = decode_cursor(cursor)
-    if not isinstance(value, str):
-        raise InvalidCursor(cursor)
-    return value
+    if isinstance(value, str):
+        return value
+    if (isinstance(value, list) and len(value) == 2 and isinstance(value[0], int | float)
+            and not isinstance(value[0], bool) and isinstance(value[1], str)):
+        return value
+    raise InvalidCursor(cursor)
 
 
-def next_cursor(items: list[ExecutionSummary], fetched: int, limit: int) -> str | None:
-    """``list_query`` fetches ``limit + 1`` rows: a cursor exists only when the extra one came back."""
-    return encode_cursor(items[-1].id) if fetched > limit and items else None
+def next_cursor(items: list[ExecutionSummary], rows: Sequence[Sequence[Any]], limit: int) -> str | None:
+    """``list_query`` fetches ``limit + 1`` rows: a cursor exists only when the extra one came back. A
+    range listing's rows end with the number they were read at: its cursor is ``[number, id]``."""
+    if len(rows) <= limit or not items:
+        return None
+    last = rows[limit - 1]
+    return encode_cursor([float(last[_SUMMARY_WIDTH]), items[-1].id] if len(last) > _SUMMARY_WIDTH
+                         else items[-1].id)
 
 
 def list_query(
@@ -663,7 +673,7 @@ def list_query(
     definition_id: str | None,
     statuses: frozenset[str] | None,
     roots_only: bool,
-    after_id: str | None,
+    after_id: str | list[Any] | None,
     limit: int,
     parent_id: str | None = None,
     updated_after: float | None = None,
@@ -675,7 +685,9 @@ def list_query(
     ``where`` (checked conditions on search values): the first equality drives the query from the
     ``search_text`` / ``search_number`` index, in id order, so a page reads what it returns however many
     executions there are; every other condition is an ``EXISTS`` on the execution's own index rows (its
-    primary key). Without an equality the executions are read in id order and each is checked that way.
+    primary key). Without an equality, a number range (``total>100``, ``total>=10`` with ``total<20``: every
+    ordered condition on the first ordered field is a bound) drives a range scan of ``search_number`` in
+    (value, id) order, its cursor ``[value, id]``; only ``!=`` conditions read the executions in id order.
 
     Keyset paging: ``id > after_id ORDER BY id LIMIT limit + 1`` — stable under concurrent inserts and
     served by the primary key (or the ``(status, id)`` / ``(definition_id, id)`` indexes when filtered).
@@ -709,31 +721,62 @@ def list_query(
         params.append(updated_before)
     if roots_only:
         clauses.append("parent_id IS NULL")
-    driver = next((c for c in where if c.op == "="), None)
+    plan = index_plan(where)
+    ranged = plan is not None and plan.ranged
+    if after_id is not None and isinstance(after_id, str) == ranged:
+        raise InvalidCursor(encode_cursor(after_id))
     key = "id"
     table = "executions"
+    columns = summary_columns(dialect)
+    if plan is not None:
+        table = "search s JOIN executions ON id = s.execution_id"
+        key = "s.execution_id"
+        if ranged:
+            # A range scan of search_number (name, num_value, execution_id): read in value then id order.
+            bounds = ["s.name = ?"]
+            bound_params: list[Any] = [plan.key]
+            if plan.low is not None:
+                bounds.append(f"s.num_value {'>=' if plan.low_inclusive else '>'} ?")
+                bound_params.append(plan.low)
+            if plan.high is not None:
+                bounds.append(f"s.num_value {'<=' if plan.high_inclusive else '<'} ?")
+                bound_params.append(plan.high)
+            clauses[:0] = bounds
+            params[:0] = bound_params
+            columns += ", s.num_value"
+        else:
+            column = "text_value" if isinstance(plan.equal, str) else "num_value"
+            clauses.insert(0, f"s.name = ? AND s.{column} = ?")
+            params[:0] = [plan.key, plan.equal]
     for c in where:
         name, column, value = _index_term(c)
-        if c is driver:
-            table = "search s JOIN executions ON id = s.execution_id"
-            key = "s.execution_id"
-            clauses.insert(0, f"s.name = ? AND s.{column} = ?")
-            params[:0] = [name, value]
-        else:
-            clauses.append(f"EXISTS (SELECT 1 FROM search x WHERE x.execution_id = id AND x.name = ? "
-                           f"AND x.{column} {_SQL_OPS[c.op]} ?)")
-            params += [name, value]
+        if plan is not None and name == plan.key and (
+                c.op in _ORDERED_SQL if ranged else c.op == "=" and value == plan.equal):
+            continue  # the driving equality, or a bound of the driving range: the scan applies it
+        clauses.append(f"EXISTS (SELECT 1 FROM search x WHERE x.execution_id = id AND x.name = ? "
+                       f"AND x.{column} {_SQL_OPS[c.op]} ?)")
+        params += [name, value]
+    order = f"ORDER BY {key}"
     if after_id is not None:
-        clauses.append(f"{key} > ?")
-        params.append(after_id)
-    sql = f"SELECT {summary_columns(dialect)} FROM {table}"
+        if ranged:
+            assert isinstance(after_id, list)
+            # A row value: the index range starts at the cursor (an OR would scan from the low bound).
+            clauses.append("(s.num_value, s.execution_id) > (?, ?)")
+            params += [float(after_id[0]), after_id[1]]
+        else:
+            clauses.append(f"{key} > ?")
+            params.append(after_id)
+    if ranged:
+        order = "ORDER BY s.num_value, s.execution_id"
+    sql = f"SELECT {columns} FROM {table}"
     if clauses:
         sql += " WHERE " + " AND ".join(clauses)
-    sql += f" ORDER BY {key} LIMIT ?"
+    sql += f" {order} LIMIT ?"
     params.append(limit + 1)
     return dialect.render(sql), params
 
 
+_ORDERED_SQL = frozenset((">", ">=", "<", "<="))
 _SQL_OPS = {"=": "=", "!=": "<>", ">": ">", ">=": ">=", "<": "<", "<=": "<="}
 
 

@@ -12,7 +12,7 @@ from typing import Any
 from durastate.engine.model import Execution
 from durastate.engine.search import Condition, values_match
 from durastate.errors import InvalidSearch
-from durastate.testing._kit import Ctx, case, expect_eq, expect_raises
+from durastate.testing._kit import Ctx, case, expect, expect_eq, expect_raises
 from durastate.testing.cases_listing import scoped
 
 SearchValues = dict[str, str | float | bool | None]
@@ -54,6 +54,13 @@ WHERE: dict[str, tuple[list[Condition], dict[str, Any]]] = {
     "bool": ([Condition("rush", "=", True)], {}),
     "and": ([Condition("customer", "=", "c-2"), Condition("total", ">", 100.0)], {}),
     "range": ([Condition("total", ">", 50.0), Condition("total", "<", 200.0)], {}),
+    "range-inclusive": ([Condition("total", ">=", 50.0), Condition("total", "<=", 200.0)], {}),
+    "range-tightest": ([Condition("total", ">", 25.0), Condition("total", ">=", 50.0),
+                        Condition("total", "<", 250.0), Condition("total", "<=", 200.0)], {}),
+    "range-and-other": ([Condition("total", "<", 200.0), Condition("customer", "!=", "c-1"),
+                         Condition("rush", "=", False)], {}),
+    "range-definition": ([Condition("total", ">=", 25.0)], {"definition_id": "order"}),
+    "range-empty": ([Condition("total", ">", 100.0), Condition("total", "<", 100.0)], {}),
     "definition": ([Condition("customer", "=", "c-0")], {"definition_id": "order"}),
     "status": ([Condition("total", ">=", 0.0)], {"status": "finished"}),
     "roots": ([Condition("customer", "=", "c-0")], {"roots_only": True}),
@@ -87,6 +94,30 @@ async def search_filters_with_paging(ctx: Ctx, where: list[Condition], filters: 
         got = await ctx.collect(limit, where=where, **scoped(ctx, filters))
         expect_eq(sorted(s.id for s in got), wanted,
                   f"the ids listed where {[str(c) for c in where]} with {filters} by pages of {limit}")
+
+
+@case("listing")
+async def search_ranges_page_through_ties(ctx: Ctx) -> None:
+    """A listing with number ranges only pages through executions that share a value without skipping or
+    repeating one, whatever the page size, and a value moved out of the range by a commit leaves it."""
+    totals = [10.0, 10.0, 10.0, 20.0, 20.0, 30.0, 5.0, 10.0, 20.0]
+    exes = []
+    for n, total in enumerate(totals):
+        exe = Execution(id=ctx.id(f"rt-{n}"), definition_id=ctx.id("order"), active_path="a",
+                        search={"total": total})
+        await ctx.store.save(exe)
+        exes.append(exe)
+    for where in ([Condition("total", ">=", 10.0), Condition("total", "<", 30.0)],
+                  [Condition("total", ">", 5.0)], [Condition("total", "<=", 20.0)]):
+        wanted = sorted(e.id for e in exes if values_match(e.search, where))
+        for limit in (1, 2, 3, 4, 100):
+            got = [s.id for s in await ctx.collect(limit, where=where, definition_id=ctx.id("order"))]
+            expect_eq(sorted(got), wanted, f"the ids listed where {[str(c) for c in where]} by pages of {limit}")
+            expect_eq(len(got), len(set(got)), f"no id listed twice where {[str(c) for c in where]}")
+    exes[0].search = {"total": 99.0}
+    await ctx.store.commit(exes[0], [])
+    got = [s.id for s in await ctx.collect(2, where=[Condition("total", "<", 30.0)], definition_id=ctx.id("order"))]
+    expect(exes[0].id not in got, f"{exes[0].id} (now total=99) listed where total<30: {got}")
 
 
 @case("listing")

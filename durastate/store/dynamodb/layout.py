@@ -149,7 +149,9 @@ Beyond the seed, and why (the seed's behaviour stays the contract):
   Queries ``by_search`` for its term in id order from the cursor and checks every id it finds against the
   execution's ``search`` (read with the summaries), so an entry the index shows late or stale (the index
   is eventually consistent; a purged execution's entries stay behind its tombstone) never lists a wrong
-  execution. Other filters read the ``by_status`` pages and check the values the same way. The index was
+  execution. Other filters read the ``by_status`` pages and check the values the same way: the value is in the
+  hash key (``total#n=120.0``) and the range key is the id, so no KeyConditionExpression can ask for a range
+  of numbers (the SQL and in-memory stores scan one). The index was
   added after the first layout (``ADDED_INDEXES``).
 * **Consistent reads** where a stale answer would be wrong: ``load``, ``load_for_event``,
   ``is_processed`` (a stale read could apply an event twice or lose a CAS race it should see), the

@@ -21,7 +21,7 @@ from itertools import islice
 from typing import Any
 
 from durastate.engine.model import Execution
-from durastate.engine.search import values_match
+from durastate.engine.search import index_plan, values_match
 from durastate.errors import InvalidCursor
 from durastate.store.base import (
     DEFAULT_TRACE_MAX,
@@ -40,6 +40,7 @@ from durastate.store.base import (
     normalize_status,
     summary_matches,
 )
+from durastate.store.memory.search_index import SearchIndex
 from durastate.store.retention import (
     DEFAULT_PURGE_LIMIT,
     DEFAULT_TOMBSTONE_TTL,
@@ -75,6 +76,7 @@ class DictCore:
         # Retention's indexes: ended (purgeable) executions by end time, tombstones by expiry.
         self._ended: dict[str, float] = {}
         self._expiring: dict[str, float] = {}
+        self._search = SearchIndex()
 
     # -- the CAS gate -------------------------------------------------------------------------------
     def _save(self, exe: Execution) -> None:
@@ -86,6 +88,7 @@ class DictCore:
         exe.__dict__["version"] = exe.version + 1  # a plain field write (no BaseModel.__setattr__ dispatch)
         exe.__pydantic_fields_set__.add("version")
         self._by_id[exe.id] = exe
+        self._search.update(exe.id, exe.search)
         if exe.status != "running" or exe.ended_at is not None:
             self._index_ended(exe)
 
@@ -138,6 +141,7 @@ class DictCore:
                 dropped = set(gone)
                 for eid in gone:
                     del self._by_id[eid]
+                    self._search.drop(eid)
                     self._expiring.pop(eid, None)
                     self._trace.pop(eid, None)
                     self._trace_idx.pop(eid, None)
@@ -211,16 +215,27 @@ class DictCore:
         where: Sequence[Condition] = (),
     ) -> ExecutionPage:
         conditions = check_conditions(where)
+        plan = index_plan(conditions)
         with self._lock:
             statuses = normalize_status(status)
-            ids = sorted(self._by_id)
             after = decode_cursor(cursor) if cursor else None
-            if cursor and not isinstance(after, str):
+            ranged = plan is not None and plan.ranged
+            if cursor and not (_is_range_cursor(after) if ranged else isinstance(after, str)):
                 raise InvalidCursor(cursor)
-            start = bisect.bisect_right(ids, after) if after is not None else 0
+            # (cursor key, id) in the order read: ids from the index when a condition selects from it.
+            order: Iterable[tuple[Any, str]]
+            if plan is None:
+                ids = sorted(self._by_id)
+                start = bisect.bisect_right(ids, after) if after is not None else 0
+                order = ((ids[pos], ids[pos]) for pos in range(start, len(ids)))
+            elif ranged:
+                order = (([n, eid], eid) for n, eid in self._search.within(plan, tuple(after) if after else None))
+            else:
+                order = ((eid, eid) for eid in self._search.equal(plan, after))
             items: list[ExecutionSummary] = []
-            for pos in range(start, len(ids)):
-                exe = self._by_id[ids[pos]]
+            last: Any = None
+            for key, eid in order:
+                exe = self._by_id[eid]
                 s = ExecutionSummary.of(exe)
                 if not summary_matches(s, definition_id, statuses, roots_only, parent_id=parent_id,
                                        updated_after=updated_after, updated_before=updated_before):
@@ -228,8 +243,9 @@ class DictCore:
                 if conditions and not values_match(exe.search, conditions):
                     continue
                 if len(items) == limit:
-                    return ExecutionPage(items, encode_cursor(items[-1].id))
+                    return ExecutionPage(items, encode_cursor(last))
                 items.append(s)
+                last = key
             return ExecutionPage(items, None)
 
     # -- trace ring -----------------------------------------------------------------------------------
@@ -254,6 +270,12 @@ class DictCore:
     def _read_history(self, execution_id: str) -> list[dict[str, Any]]:
         with self._lock:
             return list(self._trace.get(execution_id, ()))
+
+
+def _is_range_cursor(value: Any) -> bool:
+    """A range listing's cursor: ``[number, id]``, the (value, id) its last item was read at."""
+    return (isinstance(value, list) and len(value) == 2 and isinstance(value[0], int | float)
+            and not isinstance(value[0], bool) and isinstance(value[1], str))
 
 
 class DictStore(DictCore):

@@ -457,7 +457,7 @@ class PgCore:
         )
         rows = (yield Query(query[0], query[1], "all")) if query else []
         items = [summary_from_row(r) for r in rows[:limit]]
-        return ExecutionPage(items, next_cursor(items, len(rows), limit))
+        return ExecutionPage(items, next_cursor(items, rows, limit))
 
     def read_trace_ops(self, execution_id: str) -> Ops[list[dict[str, Any]]]:
         if self.history and self.trace_max:  # the table holds the whole history: read only the ring's part

@@ -240,7 +240,7 @@ class PgSql:
         definition_id: str | None,
         statuses: frozenset[str] | None,
         roots_only: bool,
-        after: str | None,
+        after: str | list[Any] | None,
         limit: int,
         parent_id: str | None = None,
         updated_after: float | None = None,

@@ -513,7 +513,7 @@ class SqliteStore:
         with self.db.lock:
             rows = self.db.cur.execute(query[0], query[1]).fetchall()
         items = [_sql.summary_from_row(r) for r in rows[:limit]]
-        return ExecutionPage(items, _sql.next_cursor(items, len(rows), limit))
+        return ExecutionPage(items, _sql.next_cursor(items, rows, limit))
 
     # -- trace ring -----------------------------------------------------------------------------------
     def append_trace(self, execution_id: str, entry: dict[str, Any]) -> None:
