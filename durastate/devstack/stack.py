@@ -7,7 +7,8 @@ nothing else differs from production:
 
 * **The resources come from the synthesized CloudFormation template** (read by
   :mod:`durastate.devstack.template`): every table with its keys, indexes, stream and TTL; every queue with
-  its FIFO attributes and redrive policy (moto enforces ``maxReceiveCount``); every event bus. What
+  its FIFO attributes and redrive policy (moto enforces ``maxReceiveCount``); every event bus; every S3
+  bucket with its encryption and public access block (its bucket policy is read, not enforced). What
   ``cdk deploy`` would create is what gets created, on a server :mod:`durastate.devstack.moto_server`
   starts (or on one that is already running).
 * **The handlers are the packaged ones** (:mod:`durastate.devstack.handlers`): each function's code is

@@ -72,6 +72,7 @@ def test_a_context_past_5_mb_lives_in_s3_is_edited_read_whole_and_purged(
         stack: LocalStack, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     assert stack.iam is not None
     (bucket,) = [b.name for b in stack.resources.buckets.values()]
+    assert "ContextBucketName" in stack.template["Outputs"]  # the stack says where large contexts are
     s3 = stack.client("s3")
     assert s3.get_bucket_encryption(Bucket=bucket)["ServerSideEncryptionConfiguration"]["Rules"][0][
         "ApplyServerSideEncryptionByDefault"]["SSEAlgorithm"] == "AES256"
@@ -121,7 +122,8 @@ def test_a_context_past_5_mb_lives_in_s3_is_edited_read_whole_and_purged(
         code, out = cli(capsys, ["--store", store_url, "terminate", "big"])
     assert code == 0, capsys.readouterr().err
     assert len(objects(stack, bucket)) == 1  # the terminated version's object replaced the last one
-    stack.clock.advance(31 * DAY)  # type: ignore[attr-defined]  # retention purges what ended 30 days ago
+    assert isinstance(stack.clock, FakeClock)
+    stack.clock.advance(31 * DAY)  # retention purges what ended more than 30 days ago
     stack.run_function("sweeper")
     settle(stack)
     assert executions(stack.client("dynamodb"))["big"]["status"] == "purged"
