@@ -3,8 +3,10 @@
 The stack is the app synthesized with ``-c durastate:largeContexts=true`` (the context bucket, its grants)
 and retention, run on the no-Docker local stack, which creates the template's bucket and decides each
 request against the function's (or the operator's) policy. An execution grows past 5 MB through events on
-the queue, has parts of it edited, is read whole by ``durastate show`` and the client, and its S3 objects
-go with retention's purge. Nothing is denied, and each S3 grant is needed by a request that was made.
+the queue, naps on a timer, has parts of it edited, is read whole by ``durastate show`` and the client,
+and its S3 objects go with retention's purge (another's with ``durastate purge``). Nothing is denied, and
+each S3 grant of the worker, the timers function, the sweeper and the operator is needed by a request
+that was made.
 """
 
 from __future__ import annotations
@@ -33,8 +35,10 @@ DAY = 86400.0
 PARTS = 27
 PART_CHARS = 200_000  # one event's part: an SQS message holds 256 KB
 GROW = "id: grow\ninitial: growing\nstates:\n  growing:\n    on:\n" + "".join(
-    f"      p{i}: {{actions: [{{assign: {{p{i}: $event.text}}}}]}}\n" for i in range(PARTS))
-"""An execution that keeps each ``p<i>`` event's text as a context key: 27 of them make it 5.4 MB. It has
+    f"      p{i}: {{actions: [{{assign: {{p{i}: $event.text}}}}]}}\n" for i in range(PARTS)) + (
+    "      nap: napping\n  napping:\n    after: {seconds: 30, target: growing, actions: [{assign: {naps: 1}}]}\n")
+"""An execution that keeps each ``p<i>`` event's text as a context key: 27 of them make it 5.4 MB; a nap
+is a timer the timers function fires (its hop), so it loads and commits the large execution too. It has
 no final state: a top-level execution that finishes sends its whole context in its ``durastate.finished``
 notice, an outbox entry the claim check does not cover (over 400 KB it cannot be committed), so the
 operator terminates it instead."""
@@ -94,6 +98,11 @@ def test_a_context_past_5_mb_lives_in_s3_is_edited_read_whole_and_purged(
     assert len(keys) == 1 and keys[0].startswith(context_prefix("big"))  # superseded objects were deleted
     assert s3.head_object(Bucket=bucket, Key=keys[0])["ContentLength"] > 5_000_000
 
+    send(sqs, q, "big", "nap")
+    settle(stack)
+    assert isinstance(stack.clock, FakeClock)
+    stack.clock.advance(31)  # the nap's timer is due: its hop reaches the timers function
+    settle(stack)
     send(sqs, q, "big", "p3", {"text": "edited"})
     send(sqs, q, "big", "p5", {"text": text(5, "edited-")})
     settle(stack)
@@ -110,7 +119,7 @@ def test_a_context_past_5_mb_lives_in_s3_is_edited_read_whole_and_purged(
         code, out = cli(capsys, ["--store", store_url, "show", "big", "--json"])
     assert code == 0, capsys.readouterr().err
     shown: dict[str, Any] = json.loads(out)["context"]
-    expected = {f"p{i}": text(i) for i in range(PARTS)} | {"p3": "edited", "p5": text(5, "edited-")}
+    expected = {f"p{i}": text(i) for i in range(PARTS)} | {"p3": "edited", "p5": text(5, "edited-"), "naps": 1}
     assert shown == expected
     with stack.iam.acting_as("operator"):
         client = DurastateClient(SqsTransport(sqs, q), DynamoDBStore(
@@ -122,11 +131,23 @@ def test_a_context_past_5_mb_lives_in_s3_is_edited_read_whole_and_purged(
         code, out = cli(capsys, ["--store", store_url, "terminate", "big"])
     assert code == 0, capsys.readouterr().err
     assert len(objects(stack, bucket)) == 1  # the terminated version's object replaced the last one
-    assert isinstance(stack.clock, FakeClock)
     stack.clock.advance(31 * DAY)  # retention purges what ended more than 30 days ago
     stack.run_function("sweeper")
     settle(stack)
     assert executions(stack.client("dynamodb"))["big"]["status"] == "purged"
+    assert objects(stack, bucket) == []
+
+    # `durastate purge` removes them too: a second execution past the threshold, terminated and purged.
+    start(sqs, q, "big2", "grow")
+    send(sqs, q, "big2", "p0", {"text": text(0)})
+    send(sqs, q, "big2", "p1", {"text": text(1)})
+    settle(stack)
+    assert len(objects(stack, bucket)) == 1
+    for argv in (["--store", store_url, "terminate", "big2"], ["--store", store_url, "purge", "--older-than", "0s"]):
+        with stack.iam.new_clients(), stack.iam.acting_as("operator"):
+            code, out = cli(capsys, argv)
+        assert code == 0, (argv, out, capsys.readouterr().err)
+    assert executions(stack.client("dynamodb"))["big2"]["status"] == "purged"
     assert objects(stack, bucket) == []
 
     decisions = stack.iam.decisions
@@ -136,12 +157,12 @@ def test_a_context_past_5_mb_lives_in_s3_is_edited_read_whole_and_purged(
     functions = {name: doc for name, doc in stack.iam.policies.items() if name != "operator"}
     needed = needed_grants(functions, [d for d in decisions if d.function != "operator"])
     s3_grants = {(g.function, g.action): bool(why) for g, why in needed.items() if g.action.startswith("s3:")}
-    # the worker's and the sweeper's S3 grants are each needed (the relay only creates executions, small
-    # here; the timers function commits no large execution in this test)
-    for function, action in (("worker", "s3:GetObject"), ("worker", "s3:PutObject"),
-                             ("worker", "s3:DeleteObject"), ("sweeper", "s3:GetObject"),
-                             ("sweeper", "s3:DeleteObject"), ("sweeper", "s3:ListBucket")):
-        assert s3_grants[(function, action)], (function, action)
+    # Each S3 grant of the worker, the timers function and the sweeper is needed; the relay's are not used
+    # here (it only creates executions, and the one created here is small).
+    assert {k for k, used in s3_grants.items() if used} == {
+        (fn, f"s3:{a}") for fn in ("worker", "timers") for a in ("GetObject", "PutObject", "DeleteObject")} | {
+        ("sweeper", "s3:GetObject"), ("sweeper", "s3:DeleteObject"), ("sweeper", "s3:ListBucket")}
+    assert {k for k, used in s3_grants.items() if not used} == {("relay", "s3:GetObject"), ("relay", "s3:PutObject")}
     made = [d for d in decisions[before:] if d.function == "operator"]
     operator_needed = {g.action for g, why in needed_grants({"operator": operator}, made).items() if why}
-    assert {"s3:GetObject", "s3:PutObject", "s3:DeleteObject"} <= operator_needed
+    assert {"s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:ListBucket"} <= operator_needed
