@@ -15,6 +15,7 @@ Settings come from CDK context (``cdk.json`` or ``-c key=value``):
   durastate:workerMaxConcurrency  the worker event source's maximum concurrency (default 10)
   durastate:taskFunctions   Lambda functions definitions run as tasks, names or ARNs, comma-separated
                             (the relay may invoke exactly these; default: none)
+  durastate:largeContexts   an encrypted S3 bucket for executions past DynamoDB's 400 KB item (default false)
   durastate:bundleLayer     no Lambda layer: the engine goes into each function's code (default false;
                             true for LocalStack community, which runs no layers)
   durastate:nag             run cdk-nag's AwsSolutions checks      (default true)
@@ -80,6 +81,7 @@ def main() -> None:
         worker_max_concurrency=int(_context(app, "workerMaxConcurrency", "10")),
         task_functions=[f.strip() for f in _context(app, "taskFunctions", "").split(",") if f.strip()],
         bundle_layer=_flag(_context(app, "bundleLayer", "false"), "bundleLayer"),
+        large_contexts=_flag(_context(app, "largeContexts", "false"), "largeContexts"),
     )
     if _context(app, "nag", "true").lower() not in ("false", "0", "no"):
         # Findings fail the synth; acknowledged ones are written into the template's Metadata with reasons.

@@ -53,6 +53,7 @@ class DurastateStack(cdk.Stack):
         worker_max_concurrency: int | None = DEFAULT_WORKER_MAX_CONCURRENCY,
         task_functions: Sequence[str] = (),
         bundle_layer: bool = False,
+        large_contexts: bool = False,
         **kwargs: Any,
     ) -> None:
         super().__init__(scope, construct_id, description="durastate: durable Harel statecharts on AWS", **kwargs)
@@ -72,6 +73,7 @@ class DurastateStack(cdk.Stack):
             worker_max_concurrency=worker_max_concurrency,
             task_functions=task_functions,
             bundle_layer=bundle_layer,
+            large_contexts=large_contexts,
         )
         outputs = {
             "QueueUrl": (self.engine.queue.queue_url,
@@ -84,6 +86,9 @@ class DurastateStack(cdk.Stack):
             "OperatorPolicyArn": (self.engine.operator_policy.managed_policy_arn,
                                   "attach to whoever runs the durastate CLI's AWS commands"),
         }
+        if self.engine.context_bucket is not None:
+            outputs["ContextBucketName"] = (self.engine.context_bucket.bucket_name,
+                                            "executions past the DynamoDB item limit (the claim check)")
         if self.engine.timers_queue is not None:
             outputs["TimersQueueUrl"] = (self.engine.timers_queue.queue_url,
                                          "timers due within 15 minutes wait here until due")

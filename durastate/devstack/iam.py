@@ -7,14 +7,18 @@ So the local stack plays IAM's part too, the way it plays Lambda's:
 * **The policies are the template's**: each ``AWS::Lambda::Function``'s role, and every
   ``AWS::IAM::Policy`` / ``AWS::IAM::ManagedPolicy`` attached to it, with the ``Ref`` / ``Fn::GetAtt`` /
   ``Fn::Join`` in their resources resolved to the local ARNs (:class:`RolePolicies`). A policy this cannot
-  read exactly (``NotResource``, a ``Condition``, an AWS managed policy whose text is not in the template)
-  is an error, never a guess.
+  read exactly (``NotResource``, a ``Condition`` other than the ones in :data:`CONDITIONS`, an AWS managed
+  policy whose text is not in the template) is an error, never a guess.
 * **Each request is authorised as AWS authorises it** (:func:`authorizations`): DynamoDB on the table (or
   ``table/…/index/…``) ARN, batches per table, transactions per item (a transactional ``Put`` needs
   ``dynamodb:PutItem``); Streams on the stream ARN; SQS on the queue ARN, a batch as its single-message
   action (``SendMessageBatch`` needs ``sqs:SendMessage``); EventBridge per entry on its bus ARN; Lambda's
   ``Invoke`` as ``lambda:InvokeFunction`` on the function ARN; S3 object calls on the object ARN
   (``DeleteObjects`` per object as ``s3:DeleteObject``), a listing as ``s3:ListBucket`` on the bucket.
+* **Conditions are evaluated here, exactly for the keys the construct uses** (:data:`CONDITIONS`: the
+  ``s3:prefix`` ``StringLike`` on the context bucket's ``ListBucket``), from the request's own parameters
+  (:func:`condition_values`). moto's evaluator knows only ``StringEquals``, ignores other operators and
+  answers an unmet condition with an explicit deny, where IAM just leaves the statement out.
 * **The decision is moto's policy evaluator** (``moto.iam.access_control.IAMPolicy``: explicit deny wins,
   then any allow), fed with patterns made exact — actions compared case-insensitively as IAM does, and an
   ARN's ``.`` a literal, not a regex wildcard (moto turns ``*`` into ``.*`` and leaves the rest as regex).
@@ -42,15 +46,18 @@ from typing import Any
 from durastate.devstack.errors import LocalStackError
 
 __all__ = [
+    "CONDITIONS",
     "Decision",
     "Grant",
     "IamEnforcer",
     "RolePolicies",
     "authorizations",
+    "condition_values",
     "grants_of",
     "is_allowed",
     "needed_grants",
     "resolve",
+    "resolve_document",
 ]
 
 _caller: contextvars.ContextVar[str | None] = contextvars.ContextVar("durastate_iam_caller", default=None)
@@ -62,6 +69,8 @@ _PREFIXES = {"dynamodbstreams": "dynamodb"}
 #: Batch APIs authorised as their single-item action (AWS documents no separate permission for them).
 _SQS_SINGLE = {"SendMessageBatch": "SendMessage", "DeleteMessageBatch": "DeleteMessage",
                "ChangeMessageVisibilityBatch": "ChangeMessageVisibility"}
+#: The (operator, condition key) pairs the local stack evaluates; any other ``Condition`` is refused.
+CONDITIONS: frozenset[tuple[str, str]] = frozenset({("StringLike", "s3:prefix")})
 _TRANSACT_WRITE = {"Put": "PutItem", "Update": "UpdateItem", "Delete": "DeleteItem",
                    "ConditionCheck": "ConditionCheckItem"}
 
@@ -75,6 +84,7 @@ class Decision:
     resource: str
     allowed: bool
     operation: str  # the API call it came from, e.g. "TransactWriteItems"
+    conditions: tuple[tuple[str, str], ...] = ()  # the request's condition keys, e.g. (("s3:prefix", "contexts/x/"),)
 
 
 @dataclass(frozen=True)
@@ -109,6 +119,18 @@ def resolve(value: Any, attribute: Callable[[str, str], str], ref: Callable[[str
 
 def _as_list(value: Any) -> list[Any]:
     return list(value) if isinstance(value, list) else [value]
+
+
+def resolve_document(document: Mapping[str, Any], attribute: Callable[[str, str], str],
+                     ref: Callable[[str], str]) -> dict[str, Any]:
+    """A policy document (a bucket policy, say) with each statement's ``Resource`` resolved; the rest as is."""
+    statements = []
+    for st in _as_list(document.get("Statement", [])):
+        out = dict(st)
+        if "Resource" in st:
+            out["Resource"] = [resolve(r, attribute, ref) for r in _as_list(st["Resource"])]
+        statements.append(out)
+    return {**document, "Statement": statements}
 
 
 class RolePolicies:
@@ -155,7 +177,9 @@ class RolePolicies:
     @staticmethod
     def _resolved(statement: Mapping[str, Any], attribute: Callable[[str, str], str],
                   ref: Callable[[str], str]) -> dict[str, Any]:
-        unsupported = sorted(set(statement) & {"NotResource", "Condition", "Principal", "NotPrincipal"})
+        unsupported = sorted(set(statement) & {"NotResource", "Principal", "NotPrincipal"})
+        unsupported += [f"Condition {op} {key}" for op, body in (statement.get("Condition") or {}).items()
+                        for key in body if (op, key) not in CONDITIONS]
         if unsupported:
             raise LocalStackError(f"a role policy statement uses {unsupported}, which the local stack's IAM "
                                   "check does not evaluate (pass iam=False to run unchecked)")
@@ -170,13 +194,33 @@ def _exact(pattern: str) -> str:
     return re.escape(pattern).replace(r"\*", "*").replace(r"\?", ".")
 
 
-def is_allowed(document: Mapping[str, Any], action: str, resource: str) -> bool:
-    """Whether an identity policy allows ``action`` on ``resource`` (explicit deny wins; default deny)."""
+def _condition_met(condition: Mapping[str, Mapping[str, Any]], values: Mapping[str, str]) -> bool:
+    """Whether a statement's ``Condition`` holds for a request (every operator, every key; a key the request
+    lacks fails, as IAM's operators without ``IfExists`` do)."""
+    for op, body in condition.items():
+        for key, expected in body.items():
+            if (op, key) not in CONDITIONS:
+                raise LocalStackError(f"the local stack's IAM check does not evaluate Condition {op} {key}")
+            actual = values.get(key)
+            if actual is None or not any(re.fullmatch(_exact(str(p)).replace("*", ".*"), actual, re.DOTALL)
+                                         for p in _as_list(expected)):
+                return False
+    return True
+
+
+def is_allowed(document: Mapping[str, Any], action: str, resource: str,
+               conditions: Mapping[str, str] | None = None) -> bool:
+    """Whether an identity policy allows ``action`` on ``resource`` (explicit deny wins; default deny).
+
+    ``conditions``: the request's condition keys (:func:`condition_values`); a statement whose
+    ``Condition`` they do not meet does not apply."""
     from moto.iam.access_control import IAMPolicy, PermissionResult
 
     statements = []
     for st in document.get("Statement") or []:
         st = dict(st)
+        if "Condition" in st and not _condition_met(st.pop("Condition"), conditions or {}):
+            continue
         for key in ("Action", "NotAction"):
             if key in st:
                 st[key] = [_exact(a.lower()) for a in _as_list(st[key])]
@@ -249,6 +293,13 @@ def authorizations(service: str, operation: str, params: Mapping[str, Any], *, r
     return [(f"{prefix}:{operation}", "*")]
 
 
+def condition_values(service: str, operation: str, params: Mapping[str, Any]) -> dict[str, str]:
+    """The condition keys of :data:`CONDITIONS` a request carries (a listing's ``Prefix`` is ``s3:prefix``)."""
+    if service == "s3" and operation in ("ListObjectsV2", "ListObjects") and "Prefix" in params:
+        return {"s3:prefix": str(params["Prefix"])}
+    return {}
+
+
 def grants_of(documents: Mapping[str, Mapping[str, Any]]) -> list[Grant]:
     """Every (function, action, resource) an Allow statement of the role policies names."""
     out: list[Grant] = []
@@ -291,7 +342,7 @@ def needed_grants(documents: Mapping[str, Mapping[str, Any]], decisions: Iterabl
     for grant in grants_of(documents):
         reduced = _without(documents[grant.function], grant)
         out[grant] = [d for d in allowed if d.function == grant.function
-                      and not is_allowed(reduced, d.action, d.resource)]
+                      and not is_allowed(reduced, d.action, d.resource, dict(d.conditions))]
     return out
 
 
@@ -365,10 +416,12 @@ class IamEnforcer:
             why = self.unknown.get(function, "it has no role policy in the template")
             raise LocalStackError(f"the local stack cannot decide the requests of function {function!r}: {why} "
                                   "(LocalStack(..., iam=False) runs it unchecked)")
+        conditions = condition_values(service, operation, params)
         for action, resource in authorizations(service, operation, params, region=self.region,
                                                account=self.account, stream_of=self._stream_of):
-            allowed = is_allowed(policy, action, resource)
-            self.decisions.append(Decision(function, action, resource, allowed, operation))
+            allowed = is_allowed(policy, action, resource, conditions)
+            self.decisions.append(Decision(function, action, resource, allowed, operation,
+                                           tuple(sorted(conditions.items()))))
             if not allowed and self.enforce:
                 from botocore.exceptions import ClientError  # type: ignore[import-untyped]
 

@@ -7,7 +7,8 @@ nothing else differs from production:
 
 * **The resources come from the synthesized CloudFormation template** (read by
   :mod:`durastate.devstack.template`): every table with its keys, indexes, stream and TTL; every queue with
-  its FIFO attributes and redrive policy (moto enforces ``maxReceiveCount``); every event bus. What
+  its FIFO attributes and redrive policy (moto enforces ``maxReceiveCount``); every event bus; every S3
+  bucket with its encryption and public access block (its bucket policy is read, not enforced). What
   ``cdk deploy`` would create is what gets created, on a server :mod:`durastate.devstack.moto_server`
   starts (or on one that is already running).
 * **The handlers are the packaged ones** (:mod:`durastate.devstack.handlers`): each function's code is
@@ -45,7 +46,7 @@ from typing import Any
 
 from durastate.devstack.errors import LocalStackError
 from durastate.devstack.handlers import load_handler
-from durastate.devstack.iam import IamEnforcer, RolePolicies
+from durastate.devstack.iam import IamEnforcer, RolePolicies, resolve_document
 from durastate.devstack.lambda_emulator import ACCOUNT
 from durastate.devstack.moto_server import MotoServer, endpoint_client
 from durastate.devstack.streams import StreamCursor, open_cursor, read_new_records, stream_arn
@@ -146,6 +147,9 @@ class LocalStack:
         self._saved_env: dict[str, str | None] = {}
         self.queue_urls: dict[str, str] = {}
         self.table_names = {lid: t.name for lid, t in self.resources.tables.items()}
+        self.bucket_policies: dict[str, dict[str, Any]] = {}
+        """Each bucket's policy from the template, resolved to the local names (not enforced: see
+        :meth:`create_resources`)."""
         self.handlers: dict[str, Callable[[dict[str, Any], Any], Any]] = {}
         self._invoker: Any = None
         self._timers_invoker: Any = None
@@ -239,7 +243,7 @@ class LocalStack:
 
     # -- resources ---------------------------------------------------------------------------------------
     def create_resources(self) -> None:
-        """Create the template's tables, queues (DLQs first) and buses; existing ones are kept."""
+        """Create the template's tables, queues (DLQs first), buses and buckets; existing ones are kept."""
         ddb = self.client("dynamodb")
         for t in self.resources.tables.values():
             params: dict[str, Any] = {"TableName": t.name, "KeySchema": t.key_schema,
@@ -281,6 +285,31 @@ class LocalStack:
         for name in self.resources.buses.values():
             with contextlib.suppress(events.exceptions.ResourceAlreadyExistsException):
                 events.create_event_bus(Name=name)
+        self._create_buckets()
+
+    def _create_buckets(self) -> None:
+        """Each bucket with what moto keeps of it: its encryption and public access block.
+
+        The bucket policy is resolved into :attr:`bucket_policies` but not given to moto: moto enforces a
+        bucket policy, and the construct's refuses requests without TLS, which every request to the local
+        (plain HTTP) endpoint is. The functions' requests are decided against their roles instead."""
+        s3 = self.client("s3")
+        for b in self.resources.buckets.values():
+            with contextlib.suppress(s3.exceptions.BucketAlreadyOwnedByYou):
+                if self.region == "us-east-1":
+                    s3.create_bucket(Bucket=b.name)
+                else:
+                    s3.create_bucket(Bucket=b.name, CreateBucketConfiguration={"LocationConstraint": self.region})
+            if b.encryption:  # CloudFormation's ServerSideEncryptionByDefault is the API's Apply... one
+                rules = [{("ApplyServerSideEncryptionByDefault" if k == "ServerSideEncryptionByDefault" else k): v
+                          for k, v in rule.items()} for rule in b.encryption["ServerSideEncryptionConfiguration"]]
+                s3.put_bucket_encryption(Bucket=b.name, ServerSideEncryptionConfiguration={"Rules": rules})
+            if b.public_access_block:
+                s3.put_public_access_block(Bucket=b.name, PublicAccessBlockConfiguration=b.public_access_block)
+            if b.policy:
+                account = self._account()
+                self.bucket_policies[b.name] = resolve_document(b.policy, self._attribute(account),
+                                                                self._ref(account))
 
     def _lookup_resources(self) -> None:
         sqs = self.client("sqs")
@@ -309,6 +338,9 @@ class LocalStack:
             return self.resources.buses[lid]
         if lid in self.table_names:
             return self.table_names[lid]
+        if lid in self.resources.buckets:
+            name = self.resources.buckets[lid].name
+            return f"arn:aws:s3:::{name}" if isinstance(value, dict) and "Fn::GetAtt" in value else name
         raise LocalStackError(f"cannot resolve {json.dumps(value)} in a function's environment locally")
 
     @property
@@ -388,8 +420,9 @@ class LocalStack:
         from durastate.runtime.tasks import TaskRunner
 
         tasks = TaskRunner(lambda_invoker=self.task_functions)
+        s3 = self.client("s3") if self.resources.buckets else None
         self.runtime = aws.build_runtime(settings, clock=self.clock, dynamodb=self.client("dynamodb"),
-                                         sqs=self.client("sqs"), events=self.client("events"))
+                                         sqs=self.client("sqs"), events=self.client("events"), s3=s3)
         self.runtime.relay.tasks = tasks
         self.runtimes = {}
         for fn in self.resources.functions.values():
@@ -398,21 +431,25 @@ class LocalStack:
                 continue
             own = aws.build_runtime(aws.AwsSettings.from_env(self.environment(fn.role)), clock=self.clock,
                                     dynamodb=self.client("dynamodb"), sqs=self.client("sqs"),
-                                    events=self.client("events"), registry=self.runtime.registry)
+                                    events=self.client("events"), s3=s3, registry=self.runtime.registry)
             own.relay.tasks = tasks
             self.runtimes[fn.role] = own
         aws.set_runtime(self.runtime)
 
     def _install_iam(self) -> None:
         """Decide every request of the functions against their role policies (:mod:`durastate.devstack.iam`)."""
-        accounts = [url.rstrip("/").split("/")[-2] for url in self.queue_urls.values()]
-        account = accounts[0] if accounts else ACCOUNT
+        account = self._account()
         functions = {lid: fn.role for lid, fn in self.resources.functions.items()}
         policies = RolePolicies(self.template, functions, self._attribute(account), self._ref(account))
         self.iam = IamEnforcer(policies.documents, region=self.region, account=account, managed=policies.managed,
                                unknown=policies.unknown)
         for client in self._clients.values():
             self.iam.attach(client)
+
+    def _account(self) -> str:
+        """The account moto's server answers for (its queue URLs name it)."""
+        accounts = [url.rstrip("/").split("/")[-2] for url in self.queue_urls.values()]
+        return accounts[0] if accounts else ACCOUNT
 
     def _acting_as(self, role: str) -> contextlib.AbstractContextManager[None]:
         return self.iam.acting_as(role) if self.iam is not None else contextlib.nullcontext()
@@ -434,6 +471,8 @@ class LocalStack:
                     desc = self.client("dynamodb").describe_table(TableName=self.table_names[lid])["Table"]
                     return str(desc.get("LatestStreamArn") or f"{arn}/stream/none")
                 return arn
+            if lid in self.resources.buckets:
+                return self._resolve({"Fn::GetAtt": [lid, name]})
             if lid in self.queue_urls or lid in self.resources.buses:
                 return self._resolve({"Fn::GetAtt": [lid, name]}) if lid in self.queue_urls else (
                     f"arn:aws:events:{self.region}:{account}:event-bus/{self.resources.buses[lid]}")
@@ -455,7 +494,8 @@ class LocalStack:
         def ref(lid: str) -> str:
             if lid in pseudo:
                 return pseudo[lid]
-            if lid in self.queue_urls or lid in self.table_names or lid in self.resources.buses:
+            if (lid in self.queue_urls or lid in self.table_names or lid in self.resources.buses
+                    or lid in self.resources.buckets):
                 return self._resolve({"Ref": lid})
             props = (resources.get(lid) or {}).get("Properties") or {}
             return str(props.get("FunctionName") or props.get("LogGroupName") or f"unresolved-{lid}")

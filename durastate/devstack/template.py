@@ -2,7 +2,8 @@
 
 Why this exists: the local stack creates exactly what ``cdk deploy`` would, so everything it needs — every
 ``AWS::DynamoDB::Table`` with its keys, indexes, stream and TTL; every ``AWS::SQS::Queue`` with its FIFO
-attributes and redrive policy; every ``AWS::Events::EventBus``; the Lambda functions with their asset
+attributes and redrive policy; every ``AWS::Events::EventBus``; every ``AWS::S3::Bucket`` with its encryption,
+public access block and ``AWS::S3::BucketPolicy``; the Lambda functions with their asset
 folder, handler, timeout and (unresolved) environment; their SQS and DynamoDB stream event source
 mappings; and the ``rate(...)`` schedules — is read from ``cdk.out/DurastateStack.template.json`` here,
 with no AWS call and no boto3. :mod:`durastate.devstack.stack` turns the result into resources.
@@ -22,6 +23,7 @@ from durastate.devstack.errors import LocalStackError
 __all__ = [
     "DEFAULT_TEMPLATE",
     "TASK_ROOT",
+    "BucketDef",
     "FunctionDef",
     "QueueDef",
     "Schedule",
@@ -59,6 +61,19 @@ class QueueDef:
     attributes: dict[str, str]
     dead_letter_logical_id: str | None = None
     max_receive_count: int | None = None
+
+
+@dataclass(frozen=True)
+class BucketDef:
+    """An S3 bucket: its name (CloudFormation's generated one when the template names none, made here from
+    the logical id), and the properties moto keeps — encryption, public access block, the bucket policy
+    (unresolved: it refers to the bucket itself)."""
+
+    logical_id: str
+    name: str
+    encryption: dict[str, Any] | None = None
+    public_access_block: dict[str, Any] | None = None
+    policy: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -112,6 +127,7 @@ class StackResources:
     sqs_triggers: list[SqsTrigger]
     stream_triggers: list[StreamTrigger]
     schedules: list[Schedule]
+    buckets: dict[str, BucketDef] = field(default_factory=dict)
 
     def function(self, role: str) -> FunctionDef:
         for fn in self.functions.values():
@@ -164,6 +180,9 @@ def parse_template(template: Mapping[str, Any], asset_root: Path | None = None) 
     sqs_triggers: list[SqsTrigger] = []
     stream_triggers: list[StreamTrigger] = []
     schedules: list[Schedule] = []
+    buckets: dict[str, BucketDef] = {}
+    policies = {referenced_id((res.get("Properties") or {}).get("Bucket")): res["Properties"]["PolicyDocument"]
+                for res in resources.values() if res.get("Type") == "AWS::S3::BucketPolicy"}
     for lid, res in resources.items():
         kind, props = res.get("Type"), res.get("Properties") or {}
         if kind == "AWS::DynamoDB::Table":
@@ -192,6 +211,16 @@ def parse_template(template: Mapping[str, Any], asset_root: Path | None = None) 
                 attributes=attrs,
                 dead_letter_logical_id=referenced_id(redrive.get("deadLetterTargetArn")),
                 max_receive_count=int(redrive["maxReceiveCount"]) if "maxReceiveCount" in redrive else None,
+            )
+        elif kind == "AWS::S3::Bucket":
+            name = props.get("BucketName")
+            buckets[lid] = BucketDef(
+                logical_id=lid,
+                # CloudFormation names an unnamed bucket <stack>-<logical id>-<random>, lower case
+                name=_literal(name, f"{lid}.BucketName") if name is not None else f"local-{lid.lower()}"[:63],
+                encryption=props.get("BucketEncryption"),
+                public_access_block=props.get("PublicAccessBlockConfiguration"),
+                policy=policies.get(lid),
             )
         elif kind == "AWS::Events::EventBus":
             buses[lid] = _literal(props.get("Name"), f"{lid}.Name")
@@ -225,4 +254,4 @@ def parse_template(template: Mapping[str, Any], asset_root: Path | None = None) 
                 target_fn = referenced_id(t.get("Arn"))
                 if target_fn:
                     schedules.append(Schedule(function=target_fn, rule=lid, seconds=seconds))
-    return StackResources(tables, queues, buses, functions, sqs_triggers, stream_triggers, schedules)
+    return StackResources(tables, queues, buses, functions, sqs_triggers, stream_triggers, schedules, buckets)

@@ -1,7 +1,7 @@
 """The local-stack tests' templates: the app as ``cdk.json`` configures it (shared with tests/infra), and the
 app with every optional grant on — retention, a ``schedules:`` file, a Lambda task function, the trace —
 for the tests of those paths (the local stack decides every request against the roles, so a path must run
-on a template that grants it, as on AWS)."""
+on a template that grants it, as on AWS). :func:`synth_app` synthesizes the app with other flags."""
 
 from __future__ import annotations
 
@@ -133,21 +133,30 @@ def charge_card(event: dict[str, Any], context: Any) -> dict[str, Any]:
     return {"receipt": f"r-{event['task_id']}", "by": context.function_name}
 
 
-@pytest.fixture(scope="session")
-def full_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """``cdk synth`` of the app with retention (30 days), the schedules file, the task function and the trace."""
-    definitions = tmp_path_factory.mktemp("definitions")
+def synth_app(tmp_path_factory: pytest.TempPathFactory, name: str, charts: dict[str, str],
+              context: list[str]) -> Path:
+    """``cdk synth`` of the app with a definitions folder of ``charts`` and ``-c`` context flags."""
+    definitions = tmp_path_factory.mktemp(f"{name}-definitions")
     for chart in ("order.yaml", "payment.yaml"):
         shutil.copyfile(ROOT / "examples" / chart, definitions / chart)
-    for name, text in CHARTS.items():
-        (definitions / name).write_text(text)
-    out = tmp_path_factory.mktemp("full-synth") / "cdk.out"
+    for file, text in charts.items():
+        (definitions / file).write_text(text)
+    out = tmp_path_factory.mktemp(f"{name}-synth") / "cdk.out"
     env = {**os.environ, "JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION": "1", "CDK_DISABLE_CLI_TELEMETRY": "1",
            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
     argv = [cdk_cli(), "synth", "--quiet", "--no-notices", "-o", str(out),
-            "-c", f"durastate:definitions={definitions}", "-c", "durastate:retentionDays=30",
-            "-c", f"durastate:taskFunctions={TASK_FUNCTION}", "-c", "durastate:trace=true"]
+            "-c", f"durastate:definitions={definitions}"]
+    for flag in context:
+        argv += ["-c", flag]
     proc = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900, check=False)
     if proc.returncode != 0:
         pytest.fail(f"cdk synth failed ({proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-8000:]}")
     return out / "DurastateStack.template.json"
+
+
+@pytest.fixture(scope="session")
+def full_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``cdk synth`` of the app with retention (30 days), the schedules file, the task function and the trace."""
+    return synth_app(tmp_path_factory, "full", CHARTS, ["durastate:retentionDays=30",
+                                                        f"durastate:taskFunctions={TASK_FUNCTION}",
+                                                        "durastate:trace=true"])

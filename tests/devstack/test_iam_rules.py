@@ -14,6 +14,7 @@ from durastate.devstack.iam import (
     IamEnforcer,
     RolePolicies,
     authorizations,
+    condition_values,
     is_allowed,
     needed_grants,
     resolve,
@@ -112,3 +113,47 @@ def test_template_references_resolve_and_a_policy_that_cannot_be_read_is_refused
         enforcer.check("sqs", "SendMessage", {"QueueUrl": f"http://h:1/{ACCOUNT}/d-events.fifo"})
     enforcer.check("sqs", "SendMessage", {"QueueUrl": f"http://h:1/{ACCOUNT}/d-events.fifo"})  # nobody's: unchecked
     assert enforcer.decisions == []
+
+
+LIST_CONTEXTS = {"Statement": [
+    {"Effect": "Allow", "Action": "s3:ListBucket", "Resource": "arn:aws:s3:::b",
+     "Condition": {"StringLike": {"s3:prefix": ["contexts/*"]}}}]}
+
+
+def test_the_s3_prefix_condition_of_a_listing_is_evaluated_as_iam_does() -> None:
+    def allowed(params: dict[str, Any]) -> bool:
+        values = condition_values("s3", "ListObjectsV2", params)
+        return all(is_allowed(LIST_CONTEXTS, action, resource, values)
+                   for action, resource in authz("s3", "ListObjectsV2", params))
+
+    assert condition_values("s3", "ListObjectsV2", {"Bucket": "b", "Prefix": "contexts/e1/"}) == {
+        "s3:prefix": "contexts/e1/"}
+    assert allowed({"Bucket": "b", "Prefix": "contexts/e1/"})
+    assert not allowed({"Bucket": "b", "Prefix": "other/e1/"})  # outside the prefix
+    assert not allowed({"Bucket": "b"})  # no prefix: the key is absent, the condition fails
+    assert not allowed({"Bucket": "b", "Prefix": "Contexts/e1/"})  # StringLike is case-sensitive
+    # An unmet condition leaves the statement out (no explicit deny): another statement still allows it.
+    both = {"Statement": [*LIST_CONTEXTS["Statement"],
+                          {"Effect": "Allow", "Action": "s3:ListBucket", "Resource": "arn:aws:s3:::b"}]}
+    assert is_allowed(both, "s3:ListBucket", "arn:aws:s3:::b", {"s3:prefix": "other/"})
+    # "Each grant needed" re-decides with the request's condition keys.
+    made = [Decision("s", "s3:ListBucket", "arn:aws:s3:::b", True, "ListObjectsV2",
+                     (("s3:prefix", "contexts/e1/"),))]
+    assert needed_grants({"s": LIST_CONTEXTS}, made) == {Grant("s", "s3:ListBucket", "arn:aws:s3:::b"): made}
+
+
+def test_a_condition_the_local_stack_does_not_evaluate_is_refused() -> None:
+    def statement(condition: dict[str, Any]) -> dict[str, Any]:
+        return {"Resources": {
+            "Fn": {"Type": "AWS::Lambda::Function", "Properties": {"Role": {"Fn::GetAtt": ["Role", "Arn"]}}},
+            "Role": {"Type": "AWS::IAM::Role", "Properties": {"Policies": [{"PolicyDocument": {"Statement": [
+                {"Effect": "Allow", "Action": "s3:ListBucket", "Resource": "arn:aws:s3:::b",
+                 "Condition": condition}]}}]}}}}
+
+    def name(lid: str, attr: str = "") -> str:
+        return lid
+
+    assert RolePolicies(statement({"StringLike": {"s3:prefix": "contexts/*"}}), {"Fn": "fn"}, name, name
+                        ).documents["fn"]["Statement"][0]["Condition"]
+    with pytest.raises(LocalStackError, match="StringEquals aws:SourceVpc"):
+        RolePolicies(statement({"StringEquals": {"aws:SourceVpc": "vpc-1"}}), {"Fn": "fn"}, name, name)
