@@ -54,6 +54,7 @@ from durastate.engine.expressions import Issues, Value, compile_value
 from durastate.engine.ids import REINVOKE_PREFIX, cancel_event_id, child_execution_id, run_witness, start_event_id
 from durastate.engine.model import CANCEL, START, ChildRef, Event, Execution, MapProgress, TimerOp
 from durastate.engine.retry import RetryPolicy, parse_retry
+from durastate.engine.run_context import ExecutionFailed
 from durastate.engine.tasks import task_only
 
 if TYPE_CHECKING:
@@ -334,8 +335,6 @@ def leave(run: Run, s: int) -> None:
 
 def on_finished(run: Run, cid: str, ref: ChildRef, ev: Event) -> bool:
     """A map child's ``durastate.finished``: record it, start the next item, and end the map when due."""
-    from durastate.engine.interpreter import ExecutionFailed  # (the interpreter imports this module)
-
     t, exe = run.t, run.exe
     s = t.index.get(ref.path, -1)
     progress = exe.maps.get(ref.path)

@@ -30,8 +30,9 @@ from collections.abc import Callable, Iterable
 from functools import partial
 
 from durastate.engine.inline_rules import HISTORY_SEPARATOR
-from durastate.engine.interpreter import MAX_MICROSTEPS, ExecutionFailed, Run
+from durastate.engine.interpreter import Run
 from durastate.engine.model import Event, Execution
+from durastate.engine.run_context import MAX_MICROSTEPS, ExecutionFailed
 from durastate.engine.tables import CompiledTransition, Tables
 
 __all__ = ["InlineRun", "configuration", "leaves_of", "summary"]

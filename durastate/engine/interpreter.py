@@ -62,6 +62,7 @@ from durastate.engine.model import (
     TimerOp,
 )
 from durastate.engine.retry import RetryableFailure
+from durastate.engine.run_context import MAX_MICROSTEPS, ExecutionFailed
 from durastate.engine.run_timeout import timed_out_reason
 from durastate.engine.search import search_values
 from durastate.engine.tables import CompiledTransition, Tables
@@ -69,14 +70,6 @@ from durastate.engine.timers import BadTimerValue
 from durastate.engine.tracing import describe_transitions
 
 __all__ = ["MAX_MICROSTEPS", "ExecutionFailed", "Run", "StepResult", "step"]
-
-MAX_MICROSTEPS = 200
-"""Bound on eventless (``always``) and raised-event transitions in one step; past it the execution fails."""
-
-
-class ExecutionFailed(Exception):
-    """Raised inside a step to stop it and mark the execution failed (never escapes ``step``)."""
-
 
 class StepResult:
     """What one step produced; the worker commits it together with the mutated execution."""
