@@ -475,10 +475,9 @@ def test_find_cycle_reports_the_ring() -> None:
 
 
 @pytest.mark.xfail(strict=True, reason=(
-    "the step's core is still one circle: definition <-> tables (validation builds the tables; the tables, "
-    "tasks, fanout and inline_rules are typed with definition's State/Invoke), interpreter <-> tasks/fanout "
-    "(their run-time halves take interpreter.Run), interpreter <-> inline (InlineRun subclasses Run; step "
-    "imports it in a function), tables -> fanout -> interpreter -> tracing -> tables"))
+    "definition <-> tables is still a circle: validating a Definition builds its Tables (definition imports "
+    "tables.build_tables in functions), and tables, tasks, fanout and inline_rules are typed with definition's "
+    "State/Invoke/After/Transition/Definition; inside it, inline_rules <-> tables (TYPE_CHECKING Tables)"))
 def test_engine_modules_import_without_a_cycle() -> None:
     """The engine's modules form layers (docs/architecture.md, "Inside the engine"): no import circle.
 
