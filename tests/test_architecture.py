@@ -26,8 +26,6 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parents[1]
 
 #: Folders of Python code in the repository (everything but virtualenvs, node_modules and build outputs).
@@ -474,10 +472,6 @@ def test_find_cycle_reports_the_ring() -> None:
     assert find_cycle({"a": {"b": edge("a", "b")}, "d": {"b": edge("d", "b")}}) == []
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "definition <-> tables is still a circle: validating a Definition builds its Tables (definition imports "
-    "tables.build_tables in functions), and tables, tasks, fanout and inline_rules are typed with definition's "
-    "State/Invoke/After/Transition/Definition; inside it, inline_rules <-> tables (TYPE_CHECKING Tables)"))
 def test_engine_modules_import_without_a_cycle() -> None:
     """The engine's modules form layers (docs/architecture.md, "Inside the engine"): no import circle.
 

@@ -56,7 +56,7 @@ from durastate.engine.retry import RetryPolicy, parse_retry
 from durastate.engine.tasks import task_only
 
 if TYPE_CHECKING:
-    from durastate.engine.definition import State
+    from durastate.engine.states import State
 
 __all__ = ["DEFAULT_MAX_CONCURRENCY", "ITEM_EVENT", "CompiledMap", "child_start", "compile_map", "parse_tolerate"]
 

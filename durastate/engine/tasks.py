@@ -59,7 +59,7 @@ from durastate.engine.values import check_json
 from durastate.errors import InvalidValue
 
 if TYPE_CHECKING:
-    from durastate.engine.definition import Invoke
+    from durastate.engine.states import Invoke
 
 __all__ = [
     "MAX_HEARTBEAT_BYTES",
