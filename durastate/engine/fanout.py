@@ -40,7 +40,8 @@ failed (for ``tolerate`` and ``on_error``). While it waits the item keeps its pl
 (:attr:`~durastate.engine.model.MapProgress.running_items`) so it can start one again, and the waiting
 ones in ``retries``, with ONE timer for the map state (``~invoke:<path>``) at the earliest of them.
 
-Pure, like the rest of the engine: it only changes the execution and adds to the step's result.
+Pure, like the rest of the engine: it only changes the execution and adds to the step's result. This module
+holds the spec and its compiler; what a step does with a map state is :mod:`durastate.engine.map_runs`.
 """
 
 from __future__ import annotations

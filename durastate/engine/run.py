@@ -38,7 +38,6 @@ from durastate.engine.timers import BadTimerValue
 
 __all__ = ["Run"]
 
-
 _new = object.__new__
 _set = object.__setattr__
 

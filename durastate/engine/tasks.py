@@ -23,10 +23,9 @@ execution as a ``durastate.finished`` notice, exactly as an invoked child's: ``o
   ``TaskTimeout``) starts a new task, with a new task id, after the backoff;
 - **heartbeat**: a ``durastate.heartbeat`` naming the task id (:func:`durastate.engine.task_runs.heartbeat`)
   records its details in the task's :class:`~durastate.engine.model.ChildRef` and, with a
-  ``heartbeat_timeout``, re-arms the
-  durable timer ``~heartbeat:<path>`` at ``now + heartbeat_timeout``; when it fires first the task counts as
-  failed with ``TaskTimeout`` (as for ``timeout``). A heartbeat for a task the execution no longer waits
-  for is ignored (traced);
+  ``heartbeat_timeout``, re-arms the durable timer ``~heartbeat:<path>`` at ``now + heartbeat_timeout``;
+  when it fires first the task counts as failed with ``TaskTimeout`` (as for ``timeout``). A heartbeat for
+  a task the execution no longer waits for is ignored (traced);
 - **cancel**: when the execution stops waiting for a task that may still run (it leaves the state, ends,
   or the task timed out), the step records a cancel request (``durastate.task_cancel``) in the outbox for
   a Python task and for an HTTP task with a ``cancel_url``: the relay passes it on (the step calls nothing).
