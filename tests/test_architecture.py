@@ -19,6 +19,7 @@ Each failure names the file, the line, the importing module and what it imported
 from __future__ import annotations
 
 import ast
+import itertools
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -415,3 +416,68 @@ def test_the_checks_see_every_kind_of_import() -> None:
     assert private_owner("bench._util.Series") == "bench"
     assert private_owner("durastate.store.sql._x") == "durastate.store"
     assert private_owner("durastate.__version__") is None
+
+
+# -- the engine's own layering ----------------------------------------------------------------------------
+
+
+def engine_graph() -> dict[str, dict[str, Import]]:
+    """Module of ``durastate.engine`` -> the engine modules it imports (one import statement as the witness).
+
+    Every import counts, TYPE_CHECKING-only and function-local ones too: they are how a circle hides (a
+    signature typed with a higher module's class, an import moved into the function "because of the cycle").
+    """
+    graph: dict[str, dict[str, Import]] = {}
+    for imp in all_imports():
+        if layer_of(imp.importer) != "engine":
+            continue
+        target = owning_module(imp.target)
+        if target is not None and target != imp.importer and layer_of(target) == "engine":
+            graph.setdefault(imp.importer, {}).setdefault(target, imp)
+    return graph
+
+
+def find_cycle(graph: dict[str, dict[str, Import]]) -> list[Import]:
+    """One import cycle of ``graph`` as its edges in order (empty if there is none); depth first, iterative."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done (no cycle through it)
+    for start in sorted(graph):
+        if state.get(start):
+            continue
+        path: list[tuple[str, Iterator[str]]] = [(start, iter(sorted(graph.get(start, {}))))]
+        state[start] = 1
+        while path:
+            node, successors = path[-1]
+            nxt = next(successors, None)
+            if nxt is None:
+                state[node] = 2
+                path.pop()
+            elif state.get(nxt) == 1:
+                names = [n for n, _ in path]
+                ring = [*names[names.index(nxt):], nxt]
+                return [graph[a][b] for a, b in itertools.pairwise(ring)]
+            elif not state.get(nxt):
+                state[nxt] = 1
+                path.append((nxt, iter(sorted(graph.get(nxt, {})))))
+    return []
+
+
+def test_find_cycle_reports_the_ring() -> None:
+    """Self-test of the cycle finder on a made-up graph: a -> b -> c -> a, and d hanging off it."""
+    def edge(a: str, b: str) -> Import:
+        return Import(ROOT / "x.py", 1, a, b, False, False)
+
+    graph = {"a": {"b": edge("a", "b")}, "b": {"c": edge("b", "c")}, "c": {"a": edge("c", "a")},
+             "d": {"a": edge("d", "a")}}
+    assert [(i.importer, i.target) for i in find_cycle(graph)] == [("a", "b"), ("b", "c"), ("c", "a")]
+    assert find_cycle({"a": {"b": edge("a", "b")}, "d": {"b": edge("d", "b")}}) == []
+
+
+def test_engine_modules_import_without_a_cycle() -> None:
+    """The engine's modules form layers (docs/architecture.md, "Inside the engine"): no import circle.
+
+    A circle means no module of it can be read, tested or changed without the others; the fix is to move
+    what the lower module needs (a type, a protocol, a constant) into a module below both.
+    """
+    cycle = find_cycle(engine_graph())
+    assert not cycle, "\n  ".join(["the engine's modules import each other in a circle:",
+                                   *(imp.where() for imp in cycle)])

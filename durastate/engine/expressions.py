@@ -28,7 +28,7 @@ from durastate.engine.retry import RetryableFailure, RetryPolicy, parse_retry
 from durastate.engine.values import check_event_id, check_json
 
 if TYPE_CHECKING:
-    from durastate.engine.interpreter import Run
+    from durastate.engine.run_context import ActionContext
 
 __all__ = [
     "ACTION_KINDS",
@@ -54,7 +54,7 @@ Value = Callable[[dict[str, Any], Event], Any]
 """A compiled value: (context, event) -> any JSON value."""
 Guard = Callable[[dict[str, Any], Event], bool]
 """A compiled condition: (context, event) -> bool."""
-Action = Callable[["Run"], None]
+Action = Callable[["ActionContext"], None]
 """A compiled action: it acts on the interpreter's per-step state (context, emits, raised events, logs)."""
 Issues = list[str]
 
@@ -452,7 +452,7 @@ def _compile_assign(args: Any, where: str, issues: Issues) -> Action | None:
             continue
         writes.append((k, _setter(k), compile_value(v, f"{where}.{k}", issues)))
 
-    def assign(run: Run) -> None:
+    def assign(run: ActionContext) -> None:
         ctx, ev = run.exe.context, run.event
         # Evaluate every value before writing any: `{a: $context.b, b: $context.a}` swaps.
         values = [val(ctx, ev) for _, _, val in writes]
@@ -505,7 +505,7 @@ def _compile_send(args: Any, where: str, issues: Issues) -> Action | None:
         return None
     name: str = args["event"]
 
-    def send(run: Run) -> None:
+    def send(run: ActionContext) -> None:
         exe = run.exe
         if to_value is not None:
             got = to_value(exe.context, run.event)
@@ -539,7 +539,7 @@ def _compile_raise(args: Any, where: str, issues: Issues) -> Action | None:
         return None
     name: str = args["event"]
 
-    def raise_(run: Run) -> None:
+    def raise_(run: ActionContext) -> None:
         payload = data(run.exe.context, run.event)
         if not isinstance(payload, dict):
             raise TypeError(f"raise data must evaluate to a mapping, got {type(payload).__name__}")
@@ -551,7 +551,7 @@ def _compile_raise(args: Any, where: str, issues: Issues) -> Action | None:
 def _compile_log(args: Any, where: str, issues: Issues) -> Action | None:
     text = compile_value(args, where, issues)
 
-    def log(run: Run) -> None:
+    def log(run: ActionContext) -> None:
         value = text(run.exe.context, run.event)
         run.logs.append(value if isinstance(value, str) else repr(value))
 
@@ -564,7 +564,7 @@ def _compile_call(args: Any, where: str, issues: Issues, policy: RetryPolicy | N
         return None
     user = _retrying(fn, policy, where) if policy is not None else fn
 
-    def call(run: Run) -> None:
+    def call(run: ActionContext) -> None:
         out = user(run.exe.context, run.event)
         if out is None:
             return
@@ -597,7 +597,7 @@ def _compile_choose(args: Any, where: str, issues: Issues) -> Action | None:
         branches.append((guard, compile_actions(body if isinstance(body, list) else [body], f"{here}.actions",
                                                 issues)))
 
-    def choose(run: Run) -> None:
+    def choose(run: ActionContext) -> None:
         site = run.site
         for guard, actions in branches:
             if guard is None or guard(run.exe.context, run.event):
@@ -630,7 +630,7 @@ def _compile_foreach(args: Any, where: str, issues: Issues) -> Action | None:
     body = args.get("actions") or []
     actions = compile_actions(body if isinstance(body, list) else [body], f"{where}.actions", issues)
 
-    def foreach(run: Run) -> None:
+    def foreach(run: ActionContext) -> None:
         items = array(run.exe.context, run.event)
         if not isinstance(items, list):
             raise TypeError(f"foreach array must evaluate to a list, got {type(items).__name__}")

@@ -1,6 +1,6 @@
 """Inline regions: a ``regions: inline`` parallel state runs its regions inside its own execution.
 
-The default interpreter (:class:`durastate.engine.interpreter.Run`) keeps one active leaf, because a
+The default interpreter (:class:`durastate.engine.run.Run`) keeps one active leaf, because a
 parallel state's regions are child executions. :class:`InlineRun` is the run of a definition that has an
 inline parallel state: its *configuration* is a set of active states with several leaves, and it follows
 the SCXML algorithm (the W3C recommendation's ``selectTransitions`` / ``microstep``):
@@ -30,8 +30,9 @@ from collections.abc import Callable, Iterable
 from functools import partial
 
 from durastate.engine.inline_rules import HISTORY_SEPARATOR
-from durastate.engine.interpreter import MAX_MICROSTEPS, ExecutionFailed, Run
 from durastate.engine.model import Event, Execution
+from durastate.engine.run import Run
+from durastate.engine.run_context import MAX_MICROSTEPS, ExecutionFailed
 from durastate.engine.tables import CompiledTransition, Tables
 
 __all__ = ["InlineRun", "configuration", "leaves_of", "summary"]

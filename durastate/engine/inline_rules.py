@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING
 from durastate.engine.expressions import Issues
 
 if TYPE_CHECKING:
-    from durastate.engine.definition import State
-    from durastate.engine.tables import Tables
+    from durastate.engine.compiled import Tables
+    from durastate.engine.states import State
 
 __all__ = ["HISTORY_SEPARATOR", "configuration_problem", "inline_owner", "inline_rules"]
 

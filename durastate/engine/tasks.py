@@ -21,19 +21,19 @@ execution as a ``durastate.finished`` notice, exactly as an invoked child's: ``o
   failed with ``TaskTimeout: ...`` (its late answer is then ignored);
 - **retry**: the invoke's retry policy (:mod:`durastate.engine.retry`): a failed try (an error, a
   ``TaskTimeout``) starts a new task, with a new task id, after the backoff;
-- **heartbeat**: a ``durastate.heartbeat`` naming the task id (:func:`heartbeat`) records its details in
-  the task's :class:`~durastate.engine.model.ChildRef` and, with a ``heartbeat_timeout``, re-arms the
-  durable timer ``~heartbeat:<path>`` at ``now + heartbeat_timeout``; when it fires first the task counts as
-  failed with ``TaskTimeout`` (as for ``timeout``). A heartbeat for a task the execution no longer waits
-  for is ignored (traced);
+- **heartbeat**: a ``durastate.heartbeat`` naming the task id (:func:`durastate.engine.task_runs.heartbeat`)
+  records its details in the task's :class:`~durastate.engine.model.ChildRef` and, with a
+  ``heartbeat_timeout``, re-arms the durable timer ``~heartbeat:<path>`` at ``now + heartbeat_timeout``;
+  when it fires first the task counts as failed with ``TaskTimeout`` (as for ``timeout``). A heartbeat for
+  a task the execution no longer waits for is ignored (traced);
 - **cancel**: when the execution stops waiting for a task that may still run (it leaves the state, ends,
   or the task timed out), the step records a cancel request (``durastate.task_cancel``) in the outbox for
   a Python task and for an HTTP task with a ``cancel_url``: the relay passes it on (the step calls nothing).
   A Lambda task cannot be stopped: its late answer is ignored, and the trace says so.
 
-This module holds the pure parts: the spec and its checks, what entering, leaving, answering and timing
-out do to the execution, and the request's wire form, which the runtime reads back
-(:class:`TaskRequest`).
+This module holds the pure parts: the spec and its checks and the request's wire form, which the runtime
+reads back (:class:`TaskRequest`); what entering, leaving, answering and timing out do to the execution is
+:mod:`durastate.engine.task_runs`, which the interpreter calls.
 """
 
 from __future__ import annotations
@@ -47,24 +47,18 @@ from durastate.engine.expressions import Issues, Value, compile_value
 from durastate.engine.ids import (
     FINISHED,
     HEARTBEAT,
-    HEARTBEAT_TIMEOUT_PREFIX,
     TASK,
     TASK_CANCEL,
-    TASK_TIMEOUT_PREFIX,
     finished_event_id,
     heartbeat_event_id,
-    task_cancel_id,
     task_execution_id,
-    task_id,
-    task_request_id,
 )
-from durastate.engine.model import ChildRef, Event, TimerOp, new_id
-from durastate.engine.values import _json_problem, check_json
+from durastate.engine.model import Event, new_id
+from durastate.engine.values import check_json
 from durastate.errors import InvalidValue
 
 if TYPE_CHECKING:
-    from durastate.engine.definition import Invoke
-    from durastate.engine.interpreter import Run
+    from durastate.engine.states import Invoke
 
 __all__ = [
     "MAX_HEARTBEAT_BYTES",
@@ -332,115 +326,8 @@ def task_result(request: TaskRequest, output: Any = None, error: str | None = No
     return Event(id=finished_event_id(request.task_id), name=FINISHED, data=data, traceparent=request.traceparent)
 
 
-# -- what the interpreter calls ---------------------------------------------------------------------------
-def start(run: Run, s: int, task: CompiledTask) -> None:
-    """Enter: record the request for the task of state ``s`` (in the outbox, with the commit) and arm its
-    timeouts. The input is evaluated and checked first, so a bad one fails the step with nothing half-made."""
-    exe, path = run.exe, run.t.paths[s]
-    run.site = run.t.sites[s] + ".invoke.input"
-    value = task.input(exe.context, run.event)
-    problem = _json_problem(value, "task input", 0)
-    if problem is not None:
-        raise ValueError(problem)
-    exe.invoke_seq += 1
-    tid = task_id(exe.id, exe.invoke_seq, exe.secret)
-    exe.children[tid] = ChildRef(path=path, kind="task", attempt=run.invoke_attempt)
-    data = {"task_id": tid, "path": path, "kind": task.kind, "target": task.target, "input": value,
-            "timeout": task.timeout, "attempt": run.invoke_attempt}
-    if task.heartbeat_timeout is not None:
-        data["heartbeat_timeout"] = task.heartbeat_timeout
-    if task.cancel_url is not None:
-        data["cancel_url"] = task.cancel_url
-    run.res.emits.append((exe.id, Event.model_construct(id=task_request_id(tid), name=TASK, data=data)))
-    if task.timeout is not None:
-        _arm(run, TASK_TIMEOUT_PREFIX + path, run.now + task.timeout)
-    if task.heartbeat_timeout is not None:
-        _arm(run, HEARTBEAT_TIMEOUT_PREFIX + path, run.now + task.heartbeat_timeout)
-
-
-def _arm(run: Run, key: str, fire_at: float) -> None:
-    run.exe.timers[key] = fire_at
-    run._timer(TimerOp("schedule", key, fire_at))
-
-
-def leave(run: Run, s: int) -> None:
-    """Exit state ``s``: forget its tasks (a late answer is then ignored), ask a running one to stop, and
-    disarm their timeouts."""
-    exe, path = run.exe, run.t.paths[s]
-    for cid in [c for c, ref in exe.children.items() if ref.kind == "task" and ref.path == path]:
-        ref = exe.children.pop(cid)
-        if ref.status == "running":
-            cancel(run, cid, ref, f"the execution left state {path}")
-    disarm(run, path)
-
-
-def cancel(run: Run, tid: str, ref: ChildRef, reason: str) -> None:
-    """The execution stops waiting for task ``tid`` while it may still run: record the cancel request the
-    relay passes on, when its kind can be stopped (:attr:`CompiledTask.cancellable`)."""
-    s = run.t.index.get(ref.path, -1)
-    task = run.t.task[s] if s >= 0 else None
-    if task is None or not task.cancellable:
-        return
-    data = {"task_id": tid, "path": ref.path, "kind": task.kind, "target": task.target,
-            "cancel_url": task.cancel_url, "reason": reason}
-    run.res.emits.append((run.exe.id, Event.model_construct(id=task_cancel_id(tid), name=TASK_CANCEL, data=data)))
-
-
-def disarm(run: Run, path: str) -> None:
-    """Disarm the timeouts of the task of the state at ``path`` (answered, or left)."""
-    timers = run.exe.timers
-    for key in (TASK_TIMEOUT_PREFIX + path, HEARTBEAT_TIMEOUT_PREFIX + path):
-        if timers.pop(key, None) is not None:
-            run._timer(TimerOp("cancel", key))
-
-
-def timed_out(run: Run, path: str, ev: Event, *, heartbeat: bool = False) -> bool:
-    """A timeout of the task of ``path`` fired first (its ``timeout``, or with ``heartbeat`` its
-    ``heartbeat_timeout``): the running task counts as failed (``TaskTimeout``), is asked to stop, and goes
-    where a failed answer goes (a retry, else ``on_error``)."""
-    running = [(cid, ref) for cid, ref in run.exe.children.items()
-               if ref.kind == "task" and ref.path == path and ref.status == "running"]
-    if not running:
-        return False
-    tid, ref = running[-1]
-    s = run.t.index.get(path, -1)
-    task = run.t.task[s] if s >= 0 else None
-    if heartbeat:
-        error = heartbeat_error(tid, task.heartbeat_timeout if task is not None else None)
-    else:
-        error = timeout_error(tid, task.timeout if task is not None else None)
-    cancel(run, tid, ref, error)
-    return run.on_finished(Event.model_construct(
-        id=ev.id, name=FINISHED,
-        data={"child_id": tid, "status": "failed", "outcome": None, "output": None, "error": error,
-              "task_id": tid}))
-
-
 def heartbeat_error(task_id: str, heartbeat_timeout: float | None) -> str:
     """The error of a task that went silent: the same whether its durable heartbeat timer fired first or the
     runner stopped waiting for it (a Python task's heartbeat deadline)."""
     within = f" within {heartbeat_timeout:g}s" if heartbeat_timeout is not None else " in time"
     return f"TaskTimeout: task {task_id} sent no heartbeat{within}"
-
-
-def heartbeat(run: Run, ev: Event) -> bool:
-    """A ``durastate.heartbeat`` for a task: record its details and, with a ``heartbeat_timeout``, re-arm the
-    heartbeat timer from now. ``False`` (ignored, with the reason in ``run.note``) when the execution does
-    not wait for that task (any more) or the details are not fit to keep."""
-    tid = ev.data.get("task_id")
-    ref = run.exe.children.get(tid) if isinstance(tid, str) else None
-    if ref is None or ref.kind != "task" or ref.status != "running":
-        run.note = f"task {tid} is not running (answered, timed out or left); its heartbeat is ignored"
-        return False
-    details = ev.data.get("details")
-    problem = heartbeat_problem(details)
-    if problem is not None:
-        run.note = f"{problem}; the heartbeat is ignored"
-        return False
-    ref.heartbeat = details
-    ref.heartbeat_at = run.now
-    s = run.t.index.get(ref.path, -1)
-    task = run.t.task[s] if s >= 0 else None
-    if task is not None and task.heartbeat_timeout is not None:
-        _arm(run, HEARTBEAT_TIMEOUT_PREFIX + ref.path, run.now + task.heartbeat_timeout)
-    return True

@@ -1,0 +1,72 @@
+"""What the compiled pieces of a definition see of a running step, below the interpreter that runs them.
+
+An action (:mod:`durastate.engine.expressions`) is compiled long before a step runs and is called with the
+step's :class:`durastate.engine.run.Run`. It needs only a few of its parts, named here as the
+:class:`ActionContext` protocol, so that the expressions module does not import the run (which imports it).
+The step's result, its failure signal and its microstep bound live here for the same reason: the modules
+the run calls into fill, raise and count them too.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from durastate.engine.model import Event, Execution, TimerOp
+from durastate.engine.retry import RetryableFailure
+
+__all__ = ["MAX_MICROSTEPS", "ActionContext", "ExecutionFailed", "StepResult"]
+
+MAX_MICROSTEPS = 200
+"""Bound on eventless (``always``) and raised-event transitions in one step; past it the execution fails."""
+
+
+class ExecutionFailed(Exception):
+    """Raised inside a step to stop it and mark the execution failed (never escapes ``step``)."""
+
+
+class ActionContext(Protocol):
+    """The parts of a running step an action uses: the execution, the event in hand and what it may emit."""
+
+    exe: Execution
+    event: Event
+    site: str
+    """Where the running action sits in the definition (``state.entry[0]``), for error messages."""
+    logs: list[str]
+
+    def emit(self, target: str | None, name: str, data: dict[str, Any]) -> None:
+        """Queue an event for another execution (``target``) or the notification sink (``None``)."""
+
+    def raise_internal(self, name: str, data: dict[str, Any]) -> None:
+        """Queue an internal event, processed in this step before any later external event."""
+
+
+class StepResult:
+    """What one step produced; the worker commits it together with the mutated execution."""
+
+    __slots__ = ("emits", "ignored", "logs", "spawns", "timers", "trace")
+
+    retry: RetryableFailure | None = None
+    """Set (on the step's own result) when a callable with a retry policy failed: the caller discards the
+    step, the execution it mutated included, and retries or catches it (:mod:`durastate.engine.retry`)."""
+
+    def __init__(self) -> None:
+        # (A hand-written __init__: list literals are cheaper than dataclass default factories.)
+        self.emits: list[tuple[str | None, Event]] = []
+        """Events to deliver: (target execution id, event), or (None, event) for the notification sink."""
+        self.timers: list[TimerOp] = []
+        """Timer arms/cancels, at most one per timer key (the last one of the step)."""
+        self.spawns: list[tuple[str, str, dict[str, Any]]] = []
+        """Region children to create: (child id, region root path, seed context)."""
+        self.trace: dict[str, Any] = {}
+        """The step's trace entry: event, event_id, from, to, status (+ ignored, error, log)."""
+        self.ignored = False
+        """Nothing changed: no transition handled the event (or it was a stale timeout, a repeated start,
+        an event for an execution that already ended). The event is still consumed."""
+        self.logs: list[str] = []
+        """What ``log`` actions wrote, in order (also in ``trace["log"]``)."""
+
+    def __repr__(self) -> str:
+        return (
+            f"StepResult(emits={self.emits!r}, timers={self.timers!r}, spawns={self.spawns!r}, "
+            f"trace={self.trace!r}, ignored={self.ignored!r}, logs={self.logs!r})"
+        )
