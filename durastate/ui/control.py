@@ -28,12 +28,14 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+from durastate.client import start_event
 from durastate.engine.definition import Definition
-from durastate.engine.ids import start_event_id
+from durastate.engine.durations import format_duration
 from durastate.engine.introspect import unhandled_event
-from durastate.engine.model import ENDED, RESERVED_PREFIX, START, Event, Execution, new_id
+from durastate.engine.model import ENDED, RESERVED_PREFIX, Event, Execution, new_id
 from durastate.engine.registry import DefinitionRegistry
 from durastate.engine.reset import RESET_ACTIONS
+from durastate.engine.run_timeout import check_start_timeout
 from durastate.engine.values import check_execution_id, check_json
 from durastate.errors import ControlRefused, DurastateError, InvalidValue, UnknownExecution
 from durastate.runtime.local import check_replay
@@ -58,7 +60,7 @@ ACTIONS: dict[str, tuple[str, ...]] = {
     "reset": ("to", "actions", "context_patch", "reason"),
     "redrive": (),
     "replay": ("letter",),
-    "start": ("definition", "id", "context"),
+    "start": ("definition", "id", "context", "timeout"),
 }
 """Each action and the form fields it takes (the token covers exactly these)."""
 APPLIES: dict[str, Callable[[str], bool]] = {
@@ -242,6 +244,7 @@ def plan_start(definition_id: str, form: Mapping[str, str], store: ExecutionStor
     except InvalidValue as exc:
         raise ActionRefused(str(exc)) from None
     event_data(fields["context"], "context")
+    timeout = _run_timeout(fields["timeout"])
     existing = store.load(fields["id"])
     if existing is not None:
         raise ActionRefused(f"execution {fields['id']} already exists ({existing.definition_id}, "
@@ -249,6 +252,8 @@ def plan_start(definition_id: str, form: Mapping[str, str], store: ExecutionStor
                             "for a new one")
     summary = f"start {fields['id']} of {definition_id}" + (
         f" with context {fields['context']}" if fields["context"] else " with the definition's default context")
+    if timeout is not None:
+        summary += f", ending it (timed out) unless it ends within {format_duration(timeout)}"
     return Plan("start", fields["id"], fields, summary)
 
 
@@ -258,10 +263,19 @@ def perform_start(todo: Plan, store: ExecutionStore, deliver: Deliver | None) ->
     if deliver is None:
         raise ActionRefused("this console cannot deliver events to this store")
     plan_start(todo.fields["definition"], todo.fields, store)  # checked again: it may exist by now
-    event = Event(id=start_event_id(exe_id), name=START,
-                  data={"definition_id": todo.fields["definition"],
-                        "context": event_data(todo.fields["context"], "context")})
+    event = start_event(exe_id, todo.fields["definition"], event_data(todo.fields["context"], "context"),
+                        _run_timeout(todo.fields.get("timeout", "")))
     return f"started {exe_id} ({todo.fields['definition']}): {deliver(exe_id, event)}"
+
+
+def _run_timeout(text: str) -> float | None:
+    """A start form's run timeout (``durastate start --timeout``): empty for the definition's own."""
+    if not text:
+        return None
+    try:
+        return check_start_timeout(text, "the run timeout")
+    except InvalidValue as exc:
+        raise ActionRefused(str(exc)) from None
 
 
 def check_send(defn: Definition | None, todo: Plan) -> None:

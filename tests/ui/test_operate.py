@@ -4,6 +4,7 @@ forced, as ``durastate send`` refuses it without ``--force``)."""
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable
 from typing import Any
@@ -155,3 +156,28 @@ def test_a_start_needs_its_confirmation_and_a_read_only_console_offers_none(
         assert answer.status == 403
     store_has_no_o3 = durastate("--store", sqlite_url, "show", "o3")
     assert store_has_no_o3.returncode == 1
+
+
+def test_a_start_from_the_definition_page_can_carry_its_own_run_timeout(
+        sqlite_url: str, serve_console: Callable[..., Served], page: Any) -> None:
+    fill(sqlite_url, CART)
+    served = serve_console(sqlite_url, "--allow-control")
+    page.goto(served.url + "/definitions/order")
+    page.locator('#form-start input[name="id"]').fill("o5")
+    page.locator('#form-start input[name="timeout"]').fill("0s")
+    page.locator("#form-start button").click()
+    expect(page.locator("#error-message")).to_contain_text("the run timeout: more than 0 seconds")
+
+    page.goto(served.url + "/definitions/order")
+    page.locator('#form-start input[name="id"]').fill("o5")
+    page.locator('#form-start input[name="timeout"]').fill("1h")
+    page.locator("#form-start button").click()
+    expect(page.locator("#summary")).to_contain_text("start o5 of order with the definition's default context, "
+                                                     "ending it (timed out) unless it ends within 1h")
+    page.locator("#confirm-button").click()
+    expect(page.locator("#notice")).to_contain_text("started o5 (order): queued")
+    apply_queued(sqlite_url)
+    shown = durastate("--store", sqlite_url, "show", "o5", "--json")
+    assert shown.returncode == 0, shown.stderr
+    exe = json.loads(shown.stdout)
+    assert exe["timers"]["~deadline"] - exe["created_at"] == 3600  # the run timeout's timer, an hour on
