@@ -115,7 +115,8 @@ class ConfirmationUsed(ConfirmationRefused):
 
 
 def _binding(action: str, execution_id: str, fields: Mapping[str, str]) -> str:
-    return json.dumps([action, execution_id, [fields.get(name, "") for name in ACTIONS.get(action, ())]])
+    names = ACTIONS.get(action) or tuple(sorted(fields))  # an action of another page (a schedule's): all its fields
+    return json.dumps([action, execution_id, [fields.get(name, "") for name in names]])
 
 
 @dataclass
