@@ -217,6 +217,14 @@ def create_app(console: Console) -> Starlette:
             with console.lock:
                 exe = load(exe_id)
             control.check_send(console.definition(exe), todo)
+        if action == "migrate":  # planned first: a stranded execution is refused here, before any confirmation
+            with console.lock:
+                exe = load(exe_id)
+                planned = control.migrate_one(console.store, exe_id, control.newest(console.registry, exe),
+                                              todo.fields["mapping"], True)
+            todo = control.Plan(todo.action, exe_id, todo.fields,
+                                todo.summary.replace("to the newest version", f"from version {planned.from_version} "
+                                                     f"to {planned.to_version}", 1))
         return page(request, "confirm.html", todo=todo, exe_id=exe_id,
                     do_url=f"/executions/{quote(exe_id, safe='')}/do/{action}",
                     back_url=f"/executions/{quote(exe_id, safe='')}",

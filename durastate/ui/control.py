@@ -37,7 +37,15 @@ from durastate.engine.registry import DefinitionRegistry
 from durastate.engine.reset import RESET_ACTIONS
 from durastate.engine.run_timeout import check_start_timeout
 from durastate.engine.values import check_execution_id, check_json
-from durastate.errors import ControlRefused, DurastateError, InvalidValue, UnknownExecution
+from durastate.engine.versions import definition_version
+from durastate.errors import (
+    ControlRefused,
+    DurastateError,
+    InvalidValue,
+    MigrationRefused,
+    UnknownDefinition,
+    UnknownExecution,
+)
 from durastate.runtime.local import check_replay
 from durastate.store.base import ExecutionStore
 from durastate.store.control import (
@@ -49,6 +57,7 @@ from durastate.store.control import (
     suspend_event,
     terminate,
 )
+from durastate.store.migration import UNVERSIONED, Migration, migrate_executions
 from durastate.transport.base import DeadLetterBox, UnknownDeadLetter
 
 ACTIONS: dict[str, tuple[str, ...]] = {
@@ -61,6 +70,7 @@ ACTIONS: dict[str, tuple[str, ...]] = {
     "redrive": (),
     "replay": ("letter",),
     "start": ("definition", "id", "context", "timeout"),
+    "migrate": ("mapping",),
 }
 """Each action and the form fields it takes (the token covers exactly these)."""
 APPLIES: dict[str, Callable[[str], bool]] = {
@@ -69,6 +79,7 @@ APPLIES: dict[str, Callable[[str], bool]] = {
     "terminate": lambda status: status not in ENDED,
     "redrive": lambda status: status == "failed",
     "reset": lambda status: status in ("running", "suspended", "failed"),
+    "migrate": lambda status: status in ("running", "suspended"),
 }
 """The statuses an action's button is offered for (the others: every status); the engine refuses the rest."""
 
@@ -205,6 +216,10 @@ def plan(action: str, execution_id: str, form: Mapping[str, str]) -> Plan:
                       else " without running any action")
                    + (f" ({fields['reason']})" if fields["reason"] else "")
                    + ": the timers and children of the states it leaves go, those of the states it enters start")
+    elif action == "migrate":
+        mapping = migration_mapping(fields["mapping"])
+        summary = (f"migrate {execution_id} to the newest version of its definition (the console's definitions "
+                   "folder)" + (f", its states renamed {fields['mapping']}" if mapping else ""))
     elif action == "redrive":
         summary = f"redrive {execution_id}: restore it to before its failed step and apply that event again"
     else:
@@ -279,6 +294,38 @@ def _run_timeout(text: str) -> float | None:
         raise ActionRefused(str(exc)) from None
 
 
+def migration_mapping(text: str) -> dict[str, str]:
+    """A migrate form's renamed states, ``old=new`` pairs separated by commas (``durastate migrate --map``)."""
+    out: dict[str, str] = {}
+    for pair in (p.strip() for p in text.split(",") if p.strip()):
+        old, sep, new = pair.partition("=")
+        if not sep or not old.strip() or not new.strip():
+            raise ActionRefused(f"renamed states: {pair!r} is not old=new (e.g. waiting=ready)")
+        out[old.strip()] = new.strip()
+    return out
+
+
+def migrate_one(store: ExecutionStore, exe_id: str, defn: Definition | None, mapping_text: str,
+                dry_run: bool) -> Migration:
+    """Migrate (or, ``dry_run``, plan to migrate) one execution to ``defn``'s version with
+    :func:`~durastate.store.migration.migrate_executions` and ``ids=[exe_id]``, as ``durastate migrate --id``."""
+    exe = store.load(exe_id)
+    if exe is None:
+        raise UnknownExecution(exe_id)
+    if defn is None:
+        raise ActionRefused(f"this console has no definition {exe.definition_id!r} to migrate {exe_id} to: start "
+                            "it with --definitions")
+    to_version = definition_version(defn)
+    from_version = exe.definition_version or UNVERSIONED
+    if from_version == to_version:
+        raise ActionRefused(f"{exe_id} already runs on the newest version of {exe.definition_id} ({to_version})")
+    try:
+        return migrate_executions(store, exe.definition_id, from_version, defn, migration_mapping(mapping_text),
+                                  ids=[exe_id], dry_run=dry_run)
+    except MigrationRefused as err:  # said for the command line: here the mapping is the form's field
+        raise ActionRefused(str(err).replace("--map ", "the renamed states field: ")) from None
+
+
 def check_send(defn: Definition | None, todo: Plan) -> None:
     """Refuse a send no state of the execution's definition handles, unless it is forced (``defn`` is
     ``None`` when the console has no definitions folder: then, as ``durastate send``, nothing is checked)."""
@@ -287,6 +334,23 @@ def check_send(defn: Definition | None, todo: Plan) -> None:
     problem = unhandled_event(defn, todo.fields["event"])
     if problem is not None:
         raise ActionRefused(f"{problem}; tick \"send even if unhandled\" to send it anyway")
+
+
+def newest(registry: DefinitionRegistry | None, exe: Execution) -> Definition | None:
+    """The newest version of ``exe``'s definition: the console's definitions folder's copy (``None``: none)."""
+    if registry is None:
+        return None
+    try:
+        return registry.get(exe.definition_id)
+    except UnknownDefinition:
+        return None
+
+
+def _loaded(store: ExecutionStore, exe_id: str) -> Execution:
+    exe = store.load(exe_id)
+    if exe is None:
+        raise UnknownExecution(exe_id)
+    return exe
 
 
 def _states(text: str) -> list[str]:
@@ -338,6 +402,11 @@ def perform(todo: Plan, store: ExecutionStore, deliver: Deliver | None, registry
             raise ActionRefused(str(err)) from None
         outcome = deliver(exe_id, event)
         return f"reset {exe_id} to {', '.join(states)} (event {event.id}): {outcome}"
+    if todo.action == "migrate":
+        done = migrate_one(store, exe_id, newest(registry, _loaded(store, exe_id)), todo.fields["mapping"], False)
+        if exe_id not in done.moved:
+            raise ActionRefused(f"{exe_id} was not migrated: {done.skipped.get(exe_id, 'not selected')}")
+        return f"migrated {exe_id} from version {done.from_version} to {done.to_version}"
     if todo.action == "redrive":
         done = redrive(store, exe_id)
         return f"redriven {exe_id}: {done.event.name} is applied again as event {done.event.id}"
