@@ -214,7 +214,8 @@ class DurastateClient:
     def terminate(self, execution_id: str, reason: str | None = None) -> Execution:
         """End the execution now, in the store: no action runs, timers are disarmed, children are
         terminated. Works while a failing message blocks its queue. Needs the store."""
-        return store_control.terminate(self._store("terminate an execution"), execution_id, reason, self.clock)
+        return store_control.terminate(self._store("terminate an execution"), execution_id, reason, self.clock,
+                                       self.definitions)
 
     def redrive(self, execution_id: str) -> Event:
         """Restore a failed execution to the state before its failed step and queue that step's event

@@ -58,13 +58,14 @@ from durastate.engine.ids import (
     task_id,
     task_request_id,
 )
-from durastate.engine.model import ChildRef, Event, TimerOp, new_id
+from durastate.engine.model import ChildRef, Emit, Event, TimerOp, new_id
 from durastate.engine.values import _json_problem, check_json
 from durastate.errors import InvalidValue
 
 if TYPE_CHECKING:
     from durastate.engine.definition import Invoke
     from durastate.engine.interpreter import Run
+    from durastate.engine.tables import Tables
 
 __all__ = [
     "MAX_HEARTBEAT_BYTES",
@@ -73,6 +74,7 @@ __all__ = [
     "TaskCancel",
     "TaskKind",
     "TaskRequest",
+    "cancel_request",
     "compile_task",
     "heartbeat_error",
     "heartbeat_event",
@@ -392,13 +394,21 @@ def leave(run: Run, s: int) -> None:
 def cancel(run: Run, tid: str, ref: ChildRef, reason: str) -> None:
     """The execution stops waiting for task ``tid`` while it may still run: record the cancel request the
     relay passes on, when its kind can be stopped (:attr:`CompiledTask.cancellable`)."""
-    s = run.t.index.get(ref.path, -1)
-    task = run.t.task[s] if s >= 0 else None
+    request = cancel_request(run.t, run.exe.id, tid, ref, reason)
+    if request is not None:
+        run.res.emits.append(request)
+
+
+def cancel_request(t: Tables, execution_id: str, tid: str, ref: ChildRef, reason: str) -> Emit | None:
+    """The cancel request of task ``tid`` (run by the state ``ref.path`` of ``t``'s definition), which the
+    relay passes on; ``None`` when its kind cannot be stopped (:attr:`CompiledTask.cancellable`)."""
+    s = t.index.get(ref.path, -1)
+    task = t.task[s] if s >= 0 else None
     if task is None or not task.cancellable:
-        return
+        return None
     data = {"task_id": tid, "path": ref.path, "kind": task.kind, "target": task.target,
             "cancel_url": task.cancel_url, "reason": reason}
-    run.res.emits.append((run.exe.id, Event.model_construct(id=task_cancel_id(tid), name=TASK_CANCEL, data=data)))
+    return execution_id, Event.model_construct(id=task_cancel_id(tid), name=TASK_CANCEL, data=data)
 
 
 def disarm(run: Run, path: str) -> None:

@@ -384,7 +384,7 @@ def perform(todo: Plan, store: ExecutionStore, deliver: Deliver | None, registry
         outcome = deliver(exe_id, event)
         return f"{event.name} for {exe_id} (event {event.id}): {outcome}"
     if todo.action == "terminate":
-        terminate(store, exe_id, todo.fields["reason"] or None)
+        terminate(store, exe_id, todo.fields["reason"] or None, definitions=registry)
         return f"terminated {exe_id}" + (f": {todo.fields['reason']}" if todo.fields["reason"] else "")
     if todo.action == "reset":
         if deliver is None:
