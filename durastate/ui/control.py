@@ -403,10 +403,10 @@ def perform(todo: Plan, store: ExecutionStore, deliver: Deliver | None, registry
         outcome = deliver(exe_id, event)
         return f"reset {exe_id} to {', '.join(states)} (event {event.id}): {outcome}"
     if todo.action == "migrate":
-        done = migrate_one(store, exe_id, newest(registry, _loaded(store, exe_id)), todo.fields["mapping"], False)
-        if exe_id not in done.moved:
-            raise ActionRefused(f"{exe_id} was not migrated: {done.skipped.get(exe_id, 'not selected')}")
-        return f"migrated {exe_id} from version {done.from_version} to {done.to_version}"
+        moved = migrate_one(store, exe_id, newest(registry, _loaded(store, exe_id)), todo.fields["mapping"], False)
+        if exe_id not in moved.moved:
+            raise ActionRefused(f"{exe_id} was not migrated: {moved.skipped.get(exe_id, 'not selected')}")
+        return f"migrated {exe_id} from version {moved.from_version} to {moved.to_version}"
     if todo.action == "redrive":
         done = redrive(store, exe_id)
         return f"redriven {exe_id}: {done.event.name} is applied again as event {done.event.id}"
