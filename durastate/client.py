@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from durastate.engine.ids import (
@@ -44,7 +45,9 @@ from durastate.engine.tasks import heartbeat_message
 from durastate.engine.values import check_event_id, check_execution_id
 from durastate.errors import DurastateError, MalformedEvent, ReservedId
 from durastate.store import control as store_control
+from durastate.store import schedules as store_schedules
 from durastate.store.base import ExecutionPage, ExecutionStore
+from durastate.store.schedules import Backfill, ScheduleState
 from durastate.transport.base import DeadLetter, DeadLetterBox, DeadLetterPage, Transport
 from durastate.transport.tracecontext import current_traceparent, stamp
 from durastate.transport.wire import new_event
@@ -211,7 +214,8 @@ class DurastateClient:
     def terminate(self, execution_id: str, reason: str | None = None) -> Execution:
         """End the execution now, in the store: no action runs, timers are disarmed, children are
         terminated. Works while a failing message blocks its queue. Needs the store."""
-        return store_control.terminate(self._store("terminate an execution"), execution_id, reason, self.clock)
+        return store_control.terminate(self._store("terminate an execution"), execution_id, reason, self.clock,
+                                       self.definitions)
 
     def redrive(self, execution_id: str) -> Event:
         """Restore a failed execution to the state before its failed step and queue that step's event
@@ -236,6 +240,41 @@ class DurastateClient:
         assert to is not None
         return migrate_executions(store, definition_id, from_version, to, mapping, ids=ids, statuses=statuses,
                                   clock=self.clock, dry_run=dry_run)
+
+    # -- schedules -------------------------------------------------------------------------------------
+    def schedules(self, include_removed: bool = False) -> list[ScheduleState]:
+        """The stored schedules by name (``durastate schedules list``; removed ones only if asked). Needs the
+        store."""
+        return store_schedules.list_schedules(self._store("read schedules"), include_removed)
+
+    def schedule(self, name: str) -> ScheduleState:
+        """The stored schedule ``name`` (:class:`~durastate.errors.UnknownSchedule` if there is none)."""
+        return store_schedules.get_schedule(self._store("read schedules"), name)
+
+    def pause_schedule(self, name: str) -> ScheduleState:
+        """Start nothing more until :meth:`resume_schedule` (the ticks meanwhile are missed). Needs the store."""
+        return store_schedules.pause_schedule(self._store("pause a schedule"), name, self.clock())
+
+    def resume_schedule(self, name: str) -> ScheduleState:
+        """Start executions again (``catch_up: once`` runs one for the ticks missed). Needs the store."""
+        return store_schedules.resume_schedule(self._store("resume a schedule"), name, self.clock())
+
+    def trigger_schedule(self, name: str) -> str:
+        """Start one execution of the schedule now, besides its ticks; returns its id. Needs the store."""
+        return store_schedules.trigger_schedule(self._store("trigger a schedule"), name, self.clock())
+
+    def backfill_schedule(self, name: str, start: float | datetime, end: float | datetime) -> Backfill:
+        """Start the ticks of ``name`` from ``start`` to ``end`` (both included; epoch seconds or aware
+        datetimes, ``end`` at most now) that have no execution yet, each as the execution its tick would
+        have started, so none starts twice (``durastate schedules backfill``). Needs the store."""
+        return store_schedules.backfill_schedule(self._store("backfill a schedule"), name, _epoch(start),
+                                                 _epoch(end), self.clock())
+
+    def delete_schedule(self, name: str) -> ScheduleState:
+        """Stop schedule ``name`` for good: its timer is cancelled in the same commit that marks it deleted
+        (``durastate schedules delete``; remove it from the ``schedules:`` file too, or the next sync stores
+        it again). Needs the store."""
+        return store_schedules.delete_schedule(self._store("delete a schedule"), name, self.clock())
 
     # -- dead letters ----------------------------------------------------------------------------------
     def _box(self) -> DeadLetterBox:
@@ -304,3 +343,12 @@ class DurastateClient:
         if self.store is not None:
             self.store.close()
 
+
+def _epoch(when: float | datetime) -> float:
+    """``when`` as epoch seconds; a naive datetime is refused (its time zone would be a guess)."""
+    if isinstance(when, datetime):
+        if when.tzinfo is None:
+            raise DurastateError(f"{when.isoformat()} has no time zone: pass an aware datetime "
+                                 "(e.g. datetime(..., tzinfo=UTC)) or epoch seconds")
+        return when.timestamp()
+    return float(when)

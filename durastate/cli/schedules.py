@@ -25,16 +25,15 @@ from durastate.engine.durations import format_duration
 from durastate.engine.registry import definition_files
 from durastate.engine.schedules import ScheduleSpec, is_schedule_file, load_schedules
 from durastate.errors import DefinitionError
-from durastate.runtime.schedules import (
+from durastate.runtime.schedules import SyncReport, sync_schedules
+from durastate.store.schedules import (
     ScheduleState,
-    SyncReport,
     backfill_schedule,
     delete_schedule,
     get_schedule,
     list_schedules,
     pause_schedule,
     resume_schedule,
-    sync_schedules,
     trigger_schedule,
 )
 

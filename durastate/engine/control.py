@@ -22,7 +22,7 @@ crash anywhere leaves either the old execution or the new one.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from durastate.engine.ids import (
     FINISHED,
@@ -36,6 +36,10 @@ from durastate.engine.ids import (
     redrive_event_id,
 )
 from durastate.engine.model import ENDED, Emit, Event, Execution, Failure, PendingRetry, TimerOp
+from durastate.engine.task_runs import cancel_request
+
+if TYPE_CHECKING:
+    from durastate.engine.tables import Tables
 
 __all__ = [
     "MAX_HELD",
@@ -124,14 +128,23 @@ def hold(exe: Execution, event: Event) -> None:
     exe.held.append(event)
 
 
-def terminate(exe: Execution, reason: str | None, now: float) -> Effects:
+def terminate(exe: Execution, reason: str | None, now: float, tables: Tables | None = None) -> Effects:
     """End the execution now: no action runs, timers are disarmed, running children are terminated and
-    the parent is told (as a child that failed, so its ``on_error`` can react)."""
+    the parent is told (as a child that failed, so its ``on_error`` can react). With the ``tables`` of the
+    definition version it runs on, each running task that can be stopped is asked to stop too (the cancel
+    request the relay passes on, as when a state is left); without them its answer is only ignored."""
     if exe.status in ENDED:
         raise ControlError(f"execution {exe.id} has already {exe.status}; there is nothing to terminate")
     effects = Effects(trace={"control": "terminate", "reason": reason})
     effects.timers = [TimerOp("cancel", path) for path in exe.timers]
     effects.emits = _children(exe, TERMINATE, "running")
+    if tables is not None:
+        why = f"the execution was terminated: {reason}" if reason else "the execution was terminated"
+        for tid, ref in sorted(exe.children.items()):
+            if ref.kind == "task" and ref.status == "running":
+                request = cancel_request(tables, exe.id, tid, ref, why)
+                if request is not None:
+                    effects.emits.append(request)
     for ref in exe.children.values():
         if ref.status == "running" and not ref.abandoned:
             if ref.parent_close == "abandon":

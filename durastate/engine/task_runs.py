@@ -19,7 +19,7 @@ from durastate.engine.ids import (
     task_id,
     task_request_id,
 )
-from durastate.engine.model import ChildRef, Event, TimerOp
+from durastate.engine.model import ChildRef, Emit, Event, TimerOp
 from durastate.engine.tasks import (
     CompiledTask,
     heartbeat_error,
@@ -29,9 +29,10 @@ from durastate.engine.tasks import (
 from durastate.engine.values import _json_problem
 
 if TYPE_CHECKING:
+    from durastate.engine.compiled import Tables
     from durastate.engine.step_context import StepContext
 
-__all__ = ["cancel", "disarm", "heartbeat", "leave", "start", "timed_out"]
+__all__ = ["cancel", "cancel_request", "disarm", "heartbeat", "leave", "start", "timed_out"]
 
 
 def start(run: StepContext, s: int, task: CompiledTask) -> None:
@@ -78,13 +79,22 @@ def leave(run: StepContext, s: int) -> None:
 def cancel(run: StepContext, tid: str, ref: ChildRef, reason: str) -> None:
     """The execution stops waiting for task ``tid`` while it may still run: record the cancel request the
     relay passes on, when its kind can be stopped (:attr:`CompiledTask.cancellable`)."""
-    s = run.t.index.get(ref.path, -1)
-    task = run.t.task[s] if s >= 0 else None
+    request = cancel_request(run.t, run.exe.id, tid, ref, reason)
+    if request is not None:
+        run.res.emits.append(request)
+
+
+def cancel_request(t: Tables, execution_id: str, tid: str, ref: ChildRef, reason: str) -> Emit | None:
+    """The cancel request of task ``tid`` (run by the state ``ref.path`` of ``t``'s definition), which the
+    relay passes on; ``None`` when its kind cannot be stopped (:attr:`CompiledTask.cancellable`). Also what
+    a terminate sends (:func:`durastate.engine.control.terminate`), which has no step."""
+    s = t.index.get(ref.path, -1)
+    task = t.task[s] if s >= 0 else None
     if task is None or not task.cancellable:
-        return
+        return None
     data = {"task_id": tid, "path": ref.path, "kind": task.kind, "target": task.target,
             "cancel_url": task.cancel_url, "reason": reason}
-    run.res.emits.append((run.exe.id, Event.model_construct(id=task_cancel_id(tid), name=TASK_CANCEL, data=data)))
+    return execution_id, Event.model_construct(id=task_cancel_id(tid), name=TASK_CANCEL, data=data)
 
 
 def disarm(run: StepContext, path: str) -> None:

@@ -316,7 +316,7 @@ class LocalRuntime:
 
     def terminate(self, execution_id: str, reason: str | None = None) -> Execution:
         """End the execution now, in the store (works while a failing message blocks its queue)."""
-        return terminate(self.store, execution_id, reason, self.clock)
+        return terminate(self.store, execution_id, reason, self.clock, self.registry)
 
     def redrive(self, execution_id: str) -> Redriven:
         """Restore a failed execution and queue its failed event again (the relay delivers it)."""

@@ -19,10 +19,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from durastate.engine import control
+from durastate.engine.definition import Definition
 from durastate.engine.ids import CANCEL, RESET, RESUME, SUSPEND, derived_id, reset_event_id
 from durastate.engine.model import Event, Execution, new_id
 from durastate.engine.registry import DefinitionRegistry
 from durastate.engine.reset import ResetRefused, ResetRequest, check_reset
+from durastate.engine.versions import definition_version
 from durastate.errors import (
     ControlRefused,
     StoreConflict,
@@ -42,6 +44,7 @@ __all__ = [
     "redrive_many",
     "reset_event",
     "resume_event",
+    "running_definition",
     "suspend_event",
     "terminate",
 ]
@@ -139,9 +142,36 @@ def _commit_control(store: ExecutionStore, execution_id: str,
 
 
 def terminate(store: ExecutionStore, execution_id: str, reason: str | None = None,
-              clock: Callable[[], float] = time.time) -> Execution:
-    """End ``execution_id`` at once, running no action; its running children are terminated too."""
-    return _commit_control(store, execution_id, lambda exe: (control.terminate(exe, reason, clock()), []))
+              clock: Callable[[], float] = time.time, definitions: Any = None) -> Execution:
+    """End ``execution_id`` at once, running no action; its running children are terminated too, and its
+    running tasks are asked to stop (a Python task's flag, an HTTP task's ``cancel_url``: the cancel request
+    in the outbox, which the relay passes on) when the definition version it runs on is known — archived
+    in the store, or ``definitions``' copy (anything with ``get(definition_id)``) of that version."""
+
+    def change(exe: Execution) -> tuple[control.Effects, list[tuple[str | None, Event]]]:
+        defn = running_definition(store, definitions, exe) if any(
+            ref.kind == "task" and ref.status == "running" for ref in exe.children.values()) else None
+        return control.terminate(exe, reason, clock(), defn.tables if defn is not None else None), []
+
+    return _commit_control(store, execution_id, change)
+
+
+def running_definition(store: ExecutionStore, definitions: Any, exe: Execution) -> Definition | None:
+    """The definition version ``exe`` runs on: archived in the store, else ``definitions``' copy when it is
+    that version (or the execution records none); ``None`` when neither has it."""
+    if exe.definition_version is not None:
+        archived = load_version(store, exe.definition_id, exe.definition_version)
+        if archived is not None:
+            return archived
+    if definitions is None:
+        return None
+    try:
+        defn: Definition | None = definitions.get(exe.definition_id)
+    except (UnknownDefinition, UnknownDefinitionVersion):
+        return None
+    if defn is None or (exe.definition_version is not None and definition_version(defn) != exe.definition_version):
+        return None
+    return defn
 
 
 def redrive(store: ExecutionStore, execution_id: str, clock: Callable[[], float] = time.time) -> Redriven:

@@ -52,8 +52,9 @@ from durastate.errors import (
 from durastate.runtime.definitions import BrokenFile
 from durastate.runtime.versions import Versions
 from durastate.store.base import ExecutionPage, ExecutionStore
+from durastate.store.schedules import list_schedules
 from durastate.transport.base import DeadLetterBox, UnknownDeadLetter
-from durastate.ui import control, guard, queries
+from durastate.ui import control, guard, queries, schedules
 from durastate.ui.chart import chart
 
 HERE = Path(__file__).parent
@@ -216,6 +217,14 @@ def create_app(console: Console) -> Starlette:
             with console.lock:
                 exe = load(exe_id)
             control.check_send(console.definition(exe), todo)
+        if action == "migrate":  # planned first: a stranded execution is refused here, before any confirmation
+            with console.lock:
+                exe = load(exe_id)
+                planned = control.migrate_one(console.store, exe_id, control.newest(console.registry, exe),
+                                              todo.fields["mapping"], True)
+            todo = control.Plan(todo.action, exe_id, todo.fields,
+                                todo.summary.replace("to the newest version", f"from version {planned.from_version} "
+                                                     f"to {planned.to_version}", 1))
         return page(request, "confirm.html", todo=todo, exe_id=exe_id,
                     do_url=f"/executions/{quote(exe_id, safe='')}/do/{action}",
                     back_url=f"/executions/{quote(exe_id, safe='')}",
@@ -285,6 +294,41 @@ def create_app(console: Console) -> Starlette:
 
         said = await run_in_threadpool(run)
         return RedirectResponse(f"/executions/{quote(exe_id, safe='')}?done={quote(said)}", status_code=303)
+
+    # -- schedules ------------------------------------------------------------------------------------------
+    def schedules_page(request: Request) -> Response:
+        with console.lock:
+            rows = list_schedules(console.store)
+        return page(request, "schedules.html", rows=rows, notice=request.query_params.get("done", ""))
+
+    async def confirm_schedule(request: Request) -> Response:
+        name, action = request.path_params["name"], request.path_params["action"]
+        form = await _form(request)
+        with console.lock:
+            todo = schedules.plan_schedule(action, name, form, console.store)
+        return page(request, "confirm.html", todo=todo, exe_id=name,
+                    do_url=f"/schedules/{quote(name, safe='')}/do/{action}", back_url="/schedules",
+                    token=console.confirmations.issue(todo.action, name, todo.fields))
+
+    async def act_schedule(request: Request) -> Response:
+        name, action = request.path_params["name"], request.path_params["action"]
+        form = await _form(request)
+        with console.lock:
+            todo = schedules.plan_schedule(action, name, form, console.store)
+        console.confirmations.redeem(todo.action, name, todo.fields, form.get("confirm", ""))
+        from starlette.concurrency import run_in_threadpool
+
+        def run() -> str:
+            with console.lock:
+                try:
+                    return schedules.perform_schedule(todo, console.store, console.clock())
+                except DurastateError:
+                    raise
+                except Exception as exc:
+                    raise StoreUnavailable(" ".join(str(exc).split()) or type(exc).__name__) from exc
+
+        said = await run_in_threadpool(run)
+        return RedirectResponse(f"/schedules?done={quote(said)}", status_code=303)
 
     # -- login (only when the console asks for a token) ---------------------------------------------------
     def login_page(request: Request) -> Response:
@@ -375,6 +419,9 @@ def create_app(console: Console) -> Starlette:
         Route(guard.LOGIN_PATH, login_page, methods=["GET"]),
         Route(guard.LOGIN_PATH, login, methods=["POST"]),
         Route("/definitions", guarded(definitions)),
+        Route("/schedules", guarded(schedules_page)),
+        Route("/schedules/{name}/confirm/{action}", confirm_schedule, methods=["POST"]),
+        Route("/schedules/{name}/do/{action}", act_schedule, methods=["POST"]),
         Route("/definitions/{definition_id:path}/confirm/start", confirm_start, methods=["POST"]),
         Route("/definitions/{definition_id:path}/do/start", start, methods=["POST"]),
         Route("/definitions/{definition_id:path}", guarded(definition)),

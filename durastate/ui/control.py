@@ -28,14 +28,24 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+from durastate.client import start_event
 from durastate.engine.definition import Definition
-from durastate.engine.ids import start_event_id
+from durastate.engine.durations import format_duration
 from durastate.engine.introspect import unhandled_event
-from durastate.engine.model import ENDED, RESERVED_PREFIX, START, Event, Execution, new_id
+from durastate.engine.model import ENDED, RESERVED_PREFIX, Event, Execution, new_id
 from durastate.engine.registry import DefinitionRegistry
 from durastate.engine.reset import RESET_ACTIONS
+from durastate.engine.run_timeout import check_start_timeout
 from durastate.engine.values import check_execution_id, check_json
-from durastate.errors import ControlRefused, DurastateError, InvalidValue, UnknownExecution
+from durastate.engine.versions import definition_version
+from durastate.errors import (
+    ControlRefused,
+    DurastateError,
+    InvalidValue,
+    MigrationRefused,
+    UnknownDefinition,
+    UnknownExecution,
+)
 from durastate.runtime.local import check_replay
 from durastate.store.base import ExecutionStore
 from durastate.store.control import (
@@ -47,6 +57,7 @@ from durastate.store.control import (
     suspend_event,
     terminate,
 )
+from durastate.store.migration import UNVERSIONED, Migration, migrate_executions
 from durastate.transport.base import DeadLetterBox, UnknownDeadLetter
 
 ACTIONS: dict[str, tuple[str, ...]] = {
@@ -58,7 +69,8 @@ ACTIONS: dict[str, tuple[str, ...]] = {
     "reset": ("to", "actions", "context_patch", "reason"),
     "redrive": (),
     "replay": ("letter",),
-    "start": ("definition", "id", "context"),
+    "start": ("definition", "id", "context", "timeout"),
+    "migrate": ("mapping",),
 }
 """Each action and the form fields it takes (the token covers exactly these)."""
 APPLIES: dict[str, Callable[[str], bool]] = {
@@ -67,6 +79,7 @@ APPLIES: dict[str, Callable[[str], bool]] = {
     "terminate": lambda status: status not in ENDED,
     "redrive": lambda status: status == "failed",
     "reset": lambda status: status in ("running", "suspended", "failed"),
+    "migrate": lambda status: status in ("running", "suspended"),
 }
 """The statuses an action's button is offered for (the others: every status); the engine refuses the rest."""
 
@@ -113,7 +126,8 @@ class ConfirmationUsed(ConfirmationRefused):
 
 
 def _binding(action: str, execution_id: str, fields: Mapping[str, str]) -> str:
-    return json.dumps([action, execution_id, [fields.get(name, "") for name in ACTIONS.get(action, ())]])
+    names = ACTIONS.get(action) or tuple(sorted(fields))  # an action of another page (a schedule's): all its fields
+    return json.dumps([action, execution_id, [fields.get(name, "") for name in names]])
 
 
 @dataclass
@@ -202,6 +216,10 @@ def plan(action: str, execution_id: str, form: Mapping[str, str]) -> Plan:
                       else " without running any action")
                    + (f" ({fields['reason']})" if fields["reason"] else "")
                    + ": the timers and children of the states it leaves go, those of the states it enters start")
+    elif action == "migrate":
+        mapping = migration_mapping(fields["mapping"])
+        summary = (f"migrate {execution_id} to the newest version of its definition (the console's definitions "
+                   "folder)" + (f", its states renamed {fields['mapping']}" if mapping else ""))
     elif action == "redrive":
         summary = f"redrive {execution_id}: restore it to before its failed step and apply that event again"
     else:
@@ -242,6 +260,7 @@ def plan_start(definition_id: str, form: Mapping[str, str], store: ExecutionStor
     except InvalidValue as exc:
         raise ActionRefused(str(exc)) from None
     event_data(fields["context"], "context")
+    timeout = _run_timeout(fields["timeout"])
     existing = store.load(fields["id"])
     if existing is not None:
         raise ActionRefused(f"execution {fields['id']} already exists ({existing.definition_id}, "
@@ -249,6 +268,8 @@ def plan_start(definition_id: str, form: Mapping[str, str], store: ExecutionStor
                             "for a new one")
     summary = f"start {fields['id']} of {definition_id}" + (
         f" with context {fields['context']}" if fields["context"] else " with the definition's default context")
+    if timeout is not None:
+        summary += f", ending it (timed out) unless it ends within {format_duration(timeout)}"
     return Plan("start", fields["id"], fields, summary)
 
 
@@ -258,10 +279,51 @@ def perform_start(todo: Plan, store: ExecutionStore, deliver: Deliver | None) ->
     if deliver is None:
         raise ActionRefused("this console cannot deliver events to this store")
     plan_start(todo.fields["definition"], todo.fields, store)  # checked again: it may exist by now
-    event = Event(id=start_event_id(exe_id), name=START,
-                  data={"definition_id": todo.fields["definition"],
-                        "context": event_data(todo.fields["context"], "context")})
+    event = start_event(exe_id, todo.fields["definition"], event_data(todo.fields["context"], "context"),
+                        _run_timeout(todo.fields.get("timeout", "")))
     return f"started {exe_id} ({todo.fields['definition']}): {deliver(exe_id, event)}"
+
+
+def _run_timeout(text: str) -> float | None:
+    """A start form's run timeout (``durastate start --timeout``): empty for the definition's own."""
+    if not text:
+        return None
+    try:
+        return check_start_timeout(text, "the run timeout")
+    except InvalidValue as exc:
+        raise ActionRefused(str(exc)) from None
+
+
+def migration_mapping(text: str) -> dict[str, str]:
+    """A migrate form's renamed states, ``old=new`` pairs separated by commas (``durastate migrate --map``)."""
+    out: dict[str, str] = {}
+    for pair in (p.strip() for p in text.split(",") if p.strip()):
+        old, sep, new = pair.partition("=")
+        if not sep or not old.strip() or not new.strip():
+            raise ActionRefused(f"renamed states: {pair!r} is not old=new (e.g. waiting=ready)")
+        out[old.strip()] = new.strip()
+    return out
+
+
+def migrate_one(store: ExecutionStore, exe_id: str, defn: Definition | None, mapping_text: str,
+                dry_run: bool) -> Migration:
+    """Migrate (or, ``dry_run``, plan to migrate) one execution to ``defn``'s version with
+    :func:`~durastate.store.migration.migrate_executions` and ``ids=[exe_id]``, as ``durastate migrate --id``."""
+    exe = store.load(exe_id)
+    if exe is None:
+        raise UnknownExecution(exe_id)
+    if defn is None:
+        raise ActionRefused(f"this console has no definition {exe.definition_id!r} to migrate {exe_id} to: start "
+                            "it with --definitions")
+    to_version = definition_version(defn)
+    from_version = exe.definition_version or UNVERSIONED
+    if from_version == to_version:
+        raise ActionRefused(f"{exe_id} already runs on the newest version of {exe.definition_id} ({to_version})")
+    try:
+        return migrate_executions(store, exe.definition_id, from_version, defn, migration_mapping(mapping_text),
+                                  ids=[exe_id], dry_run=dry_run)
+    except MigrationRefused as err:  # said for the command line: here the mapping is the form's field
+        raise ActionRefused(str(err).replace("--map ", "the renamed states field: ")) from None
 
 
 def check_send(defn: Definition | None, todo: Plan) -> None:
@@ -272,6 +334,23 @@ def check_send(defn: Definition | None, todo: Plan) -> None:
     problem = unhandled_event(defn, todo.fields["event"])
     if problem is not None:
         raise ActionRefused(f"{problem}; tick \"send even if unhandled\" to send it anyway")
+
+
+def newest(registry: DefinitionRegistry | None, exe: Execution) -> Definition | None:
+    """The newest version of ``exe``'s definition: the console's definitions folder's copy (``None``: none)."""
+    if registry is None:
+        return None
+    try:
+        return registry.get(exe.definition_id)
+    except UnknownDefinition:
+        return None
+
+
+def _loaded(store: ExecutionStore, exe_id: str) -> Execution:
+    exe = store.load(exe_id)
+    if exe is None:
+        raise UnknownExecution(exe_id)
+    return exe
 
 
 def _states(text: str) -> list[str]:
@@ -305,7 +384,7 @@ def perform(todo: Plan, store: ExecutionStore, deliver: Deliver | None, registry
         outcome = deliver(exe_id, event)
         return f"{event.name} for {exe_id} (event {event.id}): {outcome}"
     if todo.action == "terminate":
-        terminate(store, exe_id, todo.fields["reason"] or None)
+        terminate(store, exe_id, todo.fields["reason"] or None, definitions=registry)
         return f"terminated {exe_id}" + (f": {todo.fields['reason']}" if todo.fields["reason"] else "")
     if todo.action == "reset":
         if deliver is None:
@@ -323,6 +402,11 @@ def perform(todo: Plan, store: ExecutionStore, deliver: Deliver | None, registry
             raise ActionRefused(str(err)) from None
         outcome = deliver(exe_id, event)
         return f"reset {exe_id} to {', '.join(states)} (event {event.id}): {outcome}"
+    if todo.action == "migrate":
+        moved = migrate_one(store, exe_id, newest(registry, _loaded(store, exe_id)), todo.fields["mapping"], False)
+        if exe_id not in moved.moved:
+            raise ActionRefused(f"{exe_id} was not migrated: {moved.skipped.get(exe_id, 'not selected')}")
+        return f"migrated {exe_id} from version {moved.from_version} to {moved.to_version}"
     if todo.action == "redrive":
         done = redrive(store, exe_id)
         return f"redriven {exe_id}: {done.event.name} is applied again as event {done.event.id}"

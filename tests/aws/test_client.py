@@ -93,3 +93,24 @@ def test_history_reads_every_step_of_a_store_that_keeps_them() -> None:
         store.append_trace("e1", {"n": n})
     assert [s["n"] for s in client.history("e1")] == [0, 1, 2, 3, 4]
     assert [s["n"] for s in client.trace("e1")] == [3, 4]
+
+
+def test_for_aws_backfills_and_deletes_a_schedule_in_the_tables(queues: tuple[str, str]) -> None:
+    from durastate.engine.schedules import ScheduleSpec
+    from durastate.runtime import ManualClock
+    from durastate.runtime.schedules import sync_schedules
+    from durastate.store.dynamodb.sync import DynamoDBStore
+
+    q, _ = queues
+    client = DurastateClient.for_aws(q, table_prefix="cli", region="us-east-1")
+    assert isinstance(client.store, DynamoDBStore)
+    client.store.ensure_tables()
+    clock = ManualClock(1_767_225_600.0)  # 2026-01-01T00:00Z
+    client.clock = clock
+    sync_schedules(client.store, {"hourly": ScheduleSpec(definition="order", rate="1h")}, clock())
+    clock.advance(3 * 3600)
+    done = client.backfill_schedule("hourly", 1_767_229_200.0, 1_767_232_800.0)
+    assert done.started == ["hourly~20260101T010000Z", "hourly~20260101T020000Z"]
+    assert [e.target_id for e in client.store.pending_outbox()] == done.started  # the relay's to deliver
+    assert client.delete_schedule("hourly").deleted and client.schedules() == []
+    assert client.store.due_timers(clock() + 86400) == []

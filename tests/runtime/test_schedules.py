@@ -16,7 +16,7 @@ from durastate.engine import DefinitionRegistry, load_definition
 from durastate.engine.ids import SCHEDULE_RECORD, START, run_witness, start_event_id
 from durastate.engine.model import Execution
 from durastate.engine.schedules import ScheduleSpec
-from durastate.errors import BackfillRefused, UnknownSchedule
+from durastate.errors import BackfillRefused, DurastateError, UnknownSchedule
 from durastate.runtime import LocalRuntime, ManualClock, Sweeper
 from durastate.runtime.schedules import (
     backfill_schedule,
@@ -412,3 +412,34 @@ def test_backfilled_runs_start_and_finish(reg: DefinitionRegistry, clock: Manual
     assert {s.id: s.status for s in store.list_executions(definition_id="report").items} == {
         "pulse~20260101T000000Z": "finished", "pulse~20260101T010000Z": "finished",
         "pulse~20260101T020000Z": "finished", "pulse~20260101T030000Z": "finished"}
+
+
+def test_the_client_pauses_triggers_backfills_and_deletes_schedules_on_every_store(
+        every_store: ExecutionStore, clock: ManualClock) -> None:
+    from durastate.client import DurastateClient
+
+    store = every_store
+    client = DurastateClient(InMemoryTransport(), store, clock=clock)
+    sync_schedules(store, pulse(rate="1h"), clock())
+    assert [s.name for s in client.schedules()] == ["pulse"]
+    assert client.pause_schedule("pulse").paused
+    clock.advance(3 * 3600)  # 01:00 to 03:00 missed while paused
+    done = client.backfill_schedule("pulse", datetime(2026, 1, 1, 1, tzinfo=ZoneInfo("UTC")), at("2026-01-01T02:00"))
+    assert done.started == ["pulse~20260101T010000Z", "pulse~20260101T020000Z"] and done.existing == []
+    manual = client.trigger_schedule("pulse")
+    assert [e.target_id for e in store.pending_outbox()] == [*done.started, manual]  # the worker applies them
+    assert client.schedule("pulse").last_execution_id == manual
+    assert client.resume_schedule("pulse").next_tick is not None
+    state = client.delete_schedule("pulse")
+    assert state.deleted and state.next_tick is None and store.due_timers(clock() + 86400) == []
+    with pytest.raises(UnknownSchedule, match="unknown schedule 'pulse'"):
+        client.delete_schedule("pulse")
+    with pytest.raises(DurastateError, match="has no time zone"):
+        client.backfill_schedule("pulse", datetime(2026, 1, 1, 1), at("2026-01-01T02:00"))
+
+
+def test_a_client_without_a_store_says_it_needs_one_for_schedules() -> None:
+    from durastate.client import DurastateClient
+
+    with pytest.raises(DurastateError, match=r"has no store: build it with a store .* to delete a schedule"):
+        DurastateClient(InMemoryTransport()).delete_schedule("pulse")

@@ -222,6 +222,18 @@ def test_leaving_the_state_posts_a_cancel_to_the_http_tasks_cancel_url(every_sto
     assert len(Jobs.cancels) == 1
 
 
+def test_terminate_posts_a_cancel_to_a_running_http_tasks_cancel_url(every_store: ExecutionStore,
+                                                                     clock: ManualClock, jobs: str) -> None:
+    doc = chart({"http": f"{jobs}/run"}, cancel_url=f"{jobs}/cancel")
+    rt, _, request = started(every_store, clock, doc)
+    exe = rt.terminate("e", reason="operator stop")
+    assert exe.status == "terminated"
+    rt.run_until_idle()  # the relay passes the cancel request in the outbox on, as when the state is left
+    assert Jobs.cancels == [{"key": f"cancel:{request.task_id}", "body": {
+        "task_id": request.task_id, "execution_id": "e", "state": "exporting",
+        "reason": "the execution was terminated: operator stop"}}]
+
+
 def test_an_http_task_the_relay_stops_waiting_for_is_cancelled_too(clock: ManualClock, jobs: str) -> None:
     doc = chart({"http": f"{jobs}/run"}, cancel_url=f"{jobs}/cancel", timeout=0.2, heartbeat_timeout=None)
     rt = LocalRuntime(DictStore(), DefinitionRegistry([load_definition(doc)]), InMemoryTransport(clock), clock)

@@ -4,12 +4,17 @@ forced, as ``durastate send`` refuses it without ``--force``)."""
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 from playwright.sync_api import expect
+
+from durastate.engine import load_definition
+from durastate.engine.versions import definition_version
 
 from .conftest import EXAMPLES, Served, durastate, fill, start
 from .test_control import status_of
@@ -155,3 +160,67 @@ def test_a_start_needs_its_confirmation_and_a_read_only_console_offers_none(
         assert answer.status == 403
     store_has_no_o3 = durastate("--store", sqlite_url, "show", "o3")
     assert store_has_no_o3.returncode == 1
+
+
+def test_a_start_from_the_definition_page_can_carry_its_own_run_timeout(
+        sqlite_url: str, serve_console: Callable[..., Served], page: Any) -> None:
+    fill(sqlite_url, CART)
+    served = serve_console(sqlite_url, "--allow-control")
+    page.goto(served.url + "/definitions/order")
+    page.locator('#form-start input[name="id"]').fill("o5")
+    page.locator('#form-start input[name="timeout"]').fill("0s")
+    page.locator("#form-start button").click()
+    expect(page.locator("#error-message")).to_contain_text("the run timeout: more than 0 seconds")
+
+    page.goto(served.url + "/definitions/order")
+    page.locator('#form-start input[name="id"]').fill("o5")
+    page.locator('#form-start input[name="timeout"]').fill("1h")
+    page.locator("#form-start button").click()
+    expect(page.locator("#summary")).to_contain_text("start o5 of order with the definition's default context, "
+                                                     "ending it (timed out) unless it ends within 1h")
+    page.locator("#confirm-button").click()
+    expect(page.locator("#notice")).to_contain_text("started o5 (order): queued")
+    apply_queued(sqlite_url)
+    shown = durastate("--store", sqlite_url, "show", "o5", "--json")
+    assert shown.returncode == 0, shown.stderr
+    exe = json.loads(shown.stdout)
+    assert exe["timers"]["~deadline"] - exe["created_at"] == 3600  # the run timeout's timer, an hour on
+
+
+SHIPPING = """\
+id: shipping
+initial: packing
+states:
+  packing:
+    on: {packed: waiting}
+  waiting:
+    on: {picked_up: delivered}
+  delivered: {type: final, outcome: delivered}
+"""
+
+
+def test_migrate_an_execution_to_the_newest_version_from_its_page(
+        sqlite_url: str, serve_console: Callable[..., Served], page: Any, tmp_path: Path) -> None:
+    old, new = tmp_path / "v1", tmp_path / "v2"
+    for folder, text in ((old, SHIPPING), (new, SHIPPING.replace("waiting", "ready"))):
+        folder.mkdir()
+        (folder / "shipping.yaml").write_text(text)
+    for args in (("start", "shipping", "--id", "s-1"), ("send", "s-1", "packed"), ("serve", "--until-idle")):
+        done = durastate("--store", sqlite_url, "--definitions", str(old), *args)
+        assert done.returncode == 0, done.stderr
+    v1 = json.loads(durastate("--store", sqlite_url, "show", "s-1", "--json").stdout)["definition_version"]
+    served = serve_console(sqlite_url, "--allow-control", "--definitions", str(new))
+    page.goto(served.url + "/executions/s-1")
+    page.locator("#form-migrate button").click()  # `waiting` is gone from the new version: refused, unconfirmed
+    expect(page.locator("#error-message")).to_contain_text(
+        "sit in states that version {} does not have: waiting; nothing was migrated. Say where they went: the "
+        "renamed states field: waiting=<new path>".format(definition_version(load_definition(new / "shipping.yaml"))))
+
+    page.goto(served.url + "/executions/s-1")
+    page.locator('#form-migrate input[name="mapping"]').fill("waiting=ready")
+    page.locator("#form-migrate button").click()
+    expect(page.locator("#summary")).to_contain_text(f"migrate s-1 from version {v1} to ")
+    page.locator("#confirm-button").click()
+    expect(page.locator("#notice")).to_contain_text(f"migrated s-1 from version {v1} to ")
+    shown = json.loads(durastate("--store", sqlite_url, "show", "s-1", "--json").stdout)
+    assert shown["active_path"] == "ready" and shown["definition_version"] != v1
