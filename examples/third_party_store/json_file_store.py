@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from durastate.engine.model import Event, Execution
+from durastate.engine.search import Condition, check_conditions, values_match
 from durastate.errors import InvalidCursor, StoreConflict
 from durastate.store.base import (
     DEFAULT_TRACE_MAX,
@@ -154,7 +155,9 @@ class JsonFileStore:
     def list_executions(self, definition_id: str | None = None, status: str | Sequence[str] | None = None,
                         roots_only: bool = False, limit: int = 100, cursor: str | None = None, *,
                         parent_id: str | None = None, updated_after: float | None = None,
-                        updated_before: float | None = None) -> ExecutionPage:
+                        updated_before: float | None = None,
+                        where: Sequence[Condition] = ()) -> ExecutionPage:
+        conditions = check_conditions(where)  # search fields: checked on each execution, in id order
         after = decode_cursor(cursor) if cursor else ""
         if not isinstance(after, str):
             raise InvalidCursor(str(cursor))
@@ -162,7 +165,10 @@ class JsonFileStore:
         items: list[ExecutionSummary] = []
         with self._lock:
             for eid in sorted(i for i in self._data["executions"] if i > after):
-                s = ExecutionSummary.of(Execution.model_validate_json(self._data["executions"][eid]))
+                exe = Execution.model_validate_json(self._data["executions"][eid])
+                if conditions and not values_match(exe.search, conditions):
+                    continue
+                s = ExecutionSummary.of(exe)
                 if not summary_matches(s, definition_id, statuses, roots_only, parent_id=parent_id,
                                        updated_after=updated_after, updated_before=updated_before):
                     continue

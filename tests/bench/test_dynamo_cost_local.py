@@ -25,7 +25,9 @@ def test_the_paths_cost_what_the_layout_promises(cloud_assembly: Path) -> None: 
         # arm: the timer ahead (1, its index entry 1) and the execution (1); fire: the execution (1) and one
         # delete of the timer (1, its index entry 1) — by the worker after a hop, by the sweeper otherwise
         # (+ the share of an execution's occasional spill of recent ids that falls in these events)
-        assert 3.0 <= paths[label]["all"]["wru"] <= 3.1, label
+        # 3.0 plus part of a unit: measured 3.15 once every execution carries a secret and emitted ids a
+        # mac (larger items; which write crosses a 1 KB unit boundary was not pinned down)
+        assert 3.0 <= paths[label]["all"]["wru"] <= 3.2, label
     assert "DeleteItem" in paths["timer arm + fire, via the sweeper"]["all"]["ops"]
     assert res["idle"]["requests_per_minute"] == pytest.approx(1.4)  # a Scan a minute, 2 every 5 minutes
     assert all(p["lambda"]["billed_ms"] > 0 for p in paths.values())
