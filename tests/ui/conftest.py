@@ -82,8 +82,12 @@ def serve_console() -> Iterator[Callable[..., Served]]:
 
 
 # -- the browser ----------------------------------------------------------------------------------------------
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
+    """Chromium for one test module. Not for the session: Playwright's sync API keeps an event loop running
+    in the main thread while it is started, so every later test of the process that calls ``asyncio.run``
+    (the async stores' tests) would fail with "cannot be called from a running event loop" — in one process
+    that runs a console module first, as a ``make test`` worker may."""
     if not CHROMIUM.exists():
         pytest.fail(f"the console tests need Debian's Chromium at {CHROMIUM}: "
                     "apt-get install -y --no-install-recommends chromium (.ci/run does it)")
