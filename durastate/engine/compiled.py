@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from durastate.engine.expressions import (
     Action,
@@ -21,9 +21,6 @@ from durastate.engine.model import RESERVED_PREFIX, Event
 from durastate.engine.retry import RetryPolicy
 from durastate.engine.tasks import CompiledTask
 from durastate.engine.timers import MAX_FIRE_AT, BadTimerValue, deadline_of, delay_of
-
-if TYPE_CHECKING:
-    pass
 
 __all__ = [
     "ANY",
