@@ -15,7 +15,6 @@ from __future__ import annotations
 import http.client
 import http.server
 import re
-import select
 import subprocess
 import threading
 from collections.abc import Callable, Iterator
@@ -306,9 +305,15 @@ def test_a_read_only_console_beyond_loopback_prints_a_token(
         sqlite_url: str, serve_console: Callable[..., Served]) -> None:
     fill(sqlite_url, CART)
     served = serve_console(sqlite_url, "--host", "0.0.0.0")
-    assert served.proc.stdout is not None
-    ready, _w, _x = select.select([served.proc.stdout], [], [], 60)  # the line after the address, or nothing
-    line = served.proc.stdout.readline() if ready else ""
+    out = served.proc.stdout
+    assert out is not None
+    # The line after the address. Read through the pipe's text buffer: both lines are flushed together, so the
+    # first readline may already hold this one, and a select() on the descriptor would wait for nothing.
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.append(out.readline()), daemon=True)
+    reader.start()
+    reader.join(60)
+    line = lines[0] if lines else ""
     found = re.match(r"login token: (\S+)", line)
     assert found is not None, line
     url = served.url.replace("0.0.0.0", "127.0.0.1")
