@@ -37,6 +37,17 @@ def aws_env(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("POWERTOOLS_LOG_LEVEL", "WARNING")
 
 
+@pytest.fixture(autouse=True)
+def no_metrics_left_over() -> None:
+    """Start each test with Powertools' metric set empty. It is shared by every ``Metrics`` instance of the
+    process (class attributes), and a handler run with ``POWERTOOLS_METRICS_DISABLED`` (the in-process local
+    stack's tests, earlier in the same test process) keeps what it added, so this test's first flush would
+    print it: one Lambda container never switches that setting, a test process does."""
+    from aws_lambda_powertools import Metrics
+
+    Metrics().clear_metrics()
+
+
 @pytest.fixture
 def moto() -> Iterator[None]:
     from moto import mock_aws
