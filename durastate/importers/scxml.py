@@ -9,13 +9,14 @@ not need a DOCTYPE.
 What maps (see docs/importing.md): ``<state>``, ``<parallel>``, ``<final>``, ``<history type>``, the
 ``initial`` attribute and ``<initial>`` (naming a child), ``<transition event cond target type>`` (one
 ``on`` key per event descriptor, eventless ones to ``always``), ``<onentry>``/``<onexit>``, and the
-executable content ``<raise>``, ``<send>`` (to the session itself, ``#_internal`` or ``#_parent``, without
-a delay), ``<assign>``, ``<log>``, ``<if>`` (guarded transitions in a transition's content, else a ``choose``
+executable content ``<raise>``, ``<send>`` (to the session itself, ``#_internal`` or ``#_parent``; with a
+delay, to the session itself: a delayed ``send`` action, a durable timer of the execution), ``<cancel>``,
+``<assign>``, ``<log>``, ``<if>`` (guarded transitions in a transition's content, else a ``choose``
 action) and ``<foreach>`` (a ``foreach`` action); ``<datamodel>``/``<data>`` with constant values become the
 context; a constant ``<donedata>`` is what the parent's ``done.state`` transitions read as ``_event.data``.
 Conditions and values go through :mod:`durastate.importers.ecma` (the ``ecmascript`` datamodel's
-subset). Everything else (``<script>``, ``<cancel>``, ``<invoke>``, delayed sends, expressions outside the
-subset, several targets) is reported with its element path and line; several initial states map where
+subset). Everything else (``<script>``, ``<invoke>``, delayed sends to other targets, expressions outside
+the subset, several targets) is reported with its element path and line; several initial states map where
 they are in regions of one child that nothing else enters.
 
 SCXML ids are global and durastate paths are nested, so each id becomes a state name and each target the
@@ -39,7 +40,7 @@ from durastate.engine.expressions import VALUE_OPS
 from durastate.engine.tables import descriptor_problem
 from durastate.errors import DefinitionError
 from durastate.importers import ecma
-from durastate.importers.result import REGION_LEAF, ImportIssue, ImportResult, checked
+from durastate.importers.result import REGION_LEAF, ImportIssue, ImportResult, checked, escape
 
 __all__ = ["SCXML_NS", "convert"]
 
@@ -165,7 +166,6 @@ class _Converter:
         self.taken: set[str] = set()  # the paths given so far
         self.parallels: set[str] = set()  # the paths of the <parallel> states
         self.variables: set[str] = set()
-        self.entered_once: set[int] = set()
         self.initial_entry: dict[str, list[Any]] = {}  # state path -> its parent's <initial> content
         self.entries: dict[str, int] | None = None  # see entry_counts
         self.restored: set[str] = set()
@@ -236,7 +236,6 @@ class _Converter:
             self.constants["_name"] = root.attrs["name"]
         self.constants["_ioprocessors"] = _IOPROCESSORS
         self.name_states(root, "")
-        self.entered_once = self.once_states()
         if any(_SESSIONID.search(v) for el in _iter(root) if not el.foreign for v in el.attrs.values()):
             self.variables.add("_sessionid")
         context = self.datamodel(root)
@@ -461,7 +460,6 @@ class _Converter:
             return self.history(el)
         entry: list[Any] = self.initial_entry.pop(self.el_paths[id(el)], [])  # the parent's <initial> content
         exit_: list[Any] = []
-        timers: list[Any] | None = [] if id(el) in self.entered_once else None
         on_done: list[Any] = []
         on: list[tuple[str, str, list[Any]]] = []  # (key as written, descriptor, transitions)
         done_error: Any = None
@@ -470,7 +468,7 @@ class _Converter:
             if child.foreign:
                 continue
             if child.tag == "onentry":
-                entry += self.actions(child, timers)
+                entry += self.actions(child)
             elif child.tag == "onexit":
                 exit_ += self.actions(child)
             elif child.tag == "transition":
@@ -509,8 +507,6 @@ class _Converter:
             out["on"] = {key: trs for key, _, trs in on}
         if always:
             out["always"] = always
-        if timers:
-            out["after"] = timers
         if on_done:
             out["on_done"] = on_done
         if states:
@@ -793,10 +789,8 @@ class _Converter:
                 return None
         return (out, assigns) if ok else None
 
-    def actions(self, block: _El, timers: list[Any] | None = None) -> list[Any]:
-        """The executable content of ``block`` as durastate actions. ``timers``: the block is the onentry of
-        a state entered once and left only when the execution ends (:meth:`once_states`), so a delayed send
-        to the session itself is exactly a timer of that state (added to ``timers``)."""
+    def actions(self, block: _El) -> list[Any]:
+        """The executable content of ``block`` as durastate actions."""
         out: list[Any] = []
         for el in block.children:
             if el.foreign:
@@ -804,11 +798,6 @@ class _Converter:
                 continue
             if el.tag == "send":
                 el = _literal_delay(el)
-            if el.tag == "send" and timers is not None and self.delay_of(el) is not None:
-                timer = self.delayed(el)
-                if timer is not None:
-                    timers.append(timer)
-                continue
             error = self.static_error(el)
             if error is not None and block.tag in ("foreach", "if", "elseif", "else"):
                 # SCXML ends the enclosing blocks too, which only running it can say for a loop or a branch
@@ -885,9 +874,7 @@ class _Converter:
         if tag == "foreach":
             return self.foreach(el)
         if tag == "cancel":
-            self.report(el, "<cancel> is not supported (durastate has no delayed sends to cancel; use a "
-                            "state's `after` timer, cancelled when the state is left)")
-            return None
+            return self.cancel(el)
         self.report(el, f"<{tag}> is not executable content durastate supports")
         return None
 
@@ -940,6 +927,16 @@ class _Converter:
             return None
         return {"foreach": {"array": array, **refs, "actions": self.actions(el)}}
 
+    def cancel(self, el: _El) -> Any:
+        """``<cancel sendid|sendidexpr>``: a ``cancel`` action, which drops the pending delayed send."""
+        if ("sendid" in el.attrs) == ("sendidexpr" in el.attrs):
+            self.report(el, "<cancel> needs exactly one of sendid and sendidexpr")
+            return None
+        if "sendid" in el.attrs:
+            return {"cancel": escape(el.attrs["sendid"])}
+        value = self.value(el, el.attrs["sendidexpr"], "sendidexpr")
+        return None if value is _NOTHING else {"cancel": value}
+
     def log(self, el: _El) -> Any:
         expr = el.attrs.get("expr")
         label = el.attrs.get("label")
@@ -973,7 +970,7 @@ class _Converter:
 
     def send(self, el: _El) -> Any:
         attrs = el.attrs
-        for attr in ("eventexpr", "targetexpr", "typeexpr"):
+        for attr in ("eventexpr", "targetexpr", "typeexpr", "delayexpr"):
             if attr in attrs and attr.removesuffix("expr") not in attrs:
                 return self.send_expr(el, attr)
         for key in attrs:
@@ -988,11 +985,10 @@ class _Converter:
         if attrs.get("type", _SCXML_PROCESSOR[0]) not in _SCXML_PROCESSOR:
             self.report(el, f"<send type={attrs['type']!r}>: only the SCXML event processor is supported")
             return None
-        if attrs.get("delay") not in (None, "", "0", "0s", "0ms"):
-            self.report(el, f"<send delay={attrs['delay']!r}>: a delayed send maps onto a timer only in the "
-                            "onentry of a top-level state that is entered once and left only for a top-level "
-                            "final state (the delayed event outlives the state otherwise); use the state's "
-                            "`after` timer")
+        delay = attrs.get("delay")
+        seconds = self.delay_of(el)
+        if delay not in (None, "") and seconds is None and _DELAY.match(delay) is None:
+            self.report(el, f"<send delay={delay!r}>: not a delay (a number with 's' or 'ms')")
             return None
         data: dict[str, Any] = {}
         for var in attrs.get("namelist", "").split():
@@ -1019,6 +1015,17 @@ class _Converter:
         body: dict[str, Any] = {"event": event}
         if data:
             body["data"] = data
+        if seconds is not None:
+            # a durable timer of the execution, not of the state: it outlives the state that sent it, as the
+            # delayed event does, and <cancel> (or the session's end) drops it
+            if target is not None:
+                self.report(el, f"<send target={target!r} delay={delay!r}>: a delayed send goes only to the "
+                                "session itself")
+                return None
+            body.update(to="self", delay=int(seconds) if seconds.is_integer() else seconds)
+            if "id" in attrs:
+                body["id"] = escape(attrs["id"])
+            return {"send": body}
         if target == "#_internal":
             return {"raise": body}
         if target is None:
@@ -1032,7 +1039,7 @@ class _Converter:
         return {"send": body}
 
     def send_expr(self, el: _El, attr: str) -> Any:
-        """``<send eventexpr|targetexpr|typeexpr>``: a string constant is that attribute; a datamodel variable
+        """``<send eventexpr|targetexpr|typeexpr|delayexpr>``: a string constant is that attribute; a datamodel variable
         that only ever holds constants (its ``<data>`` and every ``<assign>`` to it) a ``choose`` of one send
         per value, tested when it runs. A value SCXML cannot send with (not a string, a target that is no
         URI), or none of them, raises ``error.execution``, as SCXML does then."""
@@ -1115,60 +1122,6 @@ class _Converter:
             return None
         seconds = float(m.group(1)) / (1000 if m.group(2) == "ms" else 1)
         return seconds if seconds > 0 else None
-
-    def delayed(self, el: _El) -> Any:
-        """A delayed send to the session itself as a timer: ``after: {seconds, actions: [raise]}`` (the timer
-        fires as its own event, and the raise is handled at once: as the delayed external event would be)."""
-        if el.attrs.get("target") is not None or "id" in el.attrs:
-            self.report(el, "a delayed <send> with a target or an id (for <cancel>) is not supported")
-            return None
-        seconds = self.delay_of(el)
-        plain = _El(el.tag, {k: v for k, v in el.attrs.items() if k != "delay"}, el.line, el.path, el.foreign,
-                    el.children, el.text)
-        action = self.send(plain)
-        if action is None or seconds is None:
-            return None
-        if "send" not in action:
-            self.report(el, "a delayed <send eventexpr> that reads a variable is not supported (SCXML reads it "
-                            "when it sends, a timer when it fires)")
-            return None
-        body = action["send"]
-        if _has_reference(body.get("data")):
-            self.report(el, "a delayed <send> with data read from the datamodel or the event is not supported: "
-                            "SCXML reads them when it sends, a timer's actions when it fires (give constants, "
-                            "or keep the values in the context and read them where the event is handled)")
-            return None
-        body.pop("to", None)
-        return {"seconds": int(seconds) if seconds.is_integer() else seconds, "actions": [{"raise": body}]}
-
-    def once_states(self) -> set[int]:
-        """The top-level states whose delayed sends map exactly onto their own timers: entered once (no
-        transition targets them, none from themselves re-enters them) and left only when the execution ends
-        (every other top-level state is final), so a timer of the state lives exactly as long as the
-        session that would deliver the delayed event."""
-        top = [c for c in self.root.children if c.tag in _STATE_TAGS and not c.foreign]
-        candidates = [c for c in top if c.tag in ("state", "parallel")]
-        if len(candidates) != 1 or any(c.tag != "final" for c in top if c is not candidates[0]):
-            return set()
-        state = candidates[0]
-        ident = state.attrs.get("id")
-        inside = self.el_paths.get(id(state), "")
-
-        def walk(el: _El) -> bool:
-            for c in el.children:
-                if c.tag == "transition" and not c.foreign:
-                    targets = c.attrs.get("target", "").split()
-                    if ident is not None and ident in targets:
-                        return False
-                    internal = c.attrs.get("type") == "internal"
-                    if el is state and not internal and any(
-                            self.paths.get(t, "").startswith(inside + ".") for t in targets):
-                        return False
-                if not walk(c):
-                    return False
-            return True
-
-        return {id(state)} if walk(self.root) else set()
 
     # -- expressions ----------------------------------------------------------------------------------------
     def value(self, el: _El, expr: str, attr: str) -> Any:
