@@ -174,6 +174,7 @@ class _Converter:
         self.session_copies: dict[str, Any] = {}  # <data> initialised from _sessionid
         self.constants_of: dict[str, list[Any]] | None = None  # see constant_values
         self.done_values: dict[int, tuple[Any, str | None]] = {}  # see donedata
+        self.cond_errors: dict[int, Any] = {}  # id(state) -> the error.execution its entry ends with: cond_error
 
     def report(self, el: _El, message: str) -> None:
         self.issues.append(ImportIssue(el.path, message, el.line))
@@ -499,6 +500,8 @@ class _Converter:
                 self.report(el, f"the attribute {key!r} of <{el.tag}> is not supported")
         if done_error is not None:
             entry.append(done_error)
+        if id(el) in self.cond_errors:
+            entry.append(self.cond_errors.pop(id(el)))
         if entry:
             out["entry"] = entry
         if exit_:
@@ -639,6 +642,10 @@ class _Converter:
             ok = ok and path is not None
             if path is not None:
                 tr["target"] = path
+        error = self.cond_error(state, el)
+        if error is not None:
+            self.cond_errors.setdefault(id(state), _raised_error(error))
+            return  # never taken: its cond is false each time it is evaluated, which is once, on entry
         if "cond" in el.attrs:
             guard = self.guard(el, el.attrs["cond"])
             ok = ok and guard is not _NOTHING
@@ -681,6 +688,27 @@ class _Converter:
                 continue
             for one in trs:
                 self.add_on(el, on, descriptor, one)
+
+    def cond_error(self, state: _El, el: _El) -> str | None:
+        """Why the ``cond`` of eventless transition ``el`` is no ECMAScript expression, where SCXML evaluates it
+        exactly once each time ``state`` is entered: ``state`` is atomic and outside a ``<parallel>``, ``el``
+        its first eventless transition and a later one has no ``cond`` (so the state is left right after
+        its entry). SCXML then raises ``error.execution`` and takes the cond as false: the import raises it
+        at the end of the state's entry and leaves the transition out. ``None``: not that case."""
+        cond = el.attrs.get("cond")
+        if cond is None or "event" in el.attrs or state.tag != "state" or self.in_parallel(state) or any(
+                c.tag in _STATE_TAGS and not c.foreign for c in state.children):
+            return None
+        eventless = [c for c in state.children if c.tag == "transition" and not c.foreign and "event" not in c.attrs]
+        if eventless[0] is not el or not any("cond" not in c.attrs for c in eventless[1:]):
+            return None
+        try:
+            ecma.parse(cond)
+        except ecma.Invalid as exc:
+            return f"cond={cond!r}: {exc}"
+        except ecma.Unsupported:
+            return None
+        return None
 
     def add_on(self, el: _El, on: list[tuple[str, str, list[Any]]], descriptor: str, tr: dict[str, Any]) -> None:
         """Add ``tr`` under ``descriptor`` so that durastate tries the state's transitions in SCXML's document

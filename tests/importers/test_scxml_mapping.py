@@ -509,3 +509,23 @@ def test_targetexpr_and_typeexpr_of_a_variable_of_constants_send_or_raise_error_
     assert second["choose"][1]["actions"][0]["choose"][0] == {  # both variables: a choice inside a choice
         "guard": {"eq": ["$context.kind", "scxml"]}, "actions": [{"raise": {"event": "good"}}]}
     assert run_to_end(doc, max_seconds=0).outcome == "done"
+
+
+def test_an_eventless_cond_that_is_no_expression_raises_error_execution_where_it_is_evaluated_once() -> None:
+    """SCXML takes such a cond as false and raises error.execution each time it evaluates it: once per entry
+    of an atomic state left at once by a later eventless transition without a cond."""
+    doc = _doc("""<state id="s0"><onentry><raise event="first"/></onentry>
+        <transition cond="return" target="fail"/><transition target="s1"/></state>
+      <state id="s1"><onentry><raise event="foo"/></onentry>
+        <transition event="first" target="s2"/><transition event="*" target="fail"/></state>
+      <state id="s2"><transition event="error.execution" target="pass"/><transition event="*" target="fail"/></state>
+      <final id="pass"/><final id="fail"/>""")
+    assert doc["states"]["s0"]["entry"][1]["raise"]["event"] == "error.execution"
+    assert doc["states"]["s0"]["always"] == [{"target": "s1"}]
+    assert run_to_end(doc, max_seconds=0).outcome == "pass"  # first, then error.execution, then foo
+    # evaluated again on every event while the state stays: reported
+    result = scxml.convert(f"""<scxml {NS}><state id="s0"><transition cond="return" target="fail"/>
+      <transition event="go" target="pass"/></state><final id="pass"/><final id="fail"/></scxml>""")
+    assert [i.message for i in result.issues] == [
+        "cond='return': 'return' is a reserved word: this is no ECMAScript expression"]
+
