@@ -673,6 +673,8 @@ class _Converter:
             self.report(el, "event='' names no event")
         own_done = f"done.state.{state.attrs.get('id')}"
         for descriptor in descriptors:
+            if descriptor == ".*":
+                descriptor = "*"  # the optional ".*" suffix on the empty prefix of every event: the wildcard
             problem = descriptor_problem(descriptor)
             if problem is not None:
                 self.report(el, f"event descriptor {descriptor!r}: {problem}")

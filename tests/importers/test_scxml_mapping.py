@@ -529,3 +529,10 @@ def test_an_eventless_cond_that_is_no_expression_raises_error_execution_where_it
     assert [i.message for i in result.issues] == [
         "cond='return': 'return' is a reserved word: this is no ECMAScript expression"]
 
+
+def test_a_dot_star_descriptor_is_the_wildcard() -> None:
+    doc = _doc("""<state id="s"><onentry><raise event="x.y"/></onentry><transition event=".*" target="pass"/></state>
+      <final id="pass"/>""")
+    assert doc["states"]["s"]["on"] == {"*": [{"target": "pass"}]}
+    assert run_to_end(doc, max_seconds=0).outcome == "pass"
+
