@@ -845,13 +845,18 @@ class _Converter:
 
     def static_error(self, el: _El) -> str | None:
         """Why ``el`` is an error SCXML meets when it runs it (then it raises ``error.execution``), seen in
-        the document itself: a ``<send>`` to a target that is no URI nor ``#_...``, an ``<assign>`` to a
+        the document itself: a ``<send>`` to a target that is no URI nor ``#_...`` or of a type other than the
+        SCXML event processor (the one durastate has), an ``<assign>`` to a
         variable the datamodel does not declare or to a system variable, a ``<foreach>`` whose item or index
         is no variable name."""
         if el.tag == "send":
             target = el.attrs.get("target")
             if target is not None and not target.startswith("#") and not _URI.match(target):
                 return f"<send target={target!r}>: not a valid target"
+            kind = el.attrs.get("type")
+            if kind is not None and kind not in _SCXML_PROCESSOR:
+                # what an SCXML processor without that event I/O processor does (SCXML 6.2.4)
+                return f"<send type={kind!r}>: durastate has only the SCXML event processor"
             for var in el.attrs.get("namelist", "").split():
                 try:
                     ecma.parse(var)
@@ -1011,9 +1016,6 @@ class _Converter:
         event = attrs.get("event")
         if not event or descriptor_problem(event) is not None or "*" in event:
             self.report(el, f"<send event={event!r}>: not an event name durastate accepts")
-            return None
-        if attrs.get("type", _SCXML_PROCESSOR[0]) not in _SCXML_PROCESSOR:
-            self.report(el, f"<send type={attrs['type']!r}>: only the SCXML event processor is supported")
             return None
         delay = attrs.get("delay")
         seconds = self.delay_of(el)

@@ -536,3 +536,14 @@ def test_a_dot_star_descriptor_is_the_wildcard() -> None:
     assert doc["states"]["s"]["on"] == {"*": [{"target": "pass"}]}
     assert run_to_end(doc, max_seconds=0).outcome == "pass"
 
+
+def test_a_send_of_a_type_durastate_has_no_processor_for_raises_error_execution() -> None:
+    """SCXML raises error.execution for a <send type> its processor does not support; durastate has only the
+    SCXML event processor, so that is what a send of any other type does."""
+    doc = _doc("""<state id="s"><onentry><send type="http://www.w3.org/TR/scxml/#BasicHTTPEventProcessor"
+        event="e"/><send event="later"/></onentry>
+        <transition event="error.execution" target="pass"/><transition event="*" target="fail"/></state>
+      <final id="pass"/><final id="fail"/>""")
+    assert doc["states"]["s"]["entry"][0]["raise"]["event"] == "error.execution"
+    assert run_to_end(doc, max_seconds=0).outcome == "pass"
+
