@@ -318,9 +318,15 @@ class _Converter:
         states: dict[str, Any] = {}
         first: str | None = None
         initial: str | None = None
+        several: str | None = None  # an <initial> whose transition has several targets (and no content)
         for child in el.children:  # first: its content becomes the entry of the state it names
             if child.tag == "initial" and not child.foreign:
-                initial = self.initial_element(el, child)
+                trs = [c for c in child.children if c.tag == "transition" and not c.foreign]
+                targets = trs[0].attrs.get("target", "") if len(trs) == 1 == len(child.children) else ""
+                if len(targets.split()) > 1 and not trs[0].children:
+                    several = targets
+                else:
+                    initial = self.initial_element(el, child)
         for child in el.children:
             if child.foreign:
                 self.report(child, f"an element of another namespace <{child.tag}> is not supported")
@@ -337,6 +343,8 @@ class _Converter:
         spec = el.attrs.get("initial")
         if spec is not None:
             initial = self.initial_attribute(el, spec, states)
+        elif several is not None:
+            initial = self.several_initial(el, several, states, own=True)
         if initial is None:
             initial = first
         return states, initial if states else None
@@ -355,11 +363,12 @@ class _Converter:
             return None
         return name
 
-    def several_initial(self, el: _El, spec: str, states: dict[str, Any]) -> str | None:
+    def several_initial(self, el: _El, spec: str, states: dict[str, Any], *, own: bool = False) -> str | None:
         """``initial="a b"`` (states in different regions of one child): that child, and the ``initial`` of
         each compound state between it and a target set to the way to that target. Exact when nothing else
         enters the child (no transition targets it or a state in it, no history restores it): then those
-        states are entered by default only from here."""
+        states are entered by default only from here. ``own``: ``spec`` is the target of ``el``'s
+        ``<initial>`` transition (which itself enters the child once per target, and nothing else may)."""
         prefix = self._parent_path(el)
         routes: list[list[str]] = []
         for ident in spec.split():
@@ -372,7 +381,7 @@ class _Converter:
         if self.entries is None:
             self.entries, self.restored = self.entry_counts()
         ancestors = [prefix[:-1].rsplit(".", k)[0] for k in range(prefix.count("."))] if prefix else []
-        if any(r[0] != child for r in routes) or self.entries.get(prefix + child, 0) or \
+        if any(r[0] != child for r in routes) or self.entries.get(prefix + child, 0) != (len(routes) if own else 0) or \
                 any(a in self.restored for a in ancestors):
             self.report(el, f"initial={spec!r} names several states; durastate starts a state in one child (it "
                             "maps only for states inside one child that nothing else enters)")

@@ -547,3 +547,15 @@ def test_a_send_of_a_type_durastate_has_no_processor_for_raises_error_execution(
     assert doc["states"]["s"]["entry"][0]["raise"]["event"] == "error.execution"
     assert run_to_end(doc, max_seconds=0).outcome == "pass"
 
+
+def test_an_initial_element_with_several_targets_in_regions_of_one_child_sets_the_initials_on_the_way() -> None:
+    doc = _doc("""<state id="top"><initial><transition target="a2 b2"/></initial>
+        <parallel id="p">
+          <state id="a"><state id="a1"/><state id="a2"><onentry><raise event="in_a2"/></onentry></state></state>
+          <state id="b"><state id="b1"/><state id="b2"><transition event="in_a2" target="pass"/></state></state>
+        </parallel></state>
+      <final id="pass"/>""")
+    region = doc["states"]["top"]["states"]["p"]["states"]
+    assert (doc["states"]["top"]["initial"], region["a"]["initial"], region["b"]["initial"]) == ("p", "a2", "b2")
+    assert run_to_end(doc, max_seconds=0).outcome == "pass"
+
