@@ -857,7 +857,8 @@ class _Converter:
         the document itself: a ``<send>`` to a target that is no URI nor ``#_...`` or of a type other than the
         SCXML event processor (the one durastate has), an ``<assign>`` to a
         variable the datamodel does not declare or to a system variable, a ``<foreach>`` whose item or index
-        is no variable name."""
+        is no variable name or whose array is a constant, or a variable that only ever holds constants, that
+        is no array."""
         if el.tag == "send":
             target = el.attrs.get("target")
             if target is not None and not target.startswith("#") and not _URI.match(target):
@@ -890,6 +891,16 @@ class _Converter:
                 name = el.attrs.get(attr)
                 if name is not None and not _IDENTIFIER.match(name):
                     return f"<foreach {attr}={name!r}>: not a variable name"
+            array = el.attrs.get("array", "").strip()
+            # a variable that only ever holds constants, none of them an array (constant_values keeps no
+            # array), or a constant that is no array: SCXML cannot iterate over it, whenever the loop runs
+            values = self.constant_values().get(array) if array in self.variables else None
+            try:
+                node = ecma.parse(array) if values is None else None
+            except ecma.Unsupported:
+                node = None
+            if values or (node is not None and node[0] == "lit" and not isinstance(node[1], list)):
+                return f"<foreach array={array!r}>: not an array"
         return None
 
     def action(self, el: _El) -> Any:

@@ -559,3 +559,14 @@ def test_an_initial_element_with_several_targets_in_regions_of_one_child_sets_th
     assert (doc["states"]["top"]["initial"], region["a"]["initial"], region["b"]["initial"]) == ("p", "a2", "b2")
     assert run_to_end(doc, max_seconds=0).outcome == "pass"
 
+
+def test_a_foreach_over_a_value_that_is_never_an_array_raises_error_execution() -> None:
+    doc = _doc("""<datamodel><data id="n" expr="0"/><data id="seven" expr="7"/><data id="item"/></datamodel>
+      <state id="s"><onentry><foreach array="seven" item="item"><assign location="n" expr="n + 1"/></foreach>
+        <raise event="after"/></onentry>
+        <transition event="error.execution" cond="n == 0" target="pass"/><transition event="*" target="fail"/>
+      </state><final id="pass"/><final id="fail"/>""")
+    assert doc["states"]["s"]["entry"] == [{"raise": {"event": "error.execution", "data": {
+        "error": "<foreach array='seven'>: not an array"}}}]
+    assert run_to_end(doc, max_seconds=0).outcome == "pass"
+
