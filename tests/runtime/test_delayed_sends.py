@@ -73,6 +73,40 @@ def test_the_end_of_the_execution_drops_what_is_pending(rt: LocalRuntime, clock:
     assert r is not None and (r.outcome, r.timers, r.sends) == ("stopped", {}, {})
 
 
+BROKEN = {"on": True}
+
+
+def check(context: dict[str, object], event: object) -> dict[str, object]:
+    """A step that fails until it is fixed (what a redrive is for)."""
+    if BROKEN["on"]:
+        raise RuntimeError("not yet")
+    return {"checked": True}
+
+
+def test_a_redrive_restores_what_was_pending_before_the_failed_step(every_store: ExecutionStore,
+                                                                     clock: ManualClock) -> None:
+    doc = {"id": "fragile", "initial": "a", "states": {
+        "a": {"entry": [{"send": {"event": "later", "to": "self", "delay": 60, "id": "l"}}],
+              "on": {"check": {"target": "b", "actions": [{"call": f"{__name__}:check"}]}}},
+        "b": {"on": {"later": "done"}}, "done": {"type": "final"}}}
+    rt = LocalRuntime(every_store, DefinitionRegistry([load_definition(doc)]), clock=clock)
+    rt.start("fragile", execution_id="f")
+    rt.send("f", Event(name="check"))
+    rt.run_until_idle()
+    f = rt.get("f")
+    assert f is not None and (f.status, f.timers, f.sends) == ("failed", {}, {})  # the failure dropped it
+    BROKEN["on"] = False
+    try:
+        rt.redrive("f")
+        rt.run_until_idle()
+        clock.advance(60)
+        rt.run_until_idle()
+    finally:
+        BROKEN["on"] = True
+    f = rt.get("f")
+    assert f is not None and (f.status, f.active_path, f.context) == ("finished", "done", {"checked": True})
+
+
 def test_a_delayed_send_goes_to_the_execution_itself() -> None:
     bad = {"id": "b", "initial": "a", "states": {"a": {"entry": [
         {"send": {"event": "x", "delay": 5}}, {"send": {"event": "x", "to": "self", "delay": "soon"}},
