@@ -60,7 +60,8 @@ MAX_HELD = 1_000
 """How many events a suspended (retry-waiting, or failed) execution keeps before it refuses more: the held
 events live in the execution, which must stay within the backend's item size (DynamoDB: 400 KB)."""
 
-RESTORED_FIELDS = ("active_path", "leaves", "history", "context", "timers", "children", "invoke_seq", "maps")
+RESTORED_FIELDS = ("active_path", "leaves", "history", "context", "timers", "sends", "children", "invoke_seq",
+                   "maps")
 """What a redrive puts back: the execution as it stood before the step that failed."""
 
 
@@ -152,6 +153,7 @@ def terminate(exe: Execution, reason: str | None, now: float, tables: Tables | N
             else:
                 ref.status = "cancelled"
     exe.timers = {}
+    exe.sends = {}
     exe.retry = None
     exe.held = []
     exe.status = "terminated"
@@ -188,7 +190,8 @@ def record_failure(exe: Execution, before: Execution | None, event: Event) -> No
     """
     if before is None:
         restored: dict[str, Any] = {"active_path": None, "history": {}, "context": dict(exe.context),
-                                    "timers": {}, "children": {}, "invoke_seq": 0, "maps": {}}
+                                    "timers": {}, "sends": {}, "children": {}, "invoke_seq": 0,
+                                    "maps": {}}
     else:
         restored = before.model_dump(include=set(RESTORED_FIELDS), mode="json")
     redrives = exe.failure.redrives if exe.failure is not None else 0

@@ -481,5 +481,6 @@ def where(exe: Execution) -> str | None:
 def _key(exe: Execution) -> str:
     return json.dumps([exe.active_path, exe.leaves, exe.status, exe.history, exe.context, sorted(exe.timers),
                        sorted((cid, ref.status) for cid, ref in exe.children.items()),
-                       {path: m.model_dump() for path, m in exe.maps.items()}],
+                       {path: m.model_dump() for path, m in exe.maps.items()},
+                       {key: [e.name, e.data] for key, e in exe.sends.items()}],
                       sort_keys=True, default=str)

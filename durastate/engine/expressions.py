@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from durastate.engine.model import Event
 from durastate.engine.retry import RetryableFailure, RetryPolicy, parse_retry
+from durastate.engine.timers import BadTimerValue, delay_of
 from durastate.engine.values import check_event_id, check_json
 
 if TYPE_CHECKING:
@@ -413,8 +414,8 @@ def compile_guard(spec: Any, where: str, issues: Issues) -> Guard:
 
 # -- actions --------------------------------------------------------------------------------------------
 
-ACTION_KINDS = ("assign", "send", "raise", "log", "call", "choose", "foreach")
-_SEND_KEYS = ("event", "to", "data")
+ACTION_KINDS = ("assign", "send", "cancel", "raise", "log", "call", "choose", "foreach")
+_SEND_KEYS = ("event", "to", "data", "delay", "id")
 _RAISE_KEYS = ("event", "data")
 
 
@@ -504,6 +505,8 @@ def _compile_send(args: Any, where: str, issues: Issues) -> Action | None:
     if not keys_ok:
         return None
     name: str = args["event"]
+    if "delay" in args or "id" in args:
+        return _compile_delayed_send(args, data, where, issues)
 
     def send(run: ActionContext) -> None:
         exe = run.exe
@@ -525,6 +528,58 @@ def _compile_send(args: Any, where: str, issues: Issues) -> Action | None:
         run.emit(target, name, payload)
 
     return send
+
+
+def _compile_delayed_send(args: dict[str, Any], data: Callable[..., Any], where: str,
+                          issues: Issues) -> Action | None:
+    """``{send: {event, data, to: self, delay, id}}``: the event reaches the execution itself after ``delay``
+    (seconds or a duration, constant or computed when the action runs), through a durable timer that
+    outlives the state that sent it; ``id`` (constant or computed) names it for a ``cancel`` action, and a
+    later send with the same id replaces it. SCXML's delayed ``<send>``: the data is evaluated when it is
+    sent, the event delivered as an external one."""
+    if args.get("to") != "self":
+        issues.append(f"{where}: a send with a delay or an id goes to the execution itself: add `to: self`")
+        return None
+    delay = args.get("delay", 0)
+    if not (isinstance(delay, str) and delay.startswith("$")):
+        try:
+            delay_of(delay)
+        except BadTimerValue as exc:
+            issues.append(f"{where}.delay: {exc}")
+            return None
+    delay_value = compile_value(delay, f"{where}.delay", issues)
+    given = args.get("id")
+    if given is not None and (not isinstance(given, str) or not given):
+        issues.append(f"{where}.id: a send id is a non-empty string or a '$context.key' reference")
+        return None
+    id_value = None if given is None else compile_value(given, f"{where}.id", issues)
+    name: str = args["event"]
+
+    def send_later(run: ActionContext) -> None:
+        exe = run.exe
+        seconds = delay_of(delay_value(exe.context, run.event))
+        send_id = None if id_value is None else str(id_value(exe.context, run.event))
+        payload = data(exe.context, run.event)
+        if not isinstance(payload, dict):
+            raise TypeError(f"send data must evaluate to a mapping, got {type(payload).__name__}")
+        check_json(payload, "send data")
+        run.send_later(send_id, seconds, name, payload)
+
+    return send_later
+
+
+def _compile_cancel(args: Any, where: str, issues: Issues) -> Action | None:
+    """``{cancel: ID}``: drop the pending delayed send with that id (a constant or a reference); nothing
+    happens if it was delivered already or never sent. SCXML's ``<cancel sendid|sendidexpr>``."""
+    if not isinstance(args, str) or not args:
+        issues.append(f"{where}: takes the id of a delayed send: a string or a '$context.key' reference")
+        return None
+    value = compile_value(args, where, issues)
+
+    def cancel(run: ActionContext) -> None:
+        run.cancel_send(str(value(run.exe.context, run.event)))
+
+    return cancel
 
 
 def _compile_raise(args: Any, where: str, issues: Issues) -> Action | None:
@@ -649,6 +704,7 @@ def _compile_foreach(args: Any, where: str, issues: Issues) -> Action | None:
 _ACTION_COMPILERS: dict[str, Callable[[Any, str, Issues], Action | None]] = {
     "assign": _compile_assign,
     "send": _compile_send,
+    "cancel": _compile_cancel,
     "raise": _compile_raise,
     "log": _compile_log,
     "call": _compile_call,
@@ -687,7 +743,7 @@ def _with_retry(spec: dict[str, Any], where: str, issues: Issues) -> tuple[Any, 
 # never resolve one) count as declarative; anything else, valid or not, counts as user code.
 
 _PURE_GUARDS = (*_CMP, "in", "exists", "in_state")
-_PURE_ACTIONS = ("assign", "send", "raise", "log")
+_PURE_ACTIONS = ("assign", "send", "cancel", "raise", "log")
 
 
 def declarative_guard(spec: Any) -> bool:

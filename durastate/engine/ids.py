@@ -100,6 +100,7 @@ __all__ = [
     "RETRY_PATH",
     "RUN_TIMEOUT_PATH",
     "SCHEDULE_RECORD",
+    "SEND_PREFIX",
     "START",
     "SUSPEND",
     "SYSTEM_PREFIX",
@@ -202,6 +203,11 @@ TASK_CANCEL = "durastate.task_cancel"
 """The name of a cancel request in the outbox: the execution stopped waiting for a task still running (it
 left the state, ended, or the task timed out); the relay asks the task to stop (an HTTP task's
 ``cancel_url``, a Python task's cancellation flag). Like :data:`TASK`, never accepted from a queue."""
+
+SEND_PREFIX = "~send:"
+"""The timer path (``~send:<send id>``) of a delayed ``send`` to the execution itself: when it fires, the event
+kept in :attr:`~durastate.engine.model.Execution.sends` under the same key is applied. It belongs to no
+state (leaving the state that sent it does not cancel it; a ``cancel`` action or the execution's end does)."""
 
 RETRY_PATH = "~retry"
 """The timer path of a pending retry (``~`` cannot occur in a state path, so no state's timer collides)."""
@@ -330,7 +336,7 @@ def timer_key_state(key: str) -> str:
     for prefix in _STATE_TIMER_PREFIXES:
         if key.startswith(prefix):
             return key[len(prefix):]
-    if key in (RETRY_PATH, RUN_TIMEOUT_PATH):
+    if key in (RETRY_PATH, RUN_TIMEOUT_PATH) or key.startswith(SEND_PREFIX):
         return ""
     return key.split(AFTER_SEPARATOR, 1)[0]
 
@@ -340,7 +346,7 @@ def retarget_timer_key(key: str, new_path: str) -> str:
     for prefix in _STATE_TIMER_PREFIXES:
         if key.startswith(prefix):
             return prefix + new_path
-    if key in (RETRY_PATH, RUN_TIMEOUT_PATH):
+    if key in (RETRY_PATH, RUN_TIMEOUT_PATH) or key.startswith(SEND_PREFIX):
         return key
     _, sep, index = key.partition(AFTER_SEPARATOR)
     return f"{new_path}{sep}{index}"
@@ -359,6 +365,8 @@ def describe_timer_key(key: str) -> str:
         return "(retry of the failed step)"
     if key == RUN_TIMEOUT_PATH:
         return "(run timeout)"
+    if key.startswith(SEND_PREFIX):
+        return f"(delayed send {key[len(SEND_PREFIX):]})"
     path, sep, index = key.partition(AFTER_SEPARATOR)
     return f"{path} after[{index}]" if sep else key
 

@@ -202,7 +202,8 @@ class Failure(BaseModel):
 
     event: Event
     before: dict[str, Any]
-    """The fields a redrive restores: active_path, leaves, history, context, timers, children, invoke_seq."""
+    """The fields a redrive restores: active_path, leaves, history, context, timers, sends, children,
+    invoke_seq, maps."""
     redrives: int = 0
     """How many times this execution was redriven so far (names the re-applied event's id)."""
 
@@ -259,6 +260,10 @@ class Execution(BaseModel):
     invoke_seq: int = 0
     timers: dict[str, float] = Field(default_factory=dict)
     """Armed timers: state path -> fire_at (epoch seconds). A timeout whose fire_at differs is stale."""
+    sends: dict[str, Event] = Field(default_factory=dict, exclude_if=_empty)
+    """Delayed ``send`` actions not delivered yet: timer key (``~send:<id>``) -> the event, its data evaluated
+    when it was sent; the timer of the same key in :attr:`timers` applies it. Left out of the stored JSON
+    while empty."""
     maps: dict[str, MapProgress] = Field(default_factory=dict, exclude_if=_empty)
     """The active ``map`` states: state path -> their progress. Left out of the stored JSON while empty."""
     created_at: float | None = None

@@ -266,6 +266,7 @@ def reset(defn: Definition, exe: Execution, event: Event, request: ResetRequest,
             for path in list(exe.timers):
                 run._timer(TimerOp("cancel", path))
             exe.timers.clear()
+            exe.sends.clear()
             if deadline is not None:
                 exe.timers[RUN_TIMEOUT_PATH] = deadline
                 run._timer(TimerOp("schedule", RUN_TIMEOUT_PATH, deadline))

@@ -13,6 +13,7 @@ from durastate.engine.ids import (
     HEARTBEAT_TIMEOUT_PREFIX,
     REINVOKE_PREFIX,
     RUN_TIMEOUT_PATH,
+    SEND_PREFIX,
     TASK_TIMEOUT_PREFIX,
     TERMINATE,
     cancel_event_id,
@@ -35,6 +36,7 @@ from durastate.engine.run_context import MAX_MICROSTEPS, ExecutionFailed, StepRe
 from durastate.engine.run_timeout import timed_out_reason
 from durastate.engine.tables import CompiledTransition, Tables
 from durastate.engine.timers import BadTimerValue
+from durastate.engine.values import check_event_id
 
 __all__ = ["Run"]
 
@@ -122,6 +124,28 @@ class Run(StepResult):
     def raise_internal(self, name: str, data: dict[str, Any]) -> None:
         """Queue an internal event, processed in this step before any later external event."""
         self._queue(_event(self.event.id, name, data))
+
+    def send_later(self, send_id: str | None, seconds: float, name: str, data: dict[str, Any]) -> None:
+        """Deliver event ``name`` to this execution ``seconds`` from now: a durable timer keyed by ``send_id``
+        (a pending send with the same id is replaced; none: the event's own id), the event kept with the
+        execution until it fires."""
+        exe = self.exe
+        self.emit_seq += 1
+        eid = emit_event_id(exe.id, exe.version, self.emit_seq, exe.secret)
+        key = SEND_PREFIX + (eid if send_id is None else send_id)
+        check_event_id(key, "send id")
+        fire_at = self.now + seconds
+        exe.sends[key] = _event(eid, name, _snapshot(data))
+        exe.timers[key] = fire_at
+        exe.__pydantic_fields_set__.add("sends")
+        self._timer(TimerOp("schedule", key, fire_at))
+
+    def cancel_send(self, send_id: str) -> None:
+        """Drop the pending delayed send ``send_id`` (nothing happens if there is none, or it was delivered)."""
+        key = SEND_PREFIX + send_id
+        if self.exe.sends.pop(key, None) is not None:
+            self.exe.timers.pop(key, None)
+            self._timer(TimerOp("cancel", key))
 
     # -- running compiled actions ---------------------------------------------------------------------
     def _actions(self, actions: tuple[Any, ...], site: str) -> None:
@@ -382,6 +406,7 @@ class Run(StepResult):
         for path in exe.timers:
             self._timer(TimerOp("cancel", path))
         exe.timers.clear()
+        exe.sends.clear()
         for cid, ref in exe.children.items():
             if ref.status == "running" and not ref.abandoned:
                 if ref.kind == "task":  # a task is no execution: asked to stop where it can be
@@ -503,6 +528,9 @@ class Run(StepResult):
             return self.reinvoke(path[len(REINVOKE_PREFIX):])
         if path.startswith(TASK_TIMEOUT_PREFIX):
             return task_runs.timed_out(self, path[len(TASK_TIMEOUT_PREFIX):], ev)
+        if path.startswith(SEND_PREFIX):
+            sent = exe.sends.pop(path, None)
+            return sent is not None and self.dispatch(sent)
         if path == RUN_TIMEOUT_PATH:
             self.run_timed_out(float(fire_at) - (exe.created_at or float(fire_at)))
             return True

@@ -39,6 +39,12 @@ class ActionContext(Protocol):
     def raise_internal(self, name: str, data: dict[str, Any]) -> None:
         """Queue an internal event, processed in this step before any later external event."""
 
+    def send_later(self, send_id: str | None, seconds: float, name: str, data: dict[str, Any]) -> None:
+        """Deliver an event to this execution ``seconds`` from now (a durable timer), named ``send_id``."""
+
+    def cancel_send(self, send_id: str) -> None:
+        """Drop the pending delayed send ``send_id``, if there is one."""
+
 
 class StepResult:
     """What one step produced; the worker commits it together with the mutated execution."""

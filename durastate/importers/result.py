@@ -15,7 +15,7 @@ import yaml
 from durastate.engine.definition import load_definition
 from durastate.errors import DefinitionError
 
-__all__ = ["REGION_LEAF", "ImportIssue", "ImportResult", "checked", "to_yaml"]
+__all__ = ["REGION_LEAF", "ImportIssue", "ImportResult", "checked", "escape", "to_yaml"]
 
 REGION_LEAF = "_leaf"
 """The one state an atomic region of a parallel state is given: SCXML and XState let a region be an atomic
@@ -102,3 +102,14 @@ def _one(transitions: Any) -> Any:
         only = transitions[0]
         return only["target"] if isinstance(only, dict) and set(only) == {"target"} else only
     return transitions
+
+
+def escape(value: Any) -> Any:
+    """A JSON constant as a durastate value (a string starting with ``$`` is written ``$$...``)."""
+    if isinstance(value, str):
+        return "$" + value if value.startswith("$") else value
+    if isinstance(value, dict):
+        return {k: escape(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [escape(v) for v in value]
+    return value

@@ -9,13 +9,14 @@ not need a DOCTYPE.
 What maps (see docs/importing.md): ``<state>``, ``<parallel>``, ``<final>``, ``<history type>``, the
 ``initial`` attribute and ``<initial>`` (naming a child), ``<transition event cond target type>`` (one
 ``on`` key per event descriptor, eventless ones to ``always``), ``<onentry>``/``<onexit>``, and the
-executable content ``<raise>``, ``<send>`` (to the session itself, ``#_internal`` or ``#_parent``, without
-a delay), ``<assign>``, ``<log>``, ``<if>`` (guarded transitions in a transition's content, else a ``choose``
+executable content ``<raise>``, ``<send>`` (to the session itself, ``#_internal`` or ``#_parent``; with a
+delay, to the session itself: a delayed ``send`` action, a durable timer of the execution), ``<cancel>``,
+``<assign>``, ``<log>``, ``<if>`` (guarded transitions in a transition's content, else a ``choose``
 action) and ``<foreach>`` (a ``foreach`` action); ``<datamodel>``/``<data>`` with constant values become the
 context; a constant ``<donedata>`` is what the parent's ``done.state`` transitions read as ``_event.data``.
 Conditions and values go through :mod:`durastate.importers.ecma` (the ``ecmascript`` datamodel's
-subset). Everything else (``<script>``, ``<cancel>``, ``<invoke>``, delayed sends, expressions outside the
-subset, several targets) is reported with its element path and line; several initial states map where
+subset). Everything else (``<script>``, ``<invoke>``, delayed sends to other targets, expressions outside
+the subset, several targets) is reported with its element path and line; several initial states map where
 they are in regions of one child that nothing else enters.
 
 SCXML ids are global and durastate paths are nested, so each id becomes a state name and each target the
@@ -39,7 +40,7 @@ from durastate.engine.expressions import VALUE_OPS
 from durastate.engine.tables import descriptor_problem
 from durastate.errors import DefinitionError
 from durastate.importers import ecma
-from durastate.importers.result import REGION_LEAF, ImportIssue, ImportResult, checked
+from durastate.importers.result import REGION_LEAF, ImportIssue, ImportResult, checked, escape
 
 __all__ = ["SCXML_NS", "convert"]
 
@@ -165,7 +166,6 @@ class _Converter:
         self.taken: set[str] = set()  # the paths given so far
         self.parallels: set[str] = set()  # the paths of the <parallel> states
         self.variables: set[str] = set()
-        self.entered_once: set[int] = set()
         self.initial_entry: dict[str, list[Any]] = {}  # state path -> its parent's <initial> content
         self.entries: dict[str, int] | None = None  # see entry_counts
         self.restored: set[str] = set()
@@ -174,6 +174,7 @@ class _Converter:
         self.session_copies: dict[str, Any] = {}  # <data> initialised from _sessionid
         self.constants_of: dict[str, list[Any]] | None = None  # see constant_values
         self.done_values: dict[int, tuple[Any, str | None]] = {}  # see donedata
+        self.cond_errors: dict[int, Any] = {}  # id(state) -> the error.execution its entry ends with: cond_error
 
     def report(self, el: _El, message: str) -> None:
         self.issues.append(ImportIssue(el.path, message, el.line))
@@ -236,7 +237,6 @@ class _Converter:
             self.constants["_name"] = root.attrs["name"]
         self.constants["_ioprocessors"] = _IOPROCESSORS
         self.name_states(root, "")
-        self.entered_once = self.once_states()
         if any(_SESSIONID.search(v) for el in _iter(root) if not el.foreign for v in el.attrs.values()):
             self.variables.add("_sessionid")
         context = self.datamodel(root)
@@ -318,9 +318,15 @@ class _Converter:
         states: dict[str, Any] = {}
         first: str | None = None
         initial: str | None = None
+        several: str | None = None  # an <initial> whose transition has several targets (and no content)
         for child in el.children:  # first: its content becomes the entry of the state it names
             if child.tag == "initial" and not child.foreign:
-                initial = self.initial_element(el, child)
+                trs = [c for c in child.children if c.tag == "transition" and not c.foreign]
+                targets = trs[0].attrs.get("target", "") if len(trs) == 1 == len(child.children) else ""
+                if len(targets.split()) > 1 and not trs[0].children:
+                    several = targets
+                else:
+                    initial = self.initial_element(el, child)
         for child in el.children:
             if child.foreign:
                 self.report(child, f"an element of another namespace <{child.tag}> is not supported")
@@ -337,6 +343,8 @@ class _Converter:
         spec = el.attrs.get("initial")
         if spec is not None:
             initial = self.initial_attribute(el, spec, states)
+        elif several is not None:
+            initial = self.several_initial(el, several, states, own=True)
         if initial is None:
             initial = first
         return states, initial if states else None
@@ -355,11 +363,12 @@ class _Converter:
             return None
         return name
 
-    def several_initial(self, el: _El, spec: str, states: dict[str, Any]) -> str | None:
+    def several_initial(self, el: _El, spec: str, states: dict[str, Any], *, own: bool = False) -> str | None:
         """``initial="a b"`` (states in different regions of one child): that child, and the ``initial`` of
         each compound state between it and a target set to the way to that target. Exact when nothing else
         enters the child (no transition targets it or a state in it, no history restores it): then those
-        states are entered by default only from here."""
+        states are entered by default only from here. ``own``: ``spec`` is the target of ``el``'s
+        ``<initial>`` transition (which itself enters the child once per target, and nothing else may)."""
         prefix = self._parent_path(el)
         routes: list[list[str]] = []
         for ident in spec.split():
@@ -372,7 +381,7 @@ class _Converter:
         if self.entries is None:
             self.entries, self.restored = self.entry_counts()
         ancestors = [prefix[:-1].rsplit(".", k)[0] for k in range(prefix.count("."))] if prefix else []
-        if any(r[0] != child for r in routes) or self.entries.get(prefix + child, 0) or \
+        if any(r[0] != child for r in routes) or self.entries.get(prefix + child, 0) != (len(routes) if own else 0) or \
                 any(a in self.restored for a in ancestors):
             self.report(el, f"initial={spec!r} names several states; durastate starts a state in one child (it "
                             "maps only for states inside one child that nothing else enters)")
@@ -461,7 +470,6 @@ class _Converter:
             return self.history(el)
         entry: list[Any] = self.initial_entry.pop(self.el_paths[id(el)], [])  # the parent's <initial> content
         exit_: list[Any] = []
-        timers: list[Any] | None = [] if id(el) in self.entered_once else None
         on_done: list[Any] = []
         on: list[tuple[str, str, list[Any]]] = []  # (key as written, descriptor, transitions)
         done_error: Any = None
@@ -470,7 +478,7 @@ class _Converter:
             if child.foreign:
                 continue
             if child.tag == "onentry":
-                entry += self.actions(child, timers)
+                entry += self.actions(child)
             elif child.tag == "onexit":
                 exit_ += self.actions(child)
             elif child.tag == "transition":
@@ -501,6 +509,8 @@ class _Converter:
                 self.report(el, f"the attribute {key!r} of <{el.tag}> is not supported")
         if done_error is not None:
             entry.append(done_error)
+        if id(el) in self.cond_errors:
+            entry.append(self.cond_errors.pop(id(el)))
         if entry:
             out["entry"] = entry
         if exit_:
@@ -509,8 +519,6 @@ class _Converter:
             out["on"] = {key: trs for key, _, trs in on}
         if always:
             out["always"] = always
-        if timers:
-            out["after"] = timers
         if on_done:
             out["on_done"] = on_done
         if states:
@@ -643,6 +651,10 @@ class _Converter:
             ok = ok and path is not None
             if path is not None:
                 tr["target"] = path
+        error = self.cond_error(state, el)
+        if error is not None:
+            self.cond_errors.setdefault(id(state), _raised_error(error))
+            return  # never taken: its cond is false each time it is evaluated, which is once, on entry
         if "cond" in el.attrs:
             guard = self.guard(el, el.attrs["cond"])
             ok = ok and guard is not _NOTHING
@@ -670,6 +682,8 @@ class _Converter:
             self.report(el, "event='' names no event")
         own_done = f"done.state.{state.attrs.get('id')}"
         for descriptor in descriptors:
+            if descriptor == ".*":
+                descriptor = "*"  # the optional ".*" suffix on the empty prefix of every event: the wildcard
             problem = descriptor_problem(descriptor)
             if problem is not None:
                 self.report(el, f"event descriptor {descriptor!r}: {problem}")
@@ -685,6 +699,27 @@ class _Converter:
                 continue
             for one in trs:
                 self.add_on(el, on, descriptor, one)
+
+    def cond_error(self, state: _El, el: _El) -> str | None:
+        """Why the ``cond`` of eventless transition ``el`` is no ECMAScript expression, where SCXML evaluates it
+        exactly once each time ``state`` is entered: ``state`` is atomic and outside a ``<parallel>``, ``el``
+        its first eventless transition and a later one has no ``cond`` (so the state is left right after
+        its entry). SCXML then raises ``error.execution`` and takes the cond as false: the import raises it
+        at the end of the state's entry and leaves the transition out. ``None``: not that case."""
+        cond = el.attrs.get("cond")
+        if cond is None or "event" in el.attrs or state.tag != "state" or self.in_parallel(state) or any(
+                c.tag in _STATE_TAGS and not c.foreign for c in state.children):
+            return None
+        eventless = [c for c in state.children if c.tag == "transition" and not c.foreign and "event" not in c.attrs]
+        if eventless[0] is not el or not any("cond" not in c.attrs for c in eventless[1:]):
+            return None
+        try:
+            ecma.parse(cond)
+        except ecma.Invalid as exc:
+            return f"cond={cond!r}: {exc}"
+        except ecma.Unsupported:
+            return None
+        return None
 
     def add_on(self, el: _El, on: list[tuple[str, str, list[Any]]], descriptor: str, tr: dict[str, Any]) -> None:
         """Add ``tr`` under ``descriptor`` so that durastate tries the state's transitions in SCXML's document
@@ -793,10 +828,8 @@ class _Converter:
                 return None
         return (out, assigns) if ok else None
 
-    def actions(self, block: _El, timers: list[Any] | None = None) -> list[Any]:
-        """The executable content of ``block`` as durastate actions. ``timers``: the block is the onentry of
-        a state entered once and left only when the execution ends (:meth:`once_states`), so a delayed send
-        to the session itself is exactly a timer of that state (added to ``timers``)."""
+    def actions(self, block: _El) -> list[Any]:
+        """The executable content of ``block`` as durastate actions."""
         out: list[Any] = []
         for el in block.children:
             if el.foreign:
@@ -804,11 +837,6 @@ class _Converter:
                 continue
             if el.tag == "send":
                 el = _literal_delay(el)
-            if el.tag == "send" and timers is not None and self.delay_of(el) is not None:
-                timer = self.delayed(el)
-                if timer is not None:
-                    timers.append(timer)
-                continue
             error = self.static_error(el)
             if error is not None and block.tag in ("foreach", "if", "elseif", "else"):
                 # SCXML ends the enclosing blocks too, which only running it can say for a loop or a branch
@@ -826,13 +854,19 @@ class _Converter:
 
     def static_error(self, el: _El) -> str | None:
         """Why ``el`` is an error SCXML meets when it runs it (then it raises ``error.execution``), seen in
-        the document itself: a ``<send>`` to a target that is no URI nor ``#_...``, an ``<assign>`` to a
+        the document itself: a ``<send>`` to a target that is no URI nor ``#_...`` or of a type other than the
+        SCXML event processor (the one durastate has), an ``<assign>`` to a
         variable the datamodel does not declare or to a system variable, a ``<foreach>`` whose item or index
-        is no variable name."""
+        is no variable name or whose array is a constant, or a variable that only ever holds constants, that
+        is no array."""
         if el.tag == "send":
             target = el.attrs.get("target")
             if target is not None and not target.startswith("#") and not _URI.match(target):
                 return f"<send target={target!r}>: not a valid target"
+            kind = el.attrs.get("type")
+            if kind is not None and kind not in _SCXML_PROCESSOR:
+                # what an SCXML processor without that event I/O processor does (SCXML 6.2.4)
+                return f"<send type={kind!r}>: durastate has only the SCXML event processor"
             for var in el.attrs.get("namelist", "").split():
                 try:
                     ecma.parse(var)
@@ -857,6 +891,16 @@ class _Converter:
                 name = el.attrs.get(attr)
                 if name is not None and not _IDENTIFIER.match(name):
                     return f"<foreach {attr}={name!r}>: not a variable name"
+            array = el.attrs.get("array", "").strip()
+            # a variable that only ever holds constants, none of them an array (constant_values keeps no
+            # array), or a constant that is no array: SCXML cannot iterate over it, whenever the loop runs
+            values = self.constant_values().get(array) if array in self.variables else None
+            try:
+                node = ecma.parse(array) if values is None else None
+            except ecma.Unsupported:
+                node = None
+            if values or (node is not None and node[0] == "lit" and not isinstance(node[1], list)):
+                return f"<foreach array={array!r}>: not an array"
         return None
 
     def action(self, el: _El) -> Any:
@@ -885,9 +929,7 @@ class _Converter:
         if tag == "foreach":
             return self.foreach(el)
         if tag == "cancel":
-            self.report(el, "<cancel> is not supported (durastate has no delayed sends to cancel; use a "
-                            "state's `after` timer, cancelled when the state is left)")
-            return None
+            return self.cancel(el)
         self.report(el, f"<{tag}> is not executable content durastate supports")
         return None
 
@@ -940,6 +982,16 @@ class _Converter:
             return None
         return {"foreach": {"array": array, **refs, "actions": self.actions(el)}}
 
+    def cancel(self, el: _El) -> Any:
+        """``<cancel sendid|sendidexpr>``: a ``cancel`` action, which drops the pending delayed send."""
+        if ("sendid" in el.attrs) == ("sendidexpr" in el.attrs):
+            self.report(el, "<cancel> needs exactly one of sendid and sendidexpr")
+            return None
+        if "sendid" in el.attrs:
+            return {"cancel": escape(el.attrs["sendid"])}
+        value = self.value(el, el.attrs["sendidexpr"], "sendidexpr")
+        return None if value is _NOTHING else {"cancel": value}
+
     def log(self, el: _El) -> Any:
         expr = el.attrs.get("expr")
         label = el.attrs.get("label")
@@ -973,7 +1025,7 @@ class _Converter:
 
     def send(self, el: _El) -> Any:
         attrs = el.attrs
-        for attr in ("eventexpr", "targetexpr", "typeexpr"):
+        for attr in ("eventexpr", "targetexpr", "typeexpr", "delayexpr"):
             if attr in attrs and attr.removesuffix("expr") not in attrs:
                 return self.send_expr(el, attr)
         for key in attrs:
@@ -985,14 +1037,10 @@ class _Converter:
         if not event or descriptor_problem(event) is not None or "*" in event:
             self.report(el, f"<send event={event!r}>: not an event name durastate accepts")
             return None
-        if attrs.get("type", _SCXML_PROCESSOR[0]) not in _SCXML_PROCESSOR:
-            self.report(el, f"<send type={attrs['type']!r}>: only the SCXML event processor is supported")
-            return None
-        if attrs.get("delay") not in (None, "", "0", "0s", "0ms"):
-            self.report(el, f"<send delay={attrs['delay']!r}>: a delayed send maps onto a timer only in the "
-                            "onentry of a top-level state that is entered once and left only for a top-level "
-                            "final state (the delayed event outlives the state otherwise); use the state's "
-                            "`after` timer")
+        delay = attrs.get("delay")
+        seconds = self.delay_of(el)
+        if delay not in (None, "") and seconds is None and _DELAY.match(delay) is None:
+            self.report(el, f"<send delay={delay!r}>: not a delay (a number with 's' or 'ms')")
             return None
         data: dict[str, Any] = {}
         for var in attrs.get("namelist", "").split():
@@ -1019,6 +1067,17 @@ class _Converter:
         body: dict[str, Any] = {"event": event}
         if data:
             body["data"] = data
+        if seconds is not None:
+            # a durable timer of the execution, not of the state: it outlives the state that sent it, as the
+            # delayed event does, and <cancel> (or the session's end) drops it
+            if target is not None:
+                self.report(el, f"<send target={target!r} delay={delay!r}>: a delayed send goes only to the "
+                                "session itself")
+                return None
+            body.update(to="self", delay=int(seconds) if seconds.is_integer() else seconds)
+            if "id" in attrs:
+                body["id"] = escape(attrs["id"])
+            return {"send": body}
         if target == "#_internal":
             return {"raise": body}
         if target is None:
@@ -1032,7 +1091,7 @@ class _Converter:
         return {"send": body}
 
     def send_expr(self, el: _El, attr: str) -> Any:
-        """``<send eventexpr|targetexpr|typeexpr>``: a string constant is that attribute; a datamodel variable
+        """``<send eventexpr|targetexpr|typeexpr|delayexpr>``: a string constant is that attribute; a datamodel variable
         that only ever holds constants (its ``<data>`` and every ``<assign>`` to it) a ``choose`` of one send
         per value, tested when it runs. A value SCXML cannot send with (not a string, a target that is no
         URI), or none of them, raises ``error.execution``, as SCXML does then."""
@@ -1115,60 +1174,6 @@ class _Converter:
             return None
         seconds = float(m.group(1)) / (1000 if m.group(2) == "ms" else 1)
         return seconds if seconds > 0 else None
-
-    def delayed(self, el: _El) -> Any:
-        """A delayed send to the session itself as a timer: ``after: {seconds, actions: [raise]}`` (the timer
-        fires as its own event, and the raise is handled at once: as the delayed external event would be)."""
-        if el.attrs.get("target") is not None or "id" in el.attrs:
-            self.report(el, "a delayed <send> with a target or an id (for <cancel>) is not supported")
-            return None
-        seconds = self.delay_of(el)
-        plain = _El(el.tag, {k: v for k, v in el.attrs.items() if k != "delay"}, el.line, el.path, el.foreign,
-                    el.children, el.text)
-        action = self.send(plain)
-        if action is None or seconds is None:
-            return None
-        if "send" not in action:
-            self.report(el, "a delayed <send eventexpr> that reads a variable is not supported (SCXML reads it "
-                            "when it sends, a timer when it fires)")
-            return None
-        body = action["send"]
-        if _has_reference(body.get("data")):
-            self.report(el, "a delayed <send> with data read from the datamodel or the event is not supported: "
-                            "SCXML reads them when it sends, a timer's actions when it fires (give constants, "
-                            "or keep the values in the context and read them where the event is handled)")
-            return None
-        body.pop("to", None)
-        return {"seconds": int(seconds) if seconds.is_integer() else seconds, "actions": [{"raise": body}]}
-
-    def once_states(self) -> set[int]:
-        """The top-level states whose delayed sends map exactly onto their own timers: entered once (no
-        transition targets them, none from themselves re-enters them) and left only when the execution ends
-        (every other top-level state is final), so a timer of the state lives exactly as long as the
-        session that would deliver the delayed event."""
-        top = [c for c in self.root.children if c.tag in _STATE_TAGS and not c.foreign]
-        candidates = [c for c in top if c.tag in ("state", "parallel")]
-        if len(candidates) != 1 or any(c.tag != "final" for c in top if c is not candidates[0]):
-            return set()
-        state = candidates[0]
-        ident = state.attrs.get("id")
-        inside = self.el_paths.get(id(state), "")
-
-        def walk(el: _El) -> bool:
-            for c in el.children:
-                if c.tag == "transition" and not c.foreign:
-                    targets = c.attrs.get("target", "").split()
-                    if ident is not None and ident in targets:
-                        return False
-                    internal = c.attrs.get("type") == "internal"
-                    if el is state and not internal and any(
-                            self.paths.get(t, "").startswith(inside + ".") for t in targets):
-                        return False
-                if not walk(c):
-                    return False
-            return True
-
-        return {id(state)} if walk(self.root) else set()
 
     # -- expressions ----------------------------------------------------------------------------------------
     def value(self, el: _El, expr: str, attr: str) -> Any:

@@ -34,7 +34,7 @@ from typing import Any
 
 from durastate.engine.tables import descriptor_problem
 from durastate.errors import DefinitionError
-from durastate.importers.result import REGION_LEAF, ImportIssue, ImportResult, checked
+from durastate.importers.result import REGION_LEAF, ImportIssue, ImportResult, checked, escape
 
 __all__ = ["convert"]
 
@@ -43,17 +43,6 @@ _STATE_KEYS = {"id", "type", "initial", "states", "on", "always", "after", "entr
 _TRANSITION_KEYS = {"target", "guard", "actions", "reenter", "description"}
 MAX_NESTING = 100
 """How deeply states may nest (deeper is reported and left out, never a crash)."""
-
-
-def _escape(value: Any) -> Any:
-    """A JSON constant as a durastate value (a string starting with ``$`` is written ``$$...``)."""
-    if isinstance(value, str):
-        return "$" + value if value.startswith("$") else value
-    if isinstance(value, dict):
-        return {k: _escape(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_escape(v) for v in value]
-    return value
 
 
 class _Converter:
@@ -483,14 +472,14 @@ class _Converter:
             event = self.event(item.get("event"), site)
             return None if event is None else {"send": {**event, "to": to}}
         if kind == "log":
-            return {"log": _escape(item.get("message", item.get("label")))}
+            return {"log": escape(item.get("message", item.get("label")))}
         if kind == "assign":
             assignment = item.get("assignment")
             if not isinstance(assignment, dict) or not assignment:
                 self.report(f"{site}.assignment", "assign needs an object of context keys to constant values "
                                                   "(a function assigner is code)")
                 return None
-            return {"assign": {str(k): _escape(v) for k, v in assignment.items()}}
+            return {"assign": {str(k): escape(v) for k, v in assignment.items()}}
         self.report(site, f"the action {item['type']!r} has no durastate equivalent")
         return None
 
@@ -504,7 +493,7 @@ class _Converter:
         if descriptor_problem(name) is not None or "*" in name:
             self.report(f"{site}.event.type", f"{name!r} is not an event name durastate accepts")
             return None
-        data = {k: _escape(v) for k, v in spec.items() if k != "type"}
+        data = {k: escape(v) for k, v in spec.items() if k != "type"}
         return {"event": name, "data": data} if data else {"event": name}
 
 

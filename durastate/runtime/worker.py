@@ -158,6 +158,8 @@ def detached_copy(exe: Execution) -> Execution:
     fields["children"] = {cid: _model_copy(ref) for cid, ref in exe.children.items()} if exe.children else {}
     if exe.held:
         fields["held"] = list(exe.held)
+    if exe.sends:
+        fields["sends"] = dict(exe.sends)  # the pending events themselves are never changed in place
     if exe.maps:
         fields["maps"] = {path: _model_copy(m, _json_copy(m.__dict__)) for path, m in exe.maps.items()}
     if exe.trace_links:

@@ -95,18 +95,57 @@ def test_own_completion_is_on_done() -> None:
     assert run_to_end(doc, ("finish",), max_seconds=0).outcome == "done"
 
 
-def test_a_delayed_send_is_a_timer_only_where_that_is_exact() -> None:
-    exact = _doc("""
-      <state id="s"><onentry><send event="timeout" delay="1500ms"/></onentry>
-        <transition event="timeout" target="late"/></state>
-      <final id="late"/>""")
-    assert exact["states"]["s"]["after"] == [{"seconds": 1.5, "actions": [{"raise": {"event": "timeout"}}]}]
-    assert run_to_end(exact, max_seconds=3).outcome == "late"
-    # a second non-final top-level state: the delayed event would outlive `s`, so a timer of `s` is not it
-    result = scxml.convert(f"""<scxml {NS}>
-      <state id="s"><onentry><send event="timeout" delay="1s"/></onentry><transition event="go" target="t"/></state>
-      <state id="t"><transition event="timeout" target="late"/></state><final id="late"/></scxml>""")
-    assert [i.message.split(":")[0] for i in result.issues] == ["<send delay='1s'>"]
+def test_a_delayed_send_is_a_durable_send_that_outlives_its_state_and_cancel_drops_it() -> None:
+    """SCXML delivers a delayed event whatever state the session is in by then, with the data evaluated
+    when it was sent; ``<cancel sendid>`` drops it while it is pending."""
+    doc = _doc("""
+      <datamodel><data id="n" expr="1"/><data id="which" expr="'b'"/></datamodel>
+      <state id="s">
+        <onentry>
+          <send event="late" delay="1500ms"><param name="p" expr="n"/></send>
+          <send id="a" event="cancelled" delay="1s"/>
+          <send id="b" event="kept" delay="2s"/>
+          <assign location="n" expr="2"/>
+          <cancel sendid="a"/>
+        </onentry>
+        <transition target="t"/>
+      </state>
+      <state id="t">
+        <transition event="late" cond="_event.data.p == 1" target="u"/>
+        <transition event="*" target="fail"/>
+      </state>
+      <state id="u"><transition event="kept" target="pass"/><transition event="*" target="fail"/></state>
+      <final id="pass"/><final id="fail"/>""")
+    assert doc["states"]["s"]["entry"][:2] == [
+        {"send": {"event": "late", "data": {"p": "$context.n"}, "to": "self", "delay": 1.5}},
+        {"send": {"event": "cancelled", "to": "self", "delay": 1, "id": "a"}}]
+    assert doc["states"]["s"]["entry"][4] == {"cancel": "a"}
+    assert run_to_end(doc, max_seconds=3).outcome == "pass"
+    # <cancel sendidexpr> reads the id when it runs
+    by_expr = _doc("""<datamodel><data id="which" expr="'b'"/></datamodel>
+      <state id="s"><onentry><send id="b" event="boom" delay="1s"/><cancel sendidexpr="which"/></onentry>
+        <transition event="boom" target="fail"/><transition event="go" target="pass"/></state>
+      <final id="pass"/><final id="fail"/>""")
+    assert by_expr["states"]["s"]["entry"][1] == {"cancel": "$context.which"}
+    assert run_to_end(by_expr, ("go",), max_seconds=3).outcome == "pass"
+
+
+def test_a_delayexpr_of_a_variable_that_only_holds_constants_is_a_choose_of_delayed_sends() -> None:
+    doc = _doc("""<datamodel><data id="d" expr="'0s'"/></datamodel>
+      <state id="s"><onentry><assign location="d" expr="'2s'"/><send delayexpr="d" event="late"/>
+        <send delay="1s" event="early"/></onentry>
+        <transition event="early" target="t"/><transition event="*" target="fail"/></state>
+      <state id="t"><transition event="late" target="pass"/><transition event="*" target="fail"/></state>
+      <final id="pass"/><final id="fail"/>""")
+    assert doc["states"]["s"]["entry"][1]["choose"][1] == {
+        "guard": {"eq": ["$context.d", "2s"]}, "actions": [{"send": {"event": "late", "to": "self", "delay": 2}}]}
+    assert run_to_end(doc, max_seconds=3).outcome == "pass"  # the delay read when it is sent: 2s, not 0s
+
+
+def test_a_delayed_send_elsewhere_than_to_the_session_itself_is_reported() -> None:
+    result = scxml.convert(f"""<scxml {NS}><state id="s"><onentry>
+      <send event="x" target="#_parent" delay="1s"/></onentry></state></scxml>""")
+    assert [i.message.split(":")[0] for i in result.issues] == ["<send target='#_parent' delay='1s'>"]
 
 
 def test_ids_durastate_cannot_hold_are_renamed_and_reported() -> None:
@@ -281,28 +320,6 @@ def test_name_is_the_documents_name_and_assigning_it_is_an_error_execution() -> 
     unnamed = scxml.convert(f"<scxml {NS}><datamodel><data id='me' expr='_name'/></datamodel><state id='s'/></scxml>")
     assert [i.message for i in unnamed.issues] == [
         "expr='_name': the system variable _name has no durastate equivalent"]
-
-
-def test_a_delayed_send_whose_data_would_be_read_when_it_fires_is_reported() -> None:
-    """SCXML evaluates a <send>'s <param>s and namelist when it sends; a timer's actions read the context
-    when it fires. A delayed send with data from the datamodel would carry the later values: reported."""
-    result = scxml.convert(f"""<scxml {NS}>
-      <datamodel><data id="n" expr="1"/></datamodel>
-      <state id="s"><onentry>
-          <send event="later" delay="1s"><param name="p" expr="n"/></send>
-          <assign location="n" expr="2"/>
-        </onentry>
-        <transition event="later" cond="_event.data.p == 1" target="pass"/>
-        <transition event="later" target="fail"/>
-      </state>
-      <final id="pass"/><final id="fail"/></scxml>""")
-    assert [(i.location, i.message.split(":")[0]) for i in result.issues] == [
-        ("scxml/state[@id='s']/onentry[1]/send[1]",
-         "a delayed <send> with data read from the datamodel or the event is not supported")]
-    constant = _doc("""<state id="s"><onentry><send event="later" delay="1s"><param name="p" expr="1"/></send>
-        </onentry><transition event="later" cond="_event.data.p == 1" target="pass"/></state>
-      <final id="pass"/>""")
-    assert run_to_end(constant, max_seconds=2).outcome == "pass"
 
 
 def test_content_scxml_fails_on_raises_error_execution_and_skips_the_rest_of_its_block() -> None:
@@ -492,3 +509,64 @@ def test_targetexpr_and_typeexpr_of_a_variable_of_constants_send_or_raise_error_
     assert second["choose"][1]["actions"][0]["choose"][0] == {  # both variables: a choice inside a choice
         "guard": {"eq": ["$context.kind", "scxml"]}, "actions": [{"raise": {"event": "good"}}]}
     assert run_to_end(doc, max_seconds=0).outcome == "done"
+
+
+def test_an_eventless_cond_that_is_no_expression_raises_error_execution_where_it_is_evaluated_once() -> None:
+    """SCXML takes such a cond as false and raises error.execution each time it evaluates it: once per entry
+    of an atomic state left at once by a later eventless transition without a cond."""
+    doc = _doc("""<state id="s0"><onentry><raise event="first"/></onentry>
+        <transition cond="return" target="fail"/><transition target="s1"/></state>
+      <state id="s1"><onentry><raise event="foo"/></onentry>
+        <transition event="first" target="s2"/><transition event="*" target="fail"/></state>
+      <state id="s2"><transition event="error.execution" target="pass"/><transition event="*" target="fail"/></state>
+      <final id="pass"/><final id="fail"/>""")
+    assert doc["states"]["s0"]["entry"][1]["raise"]["event"] == "error.execution"
+    assert doc["states"]["s0"]["always"] == [{"target": "s1"}]
+    assert run_to_end(doc, max_seconds=0).outcome == "pass"  # first, then error.execution, then foo
+    # evaluated again on every event while the state stays: reported
+    result = scxml.convert(f"""<scxml {NS}><state id="s0"><transition cond="return" target="fail"/>
+      <transition event="go" target="pass"/></state><final id="pass"/><final id="fail"/></scxml>""")
+    assert [i.message for i in result.issues] == [
+        "cond='return': 'return' is a reserved word: this is no ECMAScript expression"]
+
+
+def test_a_dot_star_descriptor_is_the_wildcard() -> None:
+    doc = _doc("""<state id="s"><onentry><raise event="x.y"/></onentry><transition event=".*" target="pass"/></state>
+      <final id="pass"/>""")
+    assert doc["states"]["s"]["on"] == {"*": [{"target": "pass"}]}
+    assert run_to_end(doc, max_seconds=0).outcome == "pass"
+
+
+def test_a_send_of_a_type_durastate_has_no_processor_for_raises_error_execution() -> None:
+    """SCXML raises error.execution for a <send type> its processor does not support; durastate has only the
+    SCXML event processor, so that is what a send of any other type does."""
+    doc = _doc("""<state id="s"><onentry><send type="http://www.w3.org/TR/scxml/#BasicHTTPEventProcessor"
+        event="e"/><send event="later"/></onentry>
+        <transition event="error.execution" target="pass"/><transition event="*" target="fail"/></state>
+      <final id="pass"/><final id="fail"/>""")
+    assert doc["states"]["s"]["entry"][0]["raise"]["event"] == "error.execution"
+    assert run_to_end(doc, max_seconds=0).outcome == "pass"
+
+
+def test_an_initial_element_with_several_targets_in_regions_of_one_child_sets_the_initials_on_the_way() -> None:
+    doc = _doc("""<state id="top"><initial><transition target="a2 b2"/></initial>
+        <parallel id="p">
+          <state id="a"><state id="a1"/><state id="a2"><onentry><raise event="in_a2"/></onentry></state></state>
+          <state id="b"><state id="b1"/><state id="b2"><transition event="in_a2" target="pass"/></state></state>
+        </parallel></state>
+      <final id="pass"/>""")
+    region = doc["states"]["top"]["states"]["p"]["states"]
+    assert (doc["states"]["top"]["initial"], region["a"]["initial"], region["b"]["initial"]) == ("p", "a2", "b2")
+    assert run_to_end(doc, max_seconds=0).outcome == "pass"
+
+
+def test_a_foreach_over_a_value_that_is_never_an_array_raises_error_execution() -> None:
+    doc = _doc("""<datamodel><data id="n" expr="0"/><data id="seven" expr="7"/><data id="item"/></datamodel>
+      <state id="s"><onentry><foreach array="seven" item="item"><assign location="n" expr="n + 1"/></foreach>
+        <raise event="after"/></onentry>
+        <transition event="error.execution" cond="n == 0" target="pass"/><transition event="*" target="fail"/>
+      </state><final id="pass"/><final id="fail"/>""")
+    assert doc["states"]["s"]["entry"] == [{"raise": {"event": "error.execution", "data": {
+        "error": "<foreach array='seven'>: not an array"}}}]
+    assert run_to_end(doc, max_seconds=0).outcome == "pass"
+

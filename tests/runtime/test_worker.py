@@ -241,12 +241,13 @@ def test_copy_on_load_is_automatic_for_live_stores_only(
 
 def test_detached_copy_is_deep_and_equal() -> None:
     exe = Execution(id="a", definition_id="d", context={"l": [{"x": 1}]}, history={"s": "s.a"},
-                    timers={"s": 1.0})
+                    timers={"s": 1.0}, sends={"~send:l": Event(id="e", name="later")})
     cp = detached_copy(exe)
     assert cp == exe and cp is not exe
     cp.context["l"][0]["x"] = 2
     cp.timers["t"] = 2.0
-    assert exe.context == {"l": [{"x": 1}]} and exe.timers == {"s": 1.0}
+    cp.sends.clear()
+    assert exe.context == {"l": [{"x": 1}]} and exe.timers == {"s": 1.0} and list(exe.sends) == ["~send:l"]
 
 
 def test_a_definition_missing_from_the_registry_for_an_existing_execution_is_typed(
