@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 
@@ -74,3 +75,54 @@ def test_where_and_history_through_the_command(server_store: str, cli: Cli,
     assert steps[1]["data"] == {"price": 100}
     assert_one_line_error(cli("history", "nope"), "nope")
     assert [s["event"] for s in json.loads(ok(cli("trace", "s1", "--json")).stdout)] == ["durastate.start", "add"]
+
+
+BOOM = """\
+id: boom
+initial: idle
+context: {n: 0}
+states:
+  idle:
+    on:
+      inc: {actions: [{assign: {n: {add: ["$context.n", 1]}}}]}
+      boom: {actions: [{assign: {n: {div: ["$context.n", 0]}}}]}
+"""
+
+
+def test_trace_on_aws_says_only_failed_steps_are_recorded(cli: Cli, monkeypatch: pytest.MonkeyPatch,
+                                                          tmp_path: Path) -> None:
+    """On AWS the trace is off unless DURASTATE_TRACE=1 (LocalRuntime(trace=False) is that deployment): an
+    execution that never failed has no step, one that failed has only its failed step, and `trace` says why
+    the other steps are missing in both cases, on the command a user runs."""
+    pytest.importorskip("boto3")
+    from durastate.engine import DefinitionRegistry
+    from durastate.engine.model import Event
+    from durastate.runtime import LocalRuntime, ManualClock
+    from durastate.runtime.definitions import load_file
+    from durastate.store import open_store
+    from tests._aws import shared_moto_server, unique_prefix
+
+    for name in ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_DYNAMODB", "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    url = f"dynamodb://{unique_prefix('cli')}?endpoint_url={shared_moto_server().url}&region=us-east-1"
+    (tmp_path / "boom.yaml").write_text(BOOM)
+    store = open_store(url)
+    rt = LocalRuntime(store, DefinitionRegistry([load_file(tmp_path / "boom.yaml")]), clock=ManualClock(1_000.0),
+                      trace=False)
+    for eid in ("fine", "broke"):
+        rt.start("boom", execution_id=eid)
+        rt.send(eid, Event(id=f"{eid}-inc", name="inc"))
+    rt.send("broke", Event(id="broke-boom", name="boom"))
+    rt.run_until_idle()
+    store.close()
+    monkeypatch.setenv("DURASTATE_STORE", url)
+
+    empty = ok(cli("trace", "fine"))
+    assert "only the steps that fail are recorded" in empty.stdout + empty.stderr
+    failed = ok(cli("trace", "broke"))
+    assert "boom" in failed.stdout and "ZeroDivisionError" in failed.stdout
+    said = failed.stdout + failed.stderr
+    assert "only the steps that fail are recorded" in said and "DURASTATE_TRACE=1" in said
+    assert [s["event"] for s in json.loads(ok(cli("trace", "broke", "--json")).stdout)] == ["boom"]  # JSON as is
