@@ -98,8 +98,10 @@ def open_inbox(scheme: str, url: str, store: ExecutionStore, retries: int) -> Qu
         # On the store itself: one connection for both, so a commit and a claim never contend in-process.
         return SqliteTransport(store if isinstance(store, SqliteStore) else sqlite_path(url))
     if scheme == "postgresql":
+        from durastate.store.urls import split_history
         from durastate.transport.postgres import PostgresTransport
 
-        return PostgresTransport.from_dsn(with_connect_timeout(url), connect_attempts=retries,
+        # ``?history=1`` configures the store, not the connection: libpq refuses a parameter it does not know.
+        return PostgresTransport.from_dsn(with_connect_timeout(split_history(url)[0]), connect_attempts=retries,
                                           connect_interval=0.5)
     return None

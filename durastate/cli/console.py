@@ -136,8 +136,9 @@ def _check_postgres(url: str, retries: int) -> None:
     import psycopg
 
     from durastate.cli.backends import with_connect_timeout
+    from durastate.store.urls import split_history
 
-    parts = urlsplit(url)
+    parts = urlsplit(split_history(url)[0])  # ``?history=1`` is the store's option, not libpq's
     query = parse_qs(parts.query, keep_blank_values=True)
     schema = unquote(query.pop("schema", ["public"])[-1]) or "public"
     rest = "&".join(f"{k}={v}" for k, values in query.items() for v in values)

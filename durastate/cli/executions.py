@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import shlex
 import time
+from collections.abc import Sequence
 from typing import Annotated, Any
 
 import typer
@@ -30,7 +31,7 @@ from durastate.cli.timeline import TraceView
 from durastate.engine.control import redrivable
 from durastate.engine.ids import MAX_ID_LENGTH, start_event_id
 from durastate.engine.introspect import unhandled_event
-from durastate.engine.model import CANCEL, ENDED, RESERVED_PREFIX, START, STATUSES, Event, new_id
+from durastate.engine.model import CANCEL, ENDED, RESERVED_PREFIX, START, STATUSES, Event, Execution, new_id
 from durastate.engine.run_timeout import check_start_timeout
 from durastate.engine.search import Condition, typed_where
 from durastate.engine.values import check_event_id, check_execution_id
@@ -300,10 +301,11 @@ def trace(
         steps = steps[-last:]
     view = TraceView(show_ids=ids)
     if not follow:
+        said = trace_note(sess.store, exe, steps)
         if as_json:
             output.print_json(steps)
-        elif not steps:
-            output.note(no_trace_note(sess.store, execution_id))
+        elif said:
+            output.note(said)
         for step in [] if as_json else steps:
             for line in view.render(step):
                 output.say(line)
@@ -311,13 +313,32 @@ def trace(
     follow_trace(sess.store, execution_id, steps, view, as_json, interval, until_ended)
 
 
+_AWS_TRACE = ("on AWS only the steps that fail are recorded unless the deployment traces every step "
+              "(DURASTATE_TRACE=1: cdk deploy -c durastate:trace=true)")
+
+
+def _on_aws(store: ExecutionStore) -> bool:
+    return type(store).__module__.startswith("durastate.store.dynamodb.")  # (no import: boto3 is an extra)
+
+
 def no_trace_note(store: ExecutionStore, execution_id: str) -> str:
     """What an empty trace means: on AWS (a DynamoDB store) the deployment may record only failed steps."""
-    if type(store).__module__.startswith("durastate.store.dynamodb."):  # (no import: boto3 is an extra)
-        return (f"no trace step recorded for {execution_id}: on AWS only the steps that fail are recorded unless "
-                "the deployment traces every step (DURASTATE_TRACE=1: cdk deploy -c durastate:trace=true), and "
-                "none of its steps failed")
+    if _on_aws(store):
+        return f"no trace step recorded for {execution_id}: {_AWS_TRACE}, and none of its steps failed"
     return f"no trace recorded for {execution_id}"
+
+
+def trace_note(store: ExecutionStore, exe: Execution, steps: Sequence[dict[str, Any]]) -> str | None:
+    """What the recorded ``steps`` of ``exe`` leave out, said before they are printed (``None``: nothing).
+
+    On AWS a deployment that does not trace every step still records the ones that fail, so a trace of
+    failures only, of an execution that committed more steps than that, is most likely such a deployment's:
+    shown bare, it would read as all the execution ever did."""
+    if not steps:
+        return no_trace_note(store, exe.id)
+    if _on_aws(store) and exe.version > len(steps) and all("error" in s for s in steps):
+        return f"only the failed steps of {exe.id} are recorded: {_AWS_TRACE}"
+    return None
 
 
 def history(
@@ -331,7 +352,8 @@ def history(
     """Print every recorded step of execution ID, oldest first — its whole history when the store keeps
     histories (a store URL with ?history=1), not only the trace's newest steps."""
     sess = session(ctx, store)
-    if sess.store.load(execution_id) is None:
+    exe = sess.store.load(execution_id)
+    if exe is None:
         raise UnknownExecution(execution_id)
     steps = sess.store.read_history(execution_id)
     if not keeps_history(sess.store):
@@ -345,8 +367,9 @@ def history(
             output.console.file.write(json.dumps(step, default=str) + "\n")
         output.console.file.flush()
         return
-    if not steps:
-        output.note(no_trace_note(sess.store, execution_id))
+    said = trace_note(sess.store, exe, steps)
+    if said:
+        output.note(said)
     view = TraceView(show_ids=ids)
     for step in steps:
         for line in view.render(step):

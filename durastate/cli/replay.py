@@ -27,7 +27,11 @@ __all__ = ["read_history_file", "replay_files", "replay_store", "report_replays"
 
 
 def read_history_file(path: Path) -> list[dict[str, Any]]:
-    """The steps of a ``history --json`` file (JSON Lines, or one JSON array), oldest first."""
+    """The steps of a ``history --json`` file (JSON Lines, or one JSON array), oldest first.
+
+    Each step is checked for what the replay reads (an event or a control record, its time a number, its
+    index a whole number), so a file cut or edited by hand is refused with the line at fault rather than
+    replayed as "no difference" (an empty file would pass the deploy gate) or failing half-way."""
     try:
         text = path.read_text()
     except OSError as exc:
@@ -35,14 +39,37 @@ def read_history_file(path: Path) -> list[dict[str, Any]]:
     stripped = text.strip()
     try:
         if stripped.startswith("["):
-            steps = json.loads(stripped)
+            numbered = list(enumerate(json.loads(stripped), 1))
+            unit = "item"
         else:
-            steps = [json.loads(line) for line in stripped.splitlines() if line.strip()]
+            numbered = [(n, json.loads(line)) for n, line in enumerate(text.splitlines(), 1) if line.strip()]
+            unit = "line"
     except ValueError as exc:
         raise UsageError(f"--replay {path}: not the JSON lines of `durastate history ID --json` ({exc})") from None
-    if not isinstance(steps, list) or not all(isinstance(s, dict) for s in steps):
+    if not isinstance(numbered, list) or not all(isinstance(s, dict) for _, s in numbered):
         raise UsageError(f"--replay {path}: expected one JSON object (a step) a line")
-    return steps
+    if not numbered:
+        raise UsageError(f"--replay {path}: has no step; write it with `durastate history ID --json`")
+    for n, step in numbered:
+        why = _not_a_step(step)
+        if why:
+            raise UsageError(f"--replay {path}: {unit} {n}{why}; write the file with `durastate history ID --json`")
+    return [step for _, step in numbered]
+
+
+def _not_a_step(step: dict[str, Any]) -> str:
+    """Why ``step`` is not a recorded step the replay can read ("" when it is), said after its line number."""
+    if not isinstance(step.get("event"), str) and not isinstance(step.get("control"), str):
+        return " is not a step (no event or control)"
+    if "at" in step and (isinstance(step["at"], bool) or not isinstance(step["at"], int | float)):
+        return ": at is not a number"
+    if "index" in step and (isinstance(step["index"], bool) or not isinstance(step["index"], int)):
+        return ": index is not a whole number"
+    inner = step.get("steps")
+    if inner is not None and (not isinstance(inner, list) or any(
+            not isinstance(s, dict) or _not_a_step(s) for s in inner)):
+        return ": steps is not a list of steps"
+    return ""
 
 
 def _definition_for(path: Path, steps: Sequence[dict[str, Any]], definitions: Sequence[Definition]) -> Definition:

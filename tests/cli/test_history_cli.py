@@ -127,6 +127,25 @@ def test_replay_of_a_file_that_is_not_a_history(kept: Env, cli: Cli, tmp_path: P
                           "not the JSON lines")
 
 
+@pytest.mark.parametrize("content, says", [
+    ("", "has no step"),
+    ("{}\n", "line 1 is not a step (no event or control)"),
+    ('{"index": 0, "event": "durastate.start", "at": "noon"}\n', "line 1: at is not a number"),
+    ('{"index": 0, "event": 5, "at": 1}\n', "line 1 is not a step (no event or control)"),
+    ('{"index": 0, "event": "durastate.start", "at": 1}\n{"index": "one", "event": "inc", "at": 2}\n',
+     "line 2: index is not a whole number"),
+    ('{"index": 0, "event": "durastate.start", "at": 1, "steps": [3]}\n', "line 1: steps is not a list of steps"),
+])
+def test_replay_of_a_malformed_history_is_one_line_and_exit_1(kept: Env, cli: Cli, tmp_path: Path, content: str,
+                                                              says: str) -> None:
+    """A history file a user edited or cut by hand: refused with the line at fault, never passed as "0 steps
+    replayed, no difference" (the deploy gate would let anything through) nor an unexpected error."""
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(content)
+    assert_one_line_error(cli("validate", str(kept.definitions / "tally.yaml"), "--replay", str(bad)),
+                          f"--replay {bad}", says)
+
+
 def test_an_empty_trace_on_dynamodb_says_only_failed_steps_are_recorded(tmp_path: Path) -> None:
     """On AWS the trace is off unless DURASTATE_TRACE=1: only failed steps are recorded, and `trace` says so."""
     from durastate.cli.executions import no_trace_note

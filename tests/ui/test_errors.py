@@ -120,6 +120,16 @@ def test_postgres_store_pages_and_a_store_that_goes_away(pg_url: str, serve_cons
     expect(page.locator("#error-message")).to_contain_text("did not answer")
 
 
+def test_a_postgres_store_url_keeping_histories_is_served(pg_url: str, serve_console: Callable[..., Served],
+                                                          page: Any) -> None:
+    """``?history=1`` is the store's option (docs/cli.md): the console's check of the schema must not hand it
+    to libpq, which refuses a parameter it does not know."""
+    fill(pg_url, [("pg1", "durastate.start", {"definition_id": "order", "context": {}})])
+    served = serve_console(f"{pg_url}&history=1")
+    page.goto(served.url + "/")
+    expect(page.locator('#executions tr[data-id="pg1"]')).to_be_visible()
+
+
 def test_without_the_ui_extra_it_says_which_to_install(tmp_path: Path, sqlite_url: str) -> None:
     fill(sqlite_url, [("o1", "durastate.start", {"definition_id": "order", "context": {}})])
     blocker = tmp_path / "block" / "starlette"
