@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import tempfile
 import time
@@ -66,7 +67,7 @@ def open_store(kind: str) -> Iterator[Any]:
         from bench.stores import PG_DSN
         from durastate.store.postgres.sync import PostgresStore
 
-        schema = "durastate_bench_context"
+        schema = f"durastate_bench_context_{os.getpid()}"  # runs side by side do not share it
         with psycopg.connect(PG_DSN, autocommit=True) as c:
             c.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
         store = PostgresStore.from_dsn(PG_DSN, schema=schema)
