@@ -431,11 +431,12 @@ def _setter(key: str) -> Callable[[dict[str, Any], Any], None]:
     head, last = parts[:-1], parts[-1]
 
     def set_nested(ctx: dict[str, Any], value: Any) -> None:
+        # Copy-on-write: each dict on the path is replaced by a copy, never changed in place, so a context
+        # copied at its top level before a step still holds what it held (the worker's trace and copies).
         obj = ctx
         for p in head:
             nxt = obj.get(p)
-            if not isinstance(nxt, dict):
-                nxt = obj[p] = {}
+            nxt = obj[p] = dict(nxt) if isinstance(nxt, dict) else {}
             obj = nxt
         obj[last] = value
 

@@ -112,14 +112,14 @@ class ResetRequest:
 
 def merge_patch(target: dict[str, Any], patch: Mapping[str, Any]) -> None:
     """Apply the JSON merge patch ``patch`` to ``target`` in place (RFC 7386: ``null`` removes a key, an
-    object merges into an object, anything else replaces)."""
+    object merges into an object, anything else replaces). Only ``target`` itself changes in place: a nested
+    object is merged into a copy that replaces it (copy-on-write, as ``assign`` does)."""
     for key, value in patch.items():
         if value is None:
             target.pop(key, None)
         elif isinstance(value, dict):
             inner = target.get(key)
-            if not isinstance(inner, dict):
-                inner = target[key] = {}
+            inner = target[key] = dict(inner) if isinstance(inner, dict) else {}
             merge_patch(inner, value)
         else:
             target[key] = value

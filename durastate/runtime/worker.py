@@ -138,8 +138,11 @@ def returns_live_objects(store: object) -> bool:
     return isinstance(store, DictCore)
 
 
-def detached_copy(exe: Execution) -> Execution:
-    """An independent deep copy of ``exe``.
+def detached_copy(exe: Execution, *, shared_values: bool = False) -> Execution:
+    """An independent deep copy of ``exe``; ``shared_values``: the context is copied at its top level only,
+    its values shared — for an execution whose definition runs no Python callable (``Tables.runs_user_code``
+    false): its step replaces context values and never changes one in place (``assign`` and reset's patch
+    copy what they write into: copy-on-write), so a shared value stays what it was.
 
     Stepping a copy keeps a step that fails to commit from leaving half-applied state in a live store,
     and gives the store's compare-and-swap a *different* object at the loaded version, which is what lets
@@ -152,7 +155,7 @@ def detached_copy(exe: Execution) -> Execution:
     an event and a tenth of one.
     """
     fields = dict(exe.__dict__)
-    fields["context"] = _json_copy(exe.context)
+    fields["context"] = dict(exe.context) if shared_values else _json_copy(exe.context)
     fields["history"] = dict(exe.history)
     fields["timers"] = dict(exe.timers)
     fields["children"] = {cid: _model_copy(ref) for cid, ref in exe.children.items()} if exe.children else {}
@@ -209,15 +212,31 @@ _ENTRY = 64
 """What :func:`kept_size` counts per item of a dict or list (the item's slot and a small value)."""
 
 
-def kept_size(exe: Execution) -> int:
+def kept_size(exe: Execution, sizes: dict[str, tuple[Any, int]] | None = None) -> int:
     """An estimate of the memory ``exe`` takes, for the kept-copies budget — cheap, never a serialisation:
     :data:`KEPT_OVERHEAD`, plus for its context, children, timers, history, maps and held events the
     length of each string and :data:`_ENTRY` per item, counted down to the second level of nesting (deeper
     containers count by their length alone). An estimate: a context holding large values nested deeper
-    is under-counted."""
+    is under-counted.
+
+    ``sizes``: the sizes of the context's values at the last count, ``{key: (value, size)}``, updated here; a
+    container value that is the very object counted then is not counted again. Only for an execution whose
+    step never changes a value in place (see :func:`detached_copy`): then an event costs what it changes,
+    not what the context holds."""
     size = KEPT_OVERHEAD + _ENTRY * (len(exe.children) + len(exe.timers) + len(exe.history) + len(exe.maps)
                                      + 4 * len(exe.held))
-    return size + _value_size(exe.context, 2)
+    if sizes is None:
+        return size + _value_size(exe.context, 2)
+    counted = dict(sizes)
+    sizes.clear()
+    total = _ENTRY
+    for key, value in exe.context.items():
+        last = counted.get(key)
+        n = last[1] if last is not None and last[0] is value else _value_size(value, 1)
+        if type(value) in _CONTAINERS:
+            sizes[key] = (value, n)
+        total += len(key) + n
+    return size + total
 
 
 def _value_size(value: Any, depth: int) -> int:
@@ -275,6 +294,10 @@ class Worker:
         none kept)."""
         self._kept_bytes = 0
         self._sizes: dict[str, int] = {}
+        self._value_sizes: dict[str, dict[str, tuple[Any, int]]] = {}
+        """The kept executions' context value sizes (:func:`kept_size`), for those that change none in place."""
+        self._taken: tuple[str, dict[str, tuple[Any, int]]] | None = None
+        """The value sizes of the kept copy :meth:`_take` took last, for :meth:`_keep` to count it again."""
         self.exclusive = exclusive
         """Trust kept copies without the version read before stepping (see the module docstring)."""
         self._kept: OrderedDict[str, Execution] = OrderedDict()
@@ -385,7 +408,7 @@ class Worker:
             if event.name in _CHECKED or is_derived_event_id(event.id):
                 event = self._derived(exe, event, now)
             if self.copy_on_load and not blind:  # a kept copy is the worker's own already
-                before, exe = exe, detached_copy(exe)
+                before, exe = exe, detached_copy(exe, shared_values=not self._runs_user_code(exe))
             if exe.secret is None and _may_give_secret(exe):
                 give_secret(exe)  # before any step (a resume's held events too): see durastate.runtime.keys
             if event.name == FINISHED and exe.children:
@@ -694,22 +717,32 @@ class Worker:
         One larger than the whole budget is not kept (rather than dropping every other to make room)."""
         kept, sizes = self._kept, self._sizes
         self._take(exe.id)
-        size = kept_size(exe)
+        taken, self._taken = self._taken, None
+        value_sizes: dict[str, tuple[Any, int]] | None = None
+        if not self._runs_user_code(exe):  # its values never change in place: count only new ones
+            value_sizes = taken[1] if taken is not None and taken[0] == exe.id else {}
+        size = kept_size(exe, value_sizes)
         if size > self.keep_bytes:
             return
         kept[exe.id] = exe
         sizes[exe.id] = size
+        if value_sizes is not None:
+            self._value_sizes[exe.id] = value_sizes
         self._kept_bytes += size
         cap = self.keep_committed
         while kept and (self._kept_bytes > self.keep_bytes or (cap is not None and len(kept) > cap)):
             old_id, _ = kept.popitem(last=False)
             self._kept_bytes -= sizes.pop(old_id)
+            self._value_sizes.pop(old_id, None)
 
     def _take(self, execution_id: str) -> Execution | None:
         """Remove and return the kept copy of ``execution_id``, if any."""
         exe = self._kept.pop(execution_id, None)
         if exe is not None:
             self._kept_bytes -= self._sizes.pop(execution_id)
+            value_sizes = self._value_sizes.pop(execution_id, None)
+            if value_sizes is not None:
+                self._taken = (execution_id, value_sizes)
         return exe
 
     @property
@@ -721,6 +754,8 @@ class Worker:
         """Drop every kept execution (the caller rolled back commits this worker made)."""
         self._kept.clear()
         self._sizes.clear()
+        self._value_sizes.clear()
+        self._taken = None
         self._kept_bytes = 0
 
     def committed(self, execution_id: str) -> Execution | None:
@@ -960,8 +995,12 @@ class _Batch:
             return self._fire_retry(worker, defn, exe, event, now)
         was_running = exe.status == "running" and exe.active_path is not None
         traced = worker.trace
-        # The context before the step, for the trace's changed keys (copied only if none is at hand).
-        context_before = (before.context if before is not None else _json_copy(exe.context)) if traced else None
+        # The context before the step, for the trace's changed keys (copied only if none is at hand; at its
+        # top level only when the step changes no value in place: see detached_copy).
+        context_before = None
+        if traced:
+            context_before = (before.context if before is not None
+                              else dict(exe.context) if not defn.tables.runs_user_code else _json_copy(exe.context))
         res = step(defn, exe, event, now, detail=traced, emitted=len(self.emits))
         if res.retry is not None:
             if before is None:

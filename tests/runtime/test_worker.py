@@ -561,3 +561,71 @@ def test_a_larger_execution_counts_for_more_of_the_budget(
     w.handle("small", ev("inc", "s1"))
     w.handle("big", ev("inc", "b1"))  # larger than the whole budget: not kept, and the others stay
     assert w.committed("big") is None and w.committed("small") is not None
+
+
+# -- an event costs what it changes: context values shared between copies, changed by copy-on-write ----------
+ALIASING = {
+    "id": "aliasing", "initial": "a",
+    "context": {"customer": {"name": "Ada", "city": "Paris"}, "lines": {f"l{i}": {"qty": i} for i in range(50)}},
+    "states": {"a": {"on": {
+        "save": {"actions": [{"assign": {"saved": "$context.customer"}}]},
+        "rename": {"actions": [{"assign": {"customer.name": "Grace"}}]},
+        "wait": "b",
+    }}, "b": {}},
+}
+
+
+def test_a_nested_assign_changes_only_its_key_on_every_store(
+        every_store: ExecutionStore, clock: ManualClock) -> None:
+    """A value copied from another key is a value, not a second name for the same object: the nested assign
+    changes only ``customer``, whether the worker stepped a copy it kept or one it loaded (it was written
+    into ``saved`` as well when the kept copy shared the object), and the trace says exactly that."""
+    registry = DefinitionRegistry()
+    registry.register(ALIASING)
+    for eid in ("kept", "loaded"):
+        w = Worker(every_store, registry, clock)
+        w.handle(eid, start_event(eid, "aliasing"))
+        w.handle(eid, ev("save", f"{eid}:1"))
+        stepper = w if eid == "kept" else Worker(every_store, registry, clock)
+        assert stepper.handle(eid, ev("rename", f"{eid}:2")) == "applied"
+        exe = every_store.load(eid)
+        assert exe is not None
+        assert exe.context["customer"] == {"name": "Grace", "city": "Paris"}, eid
+        assert exe.context["saved"] == {"name": "Ada", "city": "Paris"}, eid
+        assert exe.context["lines"] == ALIASING["context"]["lines"]  # type: ignore[index]
+        step = every_store.read_trace(eid)[-1]
+        assert step["event"] == "rename"
+        assert step["context"] == {"customer": [{"name": "Ada", "city": "Paris"}, {"name": "Grace", "city": "Paris"}]}
+
+
+def test_a_failed_commit_after_a_nested_assign_leaves_the_live_object_untouched() -> None:
+    registry = DefinitionRegistry()
+    registry.register(ALIASING)
+    store = HookedStore(DictStore())
+    w = Worker(store, registry)  # type: ignore[arg-type]
+    w.handle("c1", start_event("c1", "aliasing"))
+    w.handle("c1", ev("save"))
+    live = store.load("c1")
+    assert live is not None
+    before = copy.deepcopy(live.model_dump())
+
+    def too_large(_exe: Execution) -> None:
+        raise ExecutionTooLarge("execution item", 500_000, 400_000)
+
+    store.before_commit = too_large
+    with pytest.raises(ExecutionTooLarge):
+        w.handle("c1", ev("rename"))
+    assert live.model_dump() == before and store.load("c1") is live
+
+
+def test_kept_size_counts_again_only_the_values_that_changed() -> None:
+    exe = Execution(id="a", definition_id="d", context={"n": 1, "big": {f"k{i}": "v" * 10 for i in range(100)},
+                                                        "l": ["x" * 50]})
+    sizes: dict[str, tuple[Any, int]] = {}
+    assert kept_size(exe, sizes) == kept_size(exe)
+    assert set(sizes) == {"big", "l"}
+    exe.context["l"] = ["y" * 500]  # a value replaced: counted again
+    exe.context["n"] = 2
+    assert kept_size(exe, sizes) == kept_size(exe)
+    del exe.context["big"]
+    assert kept_size(exe, sizes) == kept_size(exe) and set(sizes) == {"l"}

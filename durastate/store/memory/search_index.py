@@ -28,6 +28,8 @@ class SearchIndex:
 
     def update(self, execution_id: str, values: Mapping[str, Any] | None) -> None:
         """Bring the index of one execution up to its search values (a no-op when none changed)."""
+        if not values and execution_id not in self._of:
+            return  # no search values, none indexed: what most commits of most definitions are
         new = frozenset(_entry(key, text, num) for key, text, num in index_entries(values or {}))
         old = self._of.get(execution_id, frozenset())
         if new == old:
