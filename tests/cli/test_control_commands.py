@@ -124,10 +124,10 @@ def test_terminate_is_immediate(ok: Callable[..., Outcome], cli: Cli) -> None:
 
 
 @pytest.mark.parametrize("args, fragments", [
-    (["redrive", "nope"], ["no execution 'nope'"]),
-    (["terminate", "nope"], ["no execution 'nope'"]),
-    (["cancel", "nope"], ["no execution 'nope'"]),
-    (["suspend", "nope"], ["no execution 'nope'"]),
+    (["redrive", "nope"], ["no execution 'nope'", "`durastate list` shows the executions"]),
+    (["terminate", "nope"], ["no execution 'nope'", "`durastate list` shows the executions"]),
+    (["cancel", "nope"], ["no execution 'nope'", "`durastate list` shows the executions"]),
+    (["suspend", "nope"], ["no execution 'nope'", "`durastate list` shows the executions"]),
     (["redrive", "r1"], ["r1 is running", "only a failed execution"]),
     (["redrive"], ["give the ID of a failed execution"]),
     (["redrive", "--definition", "counter", "--status", "running"], ["only failed executions"]),
@@ -214,7 +214,7 @@ def test_a_failed_execution_is_reset_past_the_step_that_cannot_succeed(ok: Calla
 
 
 @pytest.mark.parametrize("args, fragments", [
-    (["reset", "nope", "--to", "counting"], ["no execution 'nope'"]),
+    (["reset", "nope", "--to", "counting"], ["no execution 'nope'", "`durastate list` shows the executions"]),
     (["reset", "r1", "--to", "nowhere"], ["'nowhere' is not a state of 'counter'"]),
     (["reset", "r1", "--to", "counting,done"], ["are both children of the top level"]),
     (["reset", "r1", "--to", "counting", "--actions", "all"], ["actions 'all'"]),
