@@ -110,7 +110,7 @@ class UnknownExecution(DurastateError):
     def __init__(self, execution_id: str) -> None:
         self.execution_id = execution_id
         super().__init__(
-            f"no execution {execution_id!r}: `durastate list` shows the executions there are; a new one starts "
+            f"no execution {execution_id!r}; `durastate list` shows the executions there are; a new one starts "
             "with `durastate start` (a 'durastate.start' event)"
         )
 

@@ -220,6 +220,8 @@ def test_a_failed_execution_is_reset_past_the_step_that_cannot_succeed(ok: Calla
     (["reset", "r1", "--to", "counting", "--actions", "all"], ["actions 'all'"]),
     (["reset", "r1", "--to", "counting", "--context-patch", "[1]"], ["--context-patch must be a JSON object"]),
     (["reset", "r1", "--to", "counting", "--data", "{}"], ["give --send EVENT too"]),
+    (["reset", "r1", "--to", "counting", "--send", "durastate.timeout", "--data", '{"path": "counting"}'],
+     ["'durastate.timeout' is an event durastate sends itself"]),
     (["reset", "d1", "--to", "counting"], ["d1 is finished", "only a running, suspended or failed"]),
 ])
 def test_bad_reset_input_is_one_line_and_changes_nothing(ok: Callable[..., Outcome], cli: Cli,

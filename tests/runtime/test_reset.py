@@ -252,3 +252,26 @@ def test_the_client_resets_with_a_request_id_applied_once_and_starts_with_a_run_
     f = rt.get("f")
     assert f is not None and f.status == "failed"
     assert f.error == "timed out: the run did not end within its timeout of 2m"
+
+
+@pytest.mark.parametrize("name", ["durastate.timeout", "durastate.finished", "durastate.heartbeat",
+                                  "durastate.cancel"])
+def test_a_reset_cannot_send_an_event_only_durastate_sends(rt: LocalRuntime, clock: ManualClock, name: str) -> None:
+    """The reset's own event is a chart's event: one named as the runtime's (a timer firing, a child's end) is
+    refused when the reset is built, and a reset event carrying one that reaches the worker anyway is
+    dead-lettered with nothing changed — so a reset cannot fire ``b``'s timer a minute early."""
+    rt.start("flow", execution_id="f")
+    run(rt, "f", Event(id="n1", name="next"))
+    before = rt.get("f")
+    assert before is not None and before.active_path == "b"
+    forged = {"path": "b", "fire_at": before.timers["b"]}
+    with pytest.raises(ControlRefused, match=f"{name!r} is an event durastate sends itself"):
+        rt.reset("f", ["b"], send=(name, forged))
+    event = Event(id="x", name="durastate.reset", data={"to": ["b"], "actions": "none", "request": "r2",
+                                                          "send": {"name": name, "data": forged}})
+    from durastate.engine.ids import reset_event_id
+
+    run(rt, "f", Event(id=reset_event_id("f", event.data), name=event.name, data=event.data))
+    after = rt.get("f")
+    assert after is not None and (after.active_path, after.version) == ("b", before.version)
+    assert any(f"{name!r} is an event durastate sends itself" in letter.reason for letter in rt.dead_letters)
