@@ -222,6 +222,8 @@ def test_a_failed_execution_is_reset_past_the_step_that_cannot_succeed(ok: Calla
     (["reset", "r1", "--to", "counting", "--data", "{}"], ["give --send EVENT too"]),
     (["reset", "r1", "--to", "counting", "--send", "durastate.timeout", "--data", '{"path": "counting"}'],
      ["'durastate.timeout' is an event durastate sends itself"]),
+    (["reset", "r1", "--to", "counting", "--send", "incc"],
+     ["definition 'counter' has no transition on event 'incc'", "--force sends it anyway"]),
     (["reset", "d1", "--to", "counting"], ["d1 is finished", "only a running, suspended or failed"]),
 ])
 def test_bad_reset_input_is_one_line_and_changes_nothing(ok: Callable[..., Outcome], cli: Cli,
@@ -235,6 +237,16 @@ def test_bad_reset_input_is_one_line_and_changes_nothing(ok: Callable[..., Outco
     assert show(ok, "r1") == before
     ok("serve", "--until-idle")
     assert show(ok, "r1") == before
+
+
+def test_reset_force_sends_an_event_the_definition_does_not_handle(ok: Callable[..., Outcome]) -> None:
+    """As `send --force`: the event is delivered with the reset, and the trace says nothing handled it."""
+    ok("start", "counter", "--id", "r1")
+    ok("serve", "--until-idle")
+    ok("reset", "r1", "--to", "counting", "--send", "incc", "--force")
+    ok("serve", "--until-idle")
+    step = json.loads(ok("trace", "r1", "--json").stdout)[-1]
+    assert step["control"] == "reset" and [s["event"] for s in step["steps"]] == ["incc"]
 
 
 def test_start_timeout_fails_the_run_when_it_passes_and_a_bad_one_is_one_line(ok: Callable[..., Outcome],
