@@ -102,12 +102,16 @@ class UnknownDefinition(DurastateError):
 
 
 class UnknownExecution(DurastateError):
-    """An event was addressed to an execution that does not exist."""
+    """An event or a command (show, reset, migrate --id …) named an execution that does not exist.
+
+    The message serves both: a command's id is more often mistyped than not yet started, so it points to
+    the listing first, and to the start for an event sent ahead of its execution."""
 
     def __init__(self, execution_id: str) -> None:
         self.execution_id = execution_id
         super().__init__(
-            f"no execution {execution_id!r}; start it first with a 'durastate.start' event (or `durastate start`)"
+            f"no execution {execution_id!r}; `durastate list` shows the executions there are; a new one starts "
+            "with `durastate start` (a 'durastate.start' event)"
         )
 
     def __reduce__(self) -> tuple[object, ...]:

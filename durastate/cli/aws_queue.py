@@ -207,7 +207,7 @@ def _reset_on_queue(url: str, args: dict[str, Any]) -> None:
     sess = session(ctx, args.get("store")) if named else None
     event = reset_command_event(sess, execution_id, str(args["to"]), str(args.get("actions") or "none"),
                                 args.get("context_patch"), args.get("send"), args.get("data"), args.get("reason"),
-                                args.get("by"))
+                                args.get("by"), bool(args.get("force")))
     client = queue_client(url)
     with aws_errors("SQS", _where(url)):
         client.send_many([(execution_id, event)])

@@ -21,6 +21,7 @@ from durastate.cli.clock import command_clock
 from durastate.cli.common import StoreOption, parse_json_object, session
 from durastate.cli.delivery import deliver, queued_start
 from durastate.cli.session import Session, UsageError
+from durastate.engine.introspect import unhandled_event
 from durastate.engine.model import Event
 from durastate.engine.tasks import heartbeat_message
 from durastate.engine.values import check_event_id
@@ -33,6 +34,7 @@ from durastate.store.control import (
     redrive_many,
     reset_event,
     resume_event,
+    running_definition,
     suspend_event,
     terminate,
 )
@@ -209,20 +211,24 @@ def reset(
     send: Annotated[str | None, typer.Option("--send", metavar="EVENT", help=(
         "An event applied right after the reset, in the same commit."))] = None,
     data: Annotated[str | None, typer.Option("--data", metavar="JSON", help="The data of the --send event.")] = None,
+    force: Annotated[bool, typer.Option("--force", help=(
+        "Send the --send event even if no state of the definition handles it."))] = False,
     reason: ReasonOption = None,
     by: Annotated[str | None, typer.Option("--by", help="Who asks (traced; default: your user name).")] = None,
     store: StoreOption = None,
 ) -> None:
     """Reset execution ID (running, suspended or failed) to a named configuration of its own version."""
     sess = session(ctx, store)
-    event = reset_command_event(sess, execution_id, to, actions, context_patch, send, data, reason, by)
+    event = reset_command_event(sess, execution_id, to, actions, context_patch, send, data, reason, by, force)
     _deliver(sess, execution_id, event, "reset")
 
 
 def reset_command_event(sess: Session | None, execution_id: str, to: str, actions: str, context_patch: str | None,
-                        send: str | None, data: str | None, reason: str | None, by: str | None) -> Event:
+                        send: str | None, data: str | None, reason: str | None, by: str | None,
+                        force: bool = False) -> Event:
     """The ``durastate.reset`` the ``reset`` command sends, checked first against ``sess``'s store (its
-    status, the configuration in its version) when there is one; a bad option is one line of error."""
+    status, the configuration in its version and, unless ``force``, that the version handles the --send
+    event, as ``durastate send`` checks) when there is one; a bad option is one line of error."""
     states = [p.strip() for p in to.split(",") if p.strip()]
     check_event_id(execution_id, "execution id")
     patch = _json_object(context_patch, "--context-patch")
@@ -230,9 +236,14 @@ def reset_command_event(sess: Session | None, execution_id: str, to: str, action
         raise UsageError("--data is the data of the --send event: give --send EVENT too")
     sent = None if send is None else (send, _json_object(data, "--data") or {})
     try:
+        event = reset_event(execution_id, states, actions=actions, context_patch=patch, send=sent, reason=reason,
+                            by=by or _operator())
         if sess is not None:
-            check_reset_of(sess.store, sess.registry, execution_id, states)
-        return reset_event(execution_id, states, actions=actions, context_patch=patch, send=sent, reason=reason,
-                           by=by or _operator())
+            exe, _ = check_reset_of(sess.store, sess.registry, execution_id, states)
+            defn = running_definition(sess.store, sess.registry, exe) if send and not force else None
+            problem = unhandled_event(defn, send) if defn is not None and send else None
+            if problem is not None:
+                raise UsageError(f"{problem}; --force sends it anyway")
     except ControlRefused as err:
         raise UsageError(str(err)) from None
+    return event

@@ -135,7 +135,7 @@ def serve(
         runtime.worker = _ReportingWorker(runtime.worker, sess)
     sync_definitions_schedules(sess, clock())  # the folder's `schedules:`, stored; the sweeps start them
     mode = "until idle" if until_idle else ("one round" if once else "until Ctrl-C")
-    shift = f", clock +{format_duration(advance)}" if advance else ""
+    shift = f", clock +{format_duration(advance, exact=True)}" if advance else ""
     stop = threading.Event()
     total = RunStats()
     with _stop_on_signals(stop):
@@ -146,7 +146,7 @@ def serve(
         if advance:
             _advance(sess, clock, advance, rounds, once)
             if not stop.is_set():
-                output.note(f"clock moved {format_duration(advance)}: {_clock_state()}")
+                output.note(f"clock moved {format_duration(advance, exact=True)}: {_clock_state()}")
         if not stop.is_set() and not (advance and (until_idle or once)):
             rounds.run(until_idle=until_idle, once=once)
     _summary(sess, total, clock, interrupted=stop.is_set())
@@ -208,7 +208,7 @@ def _advance(sess: Session, clock: Callable[[], float], advance: float, rounds: 
 def _clock_state() -> str:
     """Where the store's clock stands now, for the line after an advance."""
     base = "DURASTATE_CLOCK" if manual_instant() is not None else "real time"
-    return (f"this store's clock is {format_duration(store_offset())} ahead of {base}, "
+    return (f"this store's clock is {format_duration(store_offset(), exact=True)} ahead of {base}, "
             "for every command on it")
 
 

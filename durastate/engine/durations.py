@@ -72,16 +72,17 @@ def positive_seconds(raw: float | str | None, where: str, issues: list[str]) -> 
     return seconds
 
 
-def format_duration(seconds: float) -> str:
+def format_duration(seconds: float, *, exact: bool = False) -> str:
     """``1209600`` → ``14d``, ``183600`` → ``2d 3h``, ``90`` → ``1m 30s``, ``0.25`` → ``250ms``.
 
-    At most the two largest non-zero units (a human reads "2d 3h", not "2d 3h 0m 12s"); negative values
-    print with a leading ``-``.
+    At most the two largest non-zero units (a human reads "2d 3h", not "2d 3h 0m 12s"); ``exact``: every
+    non-zero unit, to the second, for a value the reader adds up (how far a store's clock was moved).
+    Negative values print with a leading ``-``.
     """
     if not math.isfinite(seconds):
         return str(seconds)
     if seconds < 0:
-        return "-" + format_duration(-seconds)
+        return "-" + format_duration(-seconds, exact=exact)
     if seconds < 1:
         ms = round(seconds * 1000)
         return f"{ms}ms" if ms else "0s"
@@ -92,6 +93,6 @@ def format_duration(seconds: float) -> str:
         n, rest = divmod(rest, size)
         if n or (unit == "s" and not parts):
             parts.append(f"{n}{unit}")
-        if len(parts) == 2:
+        if len(parts) == 2 and not exact:
             break
     return " ".join(parts)

@@ -39,7 +39,7 @@ from typing import Any, Literal, cast
 from durastate.engine.control import ControlError
 from durastate.engine.definition import Definition
 from durastate.engine.expressions import ACTIVE
-from durastate.engine.ids import RETRY_PATH, RUN_TIMEOUT_PATH, TIMEOUT
+from durastate.engine.ids import RESERVED_PREFIX, RETRY_PATH, RUN_TIMEOUT_PATH, TIMEOUT
 from durastate.engine.interpreter import Run, StepResult
 from durastate.engine.model import Event, Execution, TimerOp
 from durastate.engine.tables import Tables
@@ -72,6 +72,11 @@ class ResetRequest:
                                "entry actions of the states left and entered run)")
         if context_patch is not None and not isinstance(context_patch, dict):
             raise ResetRefused(f"the context patch must be a JSON object, got {type(context_patch).__name__}")
+        if send is not None and send[0].startswith(RESERVED_PREFIX):
+            # Stepped in the reset's commit, past the checks the worker makes of what arrives (a timer's due
+            # time, a child's end, a task's id): so it is a chart's event, never one of the runtime's.
+            raise ResetRefused(f"{send[0]!r} is an event durastate sends itself: a reset sends an event of the "
+                               "chart (to cancel, suspend or terminate, use that command)")
         self.to = [p.strip() for p in to]
         self.actions: ResetActions = actions
         self.context_patch = context_patch

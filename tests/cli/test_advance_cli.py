@@ -131,3 +131,13 @@ def test_show_list_and_the_next_serve_read_the_clock_the_store_was_advanced_to(
     ok(cli("start", "week", "--id", "w2"))
     ok(cli("serve", "--until-idle", "-q"))
     assert shown(cli, "w2")["created_at"] == CLOCK + 7 * DAY
+
+
+def test_the_line_after_an_advance_says_exactly_how_far_ahead_the_store_is(store_url: str, cli: Cli) -> None:
+    """Two advances add up, to the second: a user who moved 3d 1h and then 31m reads 3d 1h 31m, not a
+    rounded 3d 1h that looks as if the second advance did nothing."""
+    out = ok(cli("serve", "--until-idle", "--advance", "3d1h"))
+    assert "clock moved 3d 1h: this store's clock is 3d 1h ahead of DURASTATE_CLOCK" in out.stderr, out.stderr
+    out = ok(cli("serve", "--until-idle", "--advance", "31m5s"))
+    assert "clock moved 31m 5s: this store's clock is 3d 1h 31m 5s ahead of DURASTATE_CLOCK" in out.stderr, \
+        out.stderr

@@ -124,10 +124,10 @@ def test_terminate_is_immediate(ok: Callable[..., Outcome], cli: Cli) -> None:
 
 
 @pytest.mark.parametrize("args, fragments", [
-    (["redrive", "nope"], ["no execution 'nope'"]),
-    (["terminate", "nope"], ["no execution 'nope'"]),
-    (["cancel", "nope"], ["no execution 'nope'"]),
-    (["suspend", "nope"], ["no execution 'nope'"]),
+    (["redrive", "nope"], ["no execution 'nope'", "`durastate list` shows the executions"]),
+    (["terminate", "nope"], ["no execution 'nope'", "`durastate list` shows the executions"]),
+    (["cancel", "nope"], ["no execution 'nope'", "`durastate list` shows the executions"]),
+    (["suspend", "nope"], ["no execution 'nope'", "`durastate list` shows the executions"]),
     (["redrive", "r1"], ["r1 is running", "only a failed execution"]),
     (["redrive"], ["give the ID of a failed execution"]),
     (["redrive", "--definition", "counter", "--status", "running"], ["only failed executions"]),
@@ -214,12 +214,16 @@ def test_a_failed_execution_is_reset_past_the_step_that_cannot_succeed(ok: Calla
 
 
 @pytest.mark.parametrize("args, fragments", [
-    (["reset", "nope", "--to", "counting"], ["no execution 'nope'"]),
+    (["reset", "nope", "--to", "counting"], ["no execution 'nope'", "`durastate list` shows the executions"]),
     (["reset", "r1", "--to", "nowhere"], ["'nowhere' is not a state of 'counter'"]),
     (["reset", "r1", "--to", "counting,done"], ["are both children of the top level"]),
     (["reset", "r1", "--to", "counting", "--actions", "all"], ["actions 'all'"]),
     (["reset", "r1", "--to", "counting", "--context-patch", "[1]"], ["--context-patch must be a JSON object"]),
     (["reset", "r1", "--to", "counting", "--data", "{}"], ["give --send EVENT too"]),
+    (["reset", "r1", "--to", "counting", "--send", "durastate.timeout", "--data", '{"path": "counting"}'],
+     ["'durastate.timeout' is an event durastate sends itself"]),
+    (["reset", "r1", "--to", "counting", "--send", "incc"],
+     ["definition 'counter' has no transition on event 'incc'", "--force sends it anyway"]),
     (["reset", "d1", "--to", "counting"], ["d1 is finished", "only a running, suspended or failed"]),
 ])
 def test_bad_reset_input_is_one_line_and_changes_nothing(ok: Callable[..., Outcome], cli: Cli,
@@ -233,6 +237,16 @@ def test_bad_reset_input_is_one_line_and_changes_nothing(ok: Callable[..., Outco
     assert show(ok, "r1") == before
     ok("serve", "--until-idle")
     assert show(ok, "r1") == before
+
+
+def test_reset_force_sends_an_event_the_definition_does_not_handle(ok: Callable[..., Outcome]) -> None:
+    """As `send --force`: the event is delivered with the reset, and the trace says nothing handled it."""
+    ok("start", "counter", "--id", "r1")
+    ok("serve", "--until-idle")
+    ok("reset", "r1", "--to", "counting", "--send", "incc", "--force")
+    ok("serve", "--until-idle")
+    step = json.loads(ok("trace", "r1", "--json").stdout)[-1]
+    assert step["control"] == "reset" and [s["event"] for s in step["steps"]] == ["incc"]
 
 
 def test_start_timeout_fails_the_run_when_it_passes_and_a_bad_one_is_one_line(ok: Callable[..., Outcome],

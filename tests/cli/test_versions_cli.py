@@ -188,7 +188,7 @@ def test_migrate_selects_by_id_and_status_and_refuses_a_bad_selection(
     v2 = deploy(env, SHIPPING.replace("waiting", "ready"))
     base = ("--store", store_url, "migrate", "--definition", "shipping", "--from", v1, "--map", "waiting=ready")
     for args, fragment in [
-        (("--id", "nope"), "no execution 'nope'"),
+        (("--id", "nope"), "no execution 'nope'; `durastate list` shows the executions"),
         (("--id", "s-3", "--status", "running"), "s-3 is suspended, not running; nothing was migrated"),
         (("--status", "failed"), "a failed execution cannot be migrated"),
         (("--status", "done"), "--status done: only running or suspended"),

@@ -278,7 +278,7 @@ def test_the_operator_policy_allows_the_cli_commands_and_each_of_its_grants_is_n
         ["--store", store, "redrive", "f1"],
         ["--store", store, "redrive", "--definition", "fragile"],
         ["--store", store, "--definitions", str(v2), "migrate", "--definition", "order", "--from", version,
-         "--map", "cart=basket"],
+         "--map", "cart=basket", "--id", "o1", "--id", "o2", "--status", "running"],
         ["--store", store, "purge", "--older-than", "0s"],
         ["dead-letters", "list", "--dlq-url", dlq],
         ["dead-letters", "show", letters[0], "--dlq-url", dlq],
@@ -288,10 +288,16 @@ def test_the_operator_policy_allows_the_cli_commands_and_each_of_its_grants_is_n
         with stack.iam.new_clients(), stack.iam.acting_as("operator"):
             code, out = cli(capsys, argv)
         assert code == 0, (argv, out, capsys.readouterr().err)
+    capsys.readouterr()
+    with stack.iam.new_clients(), stack.iam.acting_as("operator"):  # a mistyped id: one line, nothing moved
+        code = run(["--store", store, "--definitions", str(v2), "migrate", "--definition", "order", "--from",
+                    version, "--map", "cart=basket", "--id", "nope"])
+    assert code == 1 and "no execution 'nope'" in capsys.readouterr().err
     made = [d for d in stack.iam.decisions[before:] if d.function == "operator"]
     assert {d.action for d in made if not d.allowed} == {"dynamodb:CreateTable"}
     needed = needed_grants({"operator": operator}, made)
     assert sorted((g.action, g.resource) for g, why in needed.items() if not why) == []
     exes = executions(stack.client("dynamodb"))
-    assert exes["o1"]["active_path"] == "basket"  # migrated
+    assert exes["o1"]["active_path"] == exes["o2"]["active_path"] == "basket"  # migrated: the --id selection
+    assert exes["o1"]["definition_version"] != version
     assert exes["long"]["status"] == "purged"  # terminated, then purged

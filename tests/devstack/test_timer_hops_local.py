@@ -252,3 +252,50 @@ def test_a_schedules_window_jitter_and_delete_hold_through_the_hop(full_template
             assert [e for e in started if e.startswith("doomed~")] == []
         finally:
             reset_moto(stack)
+
+
+def test_backfill_starts_the_ticks_a_pause_missed_once_on_the_stack(
+        full_template: Path, definitions: Path, clock: FakeClock, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """`durastate schedules pause` and `backfill --from --to` on the stack's tables (as an operator runs
+    them against the deployed stack): the ticks the pause skipped are started, once each, and applied by
+    the worker function; a second backfill of the same window starts nothing, and an unknown schedule is
+    one line and exit status 1."""
+    from datetime import UTC, datetime
+
+    from durastate.cli import run
+
+    iso = lambda at: datetime.fromtimestamp(at, UTC).isoformat()  # noqa: E731
+    monkeypatch.setenv("DURASTATE_CLOCK", str(clock.now))  # the CLI on the stack's clock
+    (definitions / "schedules.yaml").write_text(
+        "schedules:\n  late: {definition: timer, rate: 5m, context: {delay: 86400}}\n")
+    t0 = clock.now  # a whole multiple of 5 minutes
+    with open_stack(full_template, definitions, clock) as stack:
+        try:
+            settle(stack)
+            clock.advance(60)  # the sweeper stores the schedule and hops its first tick (+5m)
+            settle(stack)
+            url = f"dynamodb://durastate?endpoint_url={stack.endpoint_url}"
+            cli = lambda *args: run(["--store", url, "--definitions", str(definitions), *args])  # noqa: E731
+            monkeypatch.setenv("DURASTATE_CLOCK", str(clock.now))
+            assert cli("schedules", "pause", "late") == 0
+            for _ in range(20):  # the ticks of +5m … +20m are missed while paused
+                clock.advance(60)
+                settle(stack)
+            assert [e for e in fired(stack) if e.startswith("late~")] == []
+            monkeypatch.setenv("DURASTATE_CLOCK", str(clock.now))
+            capsys.readouterr()
+            window = ("--from", iso(t0 + 300), "--to", iso(t0 + 1200))
+            assert cli("schedules", "backfill", "late", *window) == 0
+            assert "backfilled late: started 4 tick(s)" in capsys.readouterr().out
+            settle(stack)
+            ticks = [tick_execution_id("late", t0 + 300 * n) for n in (1, 2, 3, 4)]
+            assert sorted(e for e in fired(stack) if e.startswith("late~")) == ticks
+            assert cli("schedules", "backfill", "late", *window) == 0
+            assert "started 0 tick(s); 4 already ran" in capsys.readouterr().out
+            assert cli("schedules", "backfill", "nope", *window) == 1
+            assert "unknown schedule 'nope'" in capsys.readouterr().err
+            settle(stack)
+            assert sorted(e for e in fired(stack) if e.startswith("late~")) == ticks
+        finally:
+            reset_moto(stack)

@@ -226,3 +226,52 @@ def test_a_reset_under_an_id_its_data_does_not_derive_is_refused_and_the_true_on
     assert any("does not have the id durastate derives" in letter.reason for letter in rt.dead_letters)
     run(rt, "f", true)
     assert rt.get("f").active_path == "b"  # type: ignore[union-attr]
+
+
+def test_the_client_resets_with_a_request_id_applied_once_and_starts_with_a_run_timeout(
+        rt: LocalRuntime, store: ExecutionStore, clock: ManualClock) -> None:
+    """What an application calls (DurastateClient over the runtime's queue and store): a reset is checked
+    against the stored execution before anything is queued, a retried one (same request id) applies once,
+    and a start's own timeout fails the run when it passes."""
+    from durastate.client import DurastateClient
+
+    client = DurastateClient(rt.transport, store, rt.registry, clock=clock)
+    client.start("flow", execution_id="f", timeout="2m")
+    rt.run_until_idle()
+    with pytest.raises(ControlRefused, match="'nope' is not a state of 'flow'"):
+        client.reset("f", ["nope"])
+    first = client.reset("f", ["b"], context_patch={"n": 7}, reason="ops", by="cli", request_id="req-1")
+    again = client.reset("f", ["b"], context_patch={"n": 7}, reason="ops", by="cli", request_id="req-1")
+    assert first == again  # the retry is the same event: the worker applies it once
+    rt.run_until_idle()
+    f = rt.get("f")
+    assert f is not None and (f.active_path, f.context["n"], f.version) == ("b", 7, 2)
+    assert [s.get("control") for s in store.read_trace("f")].count("reset") == 1
+    clock.advance(121)  # b's timer (60s) moves it on to c, then the start's own timeout of 2m passes
+    rt.run_until_idle()
+    f = rt.get("f")
+    assert f is not None and f.status == "failed"
+    assert f.error == "timed out: the run did not end within its timeout of 2m"
+
+
+@pytest.mark.parametrize("name", ["durastate.timeout", "durastate.finished", "durastate.heartbeat",
+                                  "durastate.cancel"])
+def test_a_reset_cannot_send_an_event_only_durastate_sends(rt: LocalRuntime, clock: ManualClock, name: str) -> None:
+    """The reset's own event is a chart's event: one named as the runtime's (a timer firing, a child's end) is
+    refused when the reset is built, and a reset event carrying one that reaches the worker anyway is
+    dead-lettered with nothing changed — so a reset cannot fire ``b``'s timer a minute early."""
+    rt.start("flow", execution_id="f")
+    run(rt, "f", Event(id="n1", name="next"))
+    before = rt.get("f")
+    assert before is not None and before.active_path == "b"
+    forged = {"path": "b", "fire_at": before.timers["b"]}
+    with pytest.raises(ControlRefused, match=f"{name!r} is an event durastate sends itself"):
+        rt.reset("f", ["b"], send=(name, forged))
+    event = Event(id="x", name="durastate.reset", data={"to": ["b"], "actions": "none", "request": "r2",
+                                                          "send": {"name": name, "data": forged}})
+    from durastate.engine.ids import reset_event_id
+
+    run(rt, "f", Event(id=reset_event_id("f", event.data), name=event.name, data=event.data))
+    after = rt.get("f")
+    assert after is not None and (after.active_path, after.version) == ("b", before.version)
+    assert any(f"{name!r} is an event durastate sends itself" in letter.reason for letter in rt.dead_letters)
