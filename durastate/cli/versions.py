@@ -138,13 +138,16 @@ def migrate(
     if from_version == new_version:
         raise UsageError(f"--from and --to are both {new_version}: nothing to migrate")
     old = None if from_version == UNVERSIONED else _find(sess, definition, from_version)
-    if from_version != UNVERSIONED and old is None:
-        output.warn(f"version {from_version} of {definition!r} is not archived in the store: the mapping is "
-                    "checked against the target version only")
     issues = mapping_issues(mapping, old, new)
     if issues:
         raise UsageError("; ".join(issues))
     found = candidates(sess.store, definition, from_version, old, new, mapping, ids=ids, statuses=statuses)
+    if from_version != UNVERSIONED and old is None:
+        if not found and not ids and not statuses:  # nothing runs on it, nothing records it: a typo
+            raise UsageError(f"no execution of {definition!r} runs on version {from_version} and the store has "
+                             f"not archived it: see `durastate versions list {definition}`")
+        output.warn(f"version {from_version} of {definition!r} is not archived in the store: the mapping is "
+                    "checked against the target version only")
     stranded = [c for c in found if c.plan.unmapped]
     _show(found, dry_run)
     if stranded:

@@ -174,6 +174,10 @@ def test_migrate_refuses_what_it_cannot_do(cli: Cli, env: Env) -> None:
     assert_one_line_error(cli("migrate", "--definition", "shipping", "--from", v1, "--map", "waiting"),
                           "is not old.path=new.path")
     assert_one_line_error(cli("versions", "list", "nothing"), "no versions of 'nothing'")
+    # A --from version that is neither archived nor run by any execution: a typo, not "0 migrated"
+    assert_one_line_error(cli("migrate", "--definition", "shipping", "--from", "f" * 16),
+                          f"no execution of 'shipping' runs on version {'f' * 16} and the store has not archived it")
+    assert show(cli, "s-1")["definition_version"] == v1  # nothing changed
 
 
 def test_migrate_selects_by_id_and_status_and_refuses_a_bad_selection(
