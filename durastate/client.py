@@ -39,7 +39,6 @@ from durastate.engine.ids import (
     start_event_id,
 )
 from durastate.engine.model import START, Event, Execution, new_id
-from durastate.engine.run_timeout import check_start_timeout
 from durastate.engine.search import Condition, SearchValue, check_conditions
 from durastate.engine.tasks import heartbeat_message
 from durastate.engine.values import check_event_id, check_execution_id
@@ -65,10 +64,7 @@ def start_event(execution_id: str, definition_id: str, context: dict[str, Any] |
     own run timeout, seconds or a duration such as ``"1h"``, instead of the definition's)."""
     if not definition_id:
         raise MalformedEvent("a start needs a definition id")
-    data: dict[str, Any] = {"definition_id": definition_id, "context": dict(context or {})}
-    if timeout is not None:
-        data["timeout"] = check_start_timeout(timeout)
-    return new_event(START, data, start_event_id(execution_id))
+    return new_event(START, store_control.start_data(definition_id, context, timeout), start_event_id(execution_id))
 
 
 def _check_producer(target_id: str, event: Event) -> None:

@@ -24,8 +24,8 @@ from durastate.cli.session import Session, UsageError
 from durastate.engine.introspect import unhandled_event
 from durastate.engine.model import Event
 from durastate.engine.tasks import heartbeat_message
-from durastate.engine.values import check_event_id
-from durastate.errors import UnknownExecution
+from durastate.engine.values import check_event_id, object_from_json
+from durastate.errors import InvalidValue, UnknownExecution
 from durastate.store.control import (
     ControlRefused,
     cancel_event,
@@ -183,12 +183,11 @@ def _json_object(text: str | None, what: str) -> dict[str, Any] | None:
     if text is None:
         return None
     try:
-        value = json.loads(text)
+        return object_from_json(text, what)
     except json.JSONDecodeError as exc:
         raise UsageError(f"{what}: not valid JSON ({exc.msg} at column {exc.colno}): {text}") from None
-    if not isinstance(value, dict):
-        raise UsageError(f"{what} must be a JSON object like {{\"amount\": 10}}, got {type(value).__name__}")
-    return value
+    except InvalidValue as exc:
+        raise UsageError(str(exc)) from None
 
 
 def _operator() -> str:

@@ -45,7 +45,7 @@ from durastate.engine.expressions import did_you_mean
 from durastate.engine.ids import SYSTEM_PREFIX
 from durastate.engine.search import MAX_FIELDS as MAX_SEARCH_FIELDS
 from durastate.engine.search import SearchField, check_name
-from durastate.engine.states import _STATE_TYPES, After, Invoke, Map, State, StateType, Transition
+from durastate.engine.states import _STATE_TYPES, After, Invoke, Map, State, StateType, Transition, _nulls_as_empty
 from durastate.engine.tables import build_tables
 from durastate.engine.values import MAX_DEPTH, check_json
 from durastate.errors import DefinitionError, InvalidValue
@@ -106,9 +106,7 @@ class Definition(BaseModel):
     @field_validator("states", mode="before")
     @classmethod
     def _null_children(cls, v: Any) -> Any:
-        if isinstance(v, Mapping):
-            return {k: ({} if s is None else s) for k, s in v.items()}
-        return v
+        return _nulls_as_empty(v)
 
     @field_validator("search")
     @classmethod

@@ -32,7 +32,7 @@ from functools import partial
 from durastate.engine.inline_rules import HISTORY_SEPARATOR
 from durastate.engine.model import Event, Execution
 from durastate.engine.run import Run
-from durastate.engine.run_context import MAX_MICROSTEPS, ExecutionFailed
+from durastate.engine.run_context import MAX_MICROSTEPS, ExecutionFailed, unsettled
 from durastate.engine.tables import CompiledTransition, Tables
 
 __all__ = ["InlineRun", "configuration", "leaves_of", "summary"]
@@ -152,12 +152,9 @@ class InlineRun(Run):
         t = self.t
         kind = t.kind[s]
         if kind == "compound":
-            c = t.initial[s]
-            if t.kind[c] == "history":
-                self.restore(c)
-                return
-            self.enter_state(c)
-            self.complete(c)
+            c = self.enter_initial(s)
+            if c >= 0:
+                self.complete(c)
         elif t.inline[s]:
             cfg = self.conf()
             for r in t.children[s]:
@@ -234,8 +231,6 @@ class InlineRun(Run):
     def select(self, ev: Event | None) -> list[CompiledTransition]:
         """The transitions one microstep takes for ``ev`` (``None``: the eventless ones), SCXML's way."""
         t = self.t
-        min_depth = t.depth[self.root]
-        ctx = self.exe.context
         seen = self.event if ev is None else ev
         chosen: list[CompiledTransition] = []
         single = self.single()
@@ -244,17 +239,9 @@ class InlineRun(Run):
                 cands: tuple[CompiledTransition, ...] = t.always[leaf]
             else:
                 cands = t.handlers[leaf].get(ev.name) or t.fallback(leaf, ev.name)
-            for ct in cands:
-                if ct.source_depth < min_depth:
-                    break
-                g = ct.guard
-                if g is not None:
-                    self.site = ct.guard_site
-                    if not g(ctx, seen):
-                        continue
-                if ct not in chosen:
-                    chosen.append(ct)
-                break
+            ct = self.enabled(cands, seen)
+            if ct is not None and ct not in chosen:
+                chosen.append(ct)
         if len(chosen) < 2:
             return chosen
         if ev is not None and any(ct.defer for ct in chosen):
@@ -372,10 +359,7 @@ class InlineRun(Run):
                 break
             micro += 1
             if micro >= MAX_MICROSTEPS:
-                raise ExecutionFailed(
-                    f"did not settle after {MAX_MICROSTEPS} eventless transitions and raised events "
-                    f"(last: {last}); an `always` or `raise` cycle that never stops?"
-                )
+                raise unsettled(last)
         self._resummarise()
 
     def on_catch(self, ev: Event) -> bool:

@@ -32,7 +32,7 @@ from durastate.engine.model import (
     Execution,
     TimerOp,
 )
-from durastate.engine.run_context import MAX_MICROSTEPS, ExecutionFailed, StepResult
+from durastate.engine.run_context import MAX_MICROSTEPS, ExecutionFailed, StepResult, unsettled
 from durastate.engine.run_timeout import timed_out_reason
 from durastate.engine.tables import CompiledTransition, Tables
 from durastate.engine.timers import BadTimerValue
@@ -175,20 +175,29 @@ class Run(StepResult):
             cands = t.fallback(self.leaf, name)
             if not cands:
                 return False
-        min_depth = t.depth[self.root]
+        ct = self.enabled(cands, ev)
+        if ct is None:
+            return False
+        self.event = ev
+        self.fire(ct)
+        return True
+
+    def enabled(self, cands: tuple[CompiledTransition, ...], ev: Event) -> CompiledTransition | None:
+        """The transition one leaf selects: the first of ``cands`` (its candidates in selection order) whose
+        guard holds for ``ev``; none from a state above this execution's root (a region's parent is not
+        part of the region child), nor past one."""
+        min_depth = self.t.depth[self.root]
         ctx = self.exe.context
         for ct in cands:
             if ct.source_depth < min_depth:
-                return False  # a state above this region's root: not part of this execution
+                return None
             g = ct.guard
             if g is not None:
                 self.site = ct.guard_site
                 if not g(ctx, ev):
                     continue
-            self.event = ev
-            self.fire(ct)
-            return True
-        return False
+            return ct
+        return None
 
     # -- one transition ------------------------------------------------------------------------------
     def fire(self, ct: CompiledTransition) -> None:
@@ -310,12 +319,9 @@ class Run(StepResult):
         while True:
             kind = t.kind[s]
             if kind == "compound":
-                c = t.initial[s]
-                if t.kind[c] == "history":
-                    self.restore(c)
+                s = self.enter_initial(s)
+                if s < 0:
                     return
-                self.enter_state(c)
-                s = c
                 continue
             self.leaf = s
             if kind == "parallel":
@@ -325,6 +331,16 @@ class Run(StepResult):
             elif kind == "final":
                 self.on_final(s)
             return
+
+    def enter_initial(self, s: int) -> int:
+        """Enter the initial child of compound state ``s`` and return it (to complete); ``-1`` when that
+        child is a history pseudo-state, whose restore has entered what it remembers (completed)."""
+        c = self.t.initial[s]
+        if self.t.kind[c] == "history":
+            self.restore(c)
+            return -1
+        self.enter_state(c)
+        return c
 
     def restore(self, h: int) -> None:
         """Enter what history pseudo-state ``h`` remembers (or its default)."""
@@ -430,21 +446,8 @@ class Run(StepResult):
         t = self.t
         micro = 0
         while self.exe.status == "running":
-            ct = None
             cands = t.always[self.leaf]
-            if cands:
-                min_depth = t.depth[self.root]
-                ctx, ev = self.exe.context, self.event
-                for c in cands:
-                    if c.source_depth < min_depth:
-                        break
-                    if c.guard is None:
-                        ct = c
-                        break
-                    self.site = c.guard_site
-                    if c.guard(ctx, ev):
-                        ct = c
-                        break
+            ct = self.enabled(cands, self.event) if cands else None
             if ct is not None:
                 self.fire(ct)
                 last = ct.site
@@ -456,10 +459,7 @@ class Run(StepResult):
                 return
             micro += 1
             if micro >= MAX_MICROSTEPS:
-                raise ExecutionFailed(
-                    f"did not settle after {MAX_MICROSTEPS} eventless transitions and raised events "
-                    f"(last: {last}); an `always` or `raise` cycle that never stops?"
-                )
+                raise unsettled(last)
 
     def start_children(self) -> None:
         """Fork regions / invoke definitions of the states still active at the end of the step.

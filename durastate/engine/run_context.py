@@ -24,6 +24,15 @@ class ExecutionFailed(Exception):
     """Raised inside a step to stop it and mark the execution failed (never escapes ``step``)."""
 
 
+def unsettled(last: str) -> ExecutionFailed:
+    """The failure of a step that reached :data:`MAX_MICROSTEPS` (``last``: the transition or raised event
+    it took last), whichever run (one leaf or inline regions) counted them."""
+    return ExecutionFailed(
+        f"did not settle after {MAX_MICROSTEPS} eventless transitions and raised events "
+        f"(last: {last}); an `always` or `raise` cycle that never stops?"
+    )
+
+
 class ActionContext(Protocol):
     """The parts of a running step an action uses: the execution, the event in hand and what it may emit."""
 

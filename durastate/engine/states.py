@@ -25,6 +25,14 @@ def _as_list(v: Any) -> Any:
     return v if isinstance(v, list) else [v]
 
 
+def _nulls_as_empty(v: Any) -> Any:
+    """A ``states`` mapping with each null child as ``{}``: ``b: {}`` and ``b:`` (YAML null) both mean an
+    empty atomic state (a state's children and a definition's top-level states alike)."""
+    if isinstance(v, Mapping):
+        return {k: ({} if s is None else s) for k, s in v.items()}
+    return v
+
+
 class Transition(BaseModel):
     """``{target?, guard?, actions?, internal?}``; a bare string is a target.
 
@@ -199,10 +207,7 @@ class State(BaseModel):
     @field_validator("states", mode="before")
     @classmethod
     def _null_children(cls, v: Any) -> Any:
-        # `b: {}` and `b:` (YAML null) both mean an empty atomic state.
-        if isinstance(v, Mapping):
-            return {k: ({} if s is None else s) for k, s in v.items()}
-        return v
+        return _nulls_as_empty(v)
 
     @property
     def kind(self) -> StateType:

@@ -19,6 +19,7 @@ stored is touched. They are pure functions of the value: no I/O.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from typing import Any
@@ -33,6 +34,7 @@ __all__ = [
     "check_execution_id",
     "check_json",
     "id_problem",
+    "object_from_json",
     "printable",
 ]
 
@@ -48,6 +50,16 @@ a C loop; ids are checked on every event, so this is on the hot path."""
 MAX_DEPTH = 64
 """How deeply event data and context values may nest (objects and arrays). Far above what a statechart's
 data needs, far below the JSON parsers' recursion limits, with room for the levels a stored execution adds."""
+
+
+def object_from_json(text: str, what: str) -> dict[str, Any]:
+    """``text`` (what a user typed: ``what`` names it) parsed as a JSON object. Text that is not JSON raises
+    :class:`json.JSONDecodeError` for the caller to word (each entry names the field its own way); JSON that
+    is no object raises :class:`InvalidValue` saying what to type instead."""
+    value = json.loads(text)
+    if not isinstance(value, dict):
+        raise InvalidValue(f"{what} must be a JSON object like {{\"amount\": 10}}, got {type(value).__name__}")
+    return value
 
 
 def check_json(value: Any, where: str = "value", depth: int = 0) -> None:

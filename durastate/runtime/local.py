@@ -38,7 +38,6 @@ from typing import Any
 from durastate.engine import DefinitionRegistry
 from durastate.engine.ids import producer_problem, start_event_id
 from durastate.engine.model import START, Event, Execution, new_id
-from durastate.engine.run_timeout import check_start_timeout
 from durastate.engine.schedules import ScheduleSpec
 from durastate.engine.tasks import heartbeat_message
 from durastate.engine.values import check_execution_id
@@ -70,6 +69,7 @@ from durastate.store.control import (
     redrive,
     reset_event,
     resume_event,
+    start_data,
     suspend_event,
     terminate,
 )
@@ -273,10 +273,7 @@ class LocalRuntime:
         """
         self.registry.get(definition_id)
         eid = check_execution_id(execution_id) if execution_id is not None else new_id()
-        data: dict[str, Any] = {"definition_id": definition_id, "context": dict(context or {})}
-        if timeout is not None:
-            data["timeout"] = check_start_timeout(timeout)
-        self.send(eid, Event(id=start_event_id(eid), name=START, data=data))
+        self.send(eid, Event(id=start_event_id(eid), name=START, data=start_data(definition_id, context, timeout)))
         return eid
 
     def get(self, execution_id: str) -> Execution | None:

@@ -24,6 +24,7 @@ from durastate.engine.ids import CANCEL, RESET, RESUME, SUSPEND, derived_id, res
 from durastate.engine.model import Event, Execution, new_id
 from durastate.engine.registry import DefinitionRegistry
 from durastate.engine.reset import ResetRefused, ResetRequest, check_reset
+from durastate.engine.run_timeout import check_start_timeout
 from durastate.engine.versions import definition_version
 from durastate.errors import (
     ControlRefused,
@@ -45,6 +46,7 @@ __all__ = [
     "reset_event",
     "resume_event",
     "running_definition",
+    "start_data",
     "suspend_event",
     "terminate",
 ]
@@ -56,6 +58,17 @@ class Redriven:
 
     execution_id: str
     event: Event
+
+
+def start_data(definition_id: str, context: dict[str, Any] | None = None,
+               timeout: float | str | None = None) -> dict[str, Any]:
+    """The data of the ``durastate.start`` event that creates an execution of ``definition_id`` (``timeout``:
+    its own run timeout, checked here, instead of the definition's): one shape for the client, the console
+    and the local runtime."""
+    data: dict[str, Any] = {"definition_id": definition_id, "context": dict(context or {})}
+    if timeout is not None:
+        data["timeout"] = check_start_timeout(timeout)
+    return data
 
 
 def _control(name: str, execution_id: str, reason: str | None, event_id: str | None) -> Event:

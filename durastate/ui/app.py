@@ -257,18 +257,7 @@ def create_app(console: Console) -> Starlette:
         with console.lock:
             todo = control.plan_start(def_id, form, console.store)
         console.confirmations.redeem("start", todo.execution_id, todo.fields, form.get("confirm", ""))
-        from starlette.concurrency import run_in_threadpool
-
-        def run() -> str:
-            with console.lock:
-                try:
-                    return control.perform_start(todo, console.store, console.deliver)
-                except DurastateError:
-                    raise
-                except Exception as exc:
-                    raise StoreUnavailable(" ".join(str(exc).split()) or type(exc).__name__) from exc
-
-        said = await run_in_threadpool(run)
+        said = await _perform(console, lambda: control.perform_start(todo, console.store, console.deliver))
         with console.lock:  # applied in process: its page; queued for `durastate serve`: back here, saying so
             started = console.store.load(todo.execution_id) is not None
         where = (f"/executions/{quote(todo.execution_id, safe='')}" if started
@@ -280,19 +269,9 @@ def create_app(console: Console) -> Starlette:
         form = await _form(request)
         todo = control.plan(action, exe_id, form)
         console.confirmations.redeem(action, exe_id, todo.fields, form.get("confirm", ""))
-        from starlette.concurrency import run_in_threadpool
-
-        def run() -> str:
-            with console.lock:
-                try:
-                    return control.perform(todo, console.store, console.deliver, console.registry, console.box,
-                                           _all_queued(console), console.definition)
-                except DurastateError:
-                    raise
-                except Exception as exc:
-                    raise StoreUnavailable(" ".join(str(exc).split()) or type(exc).__name__) from exc
-
-        said = await run_in_threadpool(run)
+        said = await _perform(console, lambda: control.perform(
+            todo, console.store, console.deliver, console.registry, console.box, _all_queued(console),
+            console.definition))
         return RedirectResponse(f"/executions/{quote(exe_id, safe='')}?done={quote(said)}", status_code=303)
 
     # -- schedules ------------------------------------------------------------------------------------------
@@ -316,18 +295,7 @@ def create_app(console: Console) -> Starlette:
         with console.lock:
             todo = schedules.plan_schedule(action, name, form, console.store)
         console.confirmations.redeem(todo.action, name, todo.fields, form.get("confirm", ""))
-        from starlette.concurrency import run_in_threadpool
-
-        def run() -> str:
-            with console.lock:
-                try:
-                    return schedules.perform_schedule(todo, console.store, console.clock())
-                except DurastateError:
-                    raise
-                except Exception as exc:
-                    raise StoreUnavailable(" ".join(str(exc).split()) or type(exc).__name__) from exc
-
-        said = await run_in_threadpool(run)
+        said = await _perform(console, lambda: schedules.perform_schedule(todo, console.store, console.clock()))
         return RedirectResponse(f"/schedules?done={quote(said)}", status_code=303)
 
     # -- login (only when the console asks for a token) ---------------------------------------------------
@@ -405,7 +373,7 @@ def create_app(console: Console) -> Starlette:
             except (HTTPException, DurastateError):
                 raise
             except Exception as exc:
-                raise StoreUnavailable(" ".join(str(exc).split()) or type(exc).__name__) from exc
+                raise _unavailable(exc) from exc
 
         return run
 
@@ -450,6 +418,29 @@ async def _form(request: Request) -> dict[str, str]:
         return dict(parse_qsl(body.decode("utf-8"), keep_blank_values=True))
     except (UnicodeDecodeError, ValueError):
         raise HTTPException(400, "the form is not URL-encoded UTF-8") from None
+
+
+def _unavailable(exc: Exception) -> StoreUnavailable:
+    """A store's own error (a driver's, a dropped connection) as the console's 503: its message on one line,
+    else its type's name."""
+    return StoreUnavailable(" ".join(str(exc).split()) or type(exc).__name__)
+
+
+async def _perform(console: Console, work: Callable[[], str]) -> str:
+    """Run a confirmed action (``work``, returning what to say) off the event loop, under the console's lock:
+    a :class:`DurastateError` is the user's to read, anything else the store's (:func:`_unavailable`)."""
+    from starlette.concurrency import run_in_threadpool
+
+    def run() -> str:
+        with console.lock:
+            try:
+                return work()
+            except DurastateError:
+                raise
+            except Exception as exc:
+                raise _unavailable(exc) from exc
+
+    return await run_in_threadpool(run)
 
 
 def _all_queued(console: Console) -> Callable[[], list[tuple[str, Event]]] | None:

@@ -36,7 +36,7 @@ from durastate.engine.model import ENDED, RESERVED_PREFIX, Event, Execution, new
 from durastate.engine.registry import DefinitionRegistry
 from durastate.engine.reset import RESET_ACTIONS
 from durastate.engine.run_timeout import check_start_timeout
-from durastate.engine.values import check_execution_id, check_json
+from durastate.engine.values import check_execution_id, check_json, object_from_json
 from durastate.engine.versions import definition_version
 from durastate.errors import (
     ControlRefused,
@@ -237,13 +237,10 @@ def event_data(text: str, what: str = "event data") -> dict[str, object]:
 def json_object(text: str, what: str) -> dict[str, object]:
     """A form field holding a JSON object (:class:`ActionRefused` saying what is wrong otherwise)."""
     try:
-        value = json.loads(text)
+        value = object_from_json(text, what)
+        check_json(value, what)
     except json.JSONDecodeError as exc:
         raise ActionRefused(f"{what} is not valid JSON ({exc.msg} at column {exc.colno})") from None
-    if not isinstance(value, dict):
-        raise ActionRefused(f"{what} must be a JSON object like {{\"amount\": 10}}, got {type(value).__name__}")
-    try:
-        check_json(value, what)
     except InvalidValue as exc:
         raise ActionRefused(str(exc)) from None
     return value

@@ -1430,13 +1430,8 @@ class DynamoCore:
         parent_id: str | None = None,
     ) -> Ops[list[str]]:
         """The first ``want`` ids (in id order, after the cursor) in one status of the index."""
-        names = {"#st": "status"}
-        values: dict[str, Any] = {":st": S(status)}
-        key = "#st = :st"
-        if after:
-            key += " AND #id > :after"
-            names["#id"] = "id"
-            values[":after"] = S(after)
+        kw = self._index_query("by_status", "status", status, "id", after, want)
+        names, values = kw["ExpressionAttributeNames"], kw["ExpressionAttributeValues"]
         filters = []
         if definition_id is not None:
             filters.append("#def = :def")
@@ -1453,14 +1448,6 @@ class DynamoCore:
             filters.append("#pid = :pid")
             names["#pid"] = "parent_id"
             values[":pid"] = S(parent_id)
-        kw: dict[str, Any] = {
-            "TableName": self.table("executions"),
-            "IndexName": "by_status",
-            "KeyConditionExpression": key,
-            "ExpressionAttributeNames": names,
-            "ExpressionAttributeValues": values,
-            "Limit": want,
-        }
         if filters:
             kw["FilterExpression"] = " AND ".join(filters)
         return (yield from self._query_ids(kw, want))
@@ -1469,22 +1456,30 @@ class DynamoCore:
         """The first ``want`` execution ids (in id order, after the cursor) with ``term`` in the sparse
         ``by_search`` index. An entry may be stale (its commit is newer than the index): every id found is
         checked against its execution's values by the caller."""
-        names = {"#t": "term"}
-        values: dict[str, Any] = {":t": S(term)}
-        key = "#t = :t"
+        kw = self._index_query("by_search", "term", term, "execution", after, want)
+        return (yield from self._query_ids(kw, want, "execution"))
+
+    def _index_query(
+        self, index: str, hash_attr: str, hash_value: str, sort_attr: str, after: str | None, want: int
+    ) -> dict[str, Any]:
+        """The Query (for :meth:`_query_ids`) of the first ``want`` items of the executions table's ``index``
+        whose ``hash_attr`` is ``hash_value``, in ``sort_attr`` order after the cursor ``after``. Its key
+        uses the names ``#h``/``#s`` and the values ``:h``/``:after``; a caller adds its filter's own."""
+        names = {"#h": hash_attr}
+        values: dict[str, Any] = {":h": S(hash_value)}
+        key = "#h = :h"
         if after:
-            key += " AND #e > :after"
-            names["#e"] = "execution"
+            key += " AND #s > :after"
+            names["#s"] = sort_attr
             values[":after"] = S(after)
-        kw: dict[str, Any] = {
+        return {
             "TableName": self.table("executions"),
-            "IndexName": "by_search",
+            "IndexName": index,
             "KeyConditionExpression": key,
             "ExpressionAttributeNames": names,
             "ExpressionAttributeValues": values,
             "Limit": want,
         }
-        return (yield from self._query_ids(kw, want, "execution"))
 
     def _summaries(self, ids: list[str]) -> Ops[list[tuple[ExecutionSummary, dict[str, Any]]]]:
         """Summaries of the page's ids, each with its search values (eventually consistent: the index they
