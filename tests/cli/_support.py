@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
+import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFS = Path(__file__).resolve().parent / "defs"
@@ -12,6 +17,40 @@ EXAMPLES = ROOT / "examples"
 CLOCK = 1_767_607_200.0
 """2026-01-05T10:00:00Z: the manual clock every command of these tests runs on (``DURASTATE_CLOCK``), so
 no assertion depends on how long the machine takes between two commands; ``--advance`` moves it."""
+
+
+PG_SERVER = "postgresql://postgres@127.0.0.1:5432/test"
+"""The test machine's PostgreSQL server (trust auth, database ``test``)."""
+
+
+@contextlib.contextmanager
+def postgres_schema_url(prefix: str, query: str = "") -> Iterator[str]:
+    """The URL of a fresh schema ``<prefix>_<random>`` on :data:`PG_SERVER` (``query``: more URL options, e.g.
+    ``&history=1``), dropped afterwards; the test is skipped when there is no server."""
+    psycopg = pytest.importorskip("psycopg")
+    try:
+        psycopg.connect(PG_SERVER, connect_timeout=5).close()
+    except psycopg.OperationalError as exc:
+        pytest.skip(f"no PostgreSQL at {PG_SERVER}: {exc}")
+    schema = f"{prefix}_{uuid.uuid4().hex[:10]}"
+    try:
+        yield f"{PG_SERVER}?schema={schema}{query}"
+    finally:
+        with psycopg.connect(PG_SERVER, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+def moto_dynamodb_url(monkeypatch: pytest.MonkeyPatch, prefix: str, query: str = "") -> str:
+    """The URL of a fresh table prefix on the session's moto server, with its dummy credentials set and no
+    real endpoint or profile left in the environment."""
+    pytest.importorskip("boto3")
+    from tests._aws import shared_moto_server, unique_prefix
+
+    for name in ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_DYNAMODB", "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    return f"dynamodb://{unique_prefix(prefix)}?endpoint_url={shared_moto_server().url}&region=us-east-1{query}"
 
 
 def durastate_executable() -> list[str]:

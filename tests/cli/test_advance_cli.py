@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import json
 import re
-import uuid
 from collections.abc import Callable, Iterator
 
 import pytest
 
-from ._support import CLOCK, Env, Outcome, assert_one_line_error
+from ._support import CLOCK, Env, Outcome, assert_one_line_error, moto_dynamodb_url, postgres_schema_url
 
 Cli = Callable[..., Outcome]
 DAY = 86400.0
@@ -41,9 +40,6 @@ states:
   closed: {type: final}
 """
 
-PG_SERVER = "postgresql://postgres@127.0.0.1:5432/test"
-
-
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.slow),
                         pytest.param("dynamodb", marks=pytest.mark.slow)])
 def store_url(request: pytest.FixtureRequest, env: Env, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
@@ -55,26 +51,11 @@ def store_url(request: pytest.FixtureRequest, env: Env, monkeypatch: pytest.Monk
         yield env.store_url
         return
     if request.param == "postgresql":
-        psycopg = pytest.importorskip("psycopg")
-        schema = f"adv_{uuid.uuid4().hex[:10]}"
-        try:
-            psycopg.connect(PG_SERVER, connect_timeout=5).close()
-        except psycopg.OperationalError as exc:
-            pytest.skip(f"no PostgreSQL at {PG_SERVER}: {exc}")
-        url = f"{PG_SERVER}?schema={schema}"
-        monkeypatch.setenv("DURASTATE_STORE", url)
-        yield url
-        with psycopg.connect(PG_SERVER, autocommit=True) as conn:
-            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+        with postgres_schema_url("adv") as url:
+            monkeypatch.setenv("DURASTATE_STORE", url)
+            yield url
         return
-    pytest.importorskip("boto3")
-    from tests._aws import shared_moto_server, unique_prefix
-
-    for name in ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_DYNAMODB", "AWS_PROFILE"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-    url = f"dynamodb://{unique_prefix('adv')}?endpoint_url={shared_moto_server().url}&region=us-east-1"
+    url = moto_dynamodb_url(monkeypatch, "adv")
     monkeypatch.setenv("DURASTATE_STORE", url)
     yield url
 

@@ -12,28 +12,18 @@ from __future__ import annotations
 
 import json
 import shutil
-import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
-from ._support import EXAMPLES, Env, Outcome, assert_one_line_error
-
-SERVER = "postgresql://postgres@127.0.0.1:5432/test"
+from ._support import EXAMPLES, Env, Outcome, assert_one_line_error, postgres_schema_url
 
 
 @pytest.fixture
 def pg_url() -> Iterator[str]:
-    psycopg = pytest.importorskip("psycopg")
-    schema = f"cli_dl_{uuid.uuid4().hex[:10]}"
-    try:
-        psycopg.connect(SERVER, connect_timeout=5).close()
-    except psycopg.OperationalError as exc:
-        pytest.skip(f"no PostgreSQL at {SERVER}: {exc}")
-    yield f"{SERVER}?schema={schema}"
-    with psycopg.connect(SERVER, autocommit=True) as conn:
-        conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+    with postgres_schema_url("cli_dl") as url:
+        yield url
 
 
 @pytest.fixture

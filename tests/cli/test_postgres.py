@@ -3,29 +3,19 @@
 from __future__ import annotations
 
 import json
-import uuid
 from collections.abc import Callable, Iterator
 
 import pytest
 
-from ._support import Outcome
+from ._support import Outcome, postgres_schema_url
 
 pytestmark = pytest.mark.slow
-
-SERVER = "postgresql://postgres@127.0.0.1:5432/test"
 
 
 @pytest.fixture
 def pg_url() -> Iterator[str]:
-    psycopg = pytest.importorskip("psycopg")
-    schema = f"cli_{uuid.uuid4().hex[:10]}"
-    try:
-        psycopg.connect(SERVER, connect_timeout=5).close()
-    except psycopg.OperationalError as exc:
-        pytest.skip(f"no PostgreSQL at {SERVER}: {exc}")
-    yield f"{SERVER}?schema={schema}"
-    with psycopg.connect(SERVER, autocommit=True) as conn:
-        conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+    with postgres_schema_url("cli") as url:
+        yield url
 
 
 def test_start_send_serve_on_postgres(cli: Callable[..., Outcome], pg_url: str) -> None:

@@ -5,42 +5,26 @@ errors for a bad filter or an unknown execution."""
 from __future__ import annotations
 
 import json
-import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
-from ._support import Outcome, assert_one_line_error
+from ._support import Outcome, assert_one_line_error, moto_dynamodb_url, postgres_schema_url
 
 pytestmark = pytest.mark.slow
 
 Cli = Callable[..., Outcome]
-PG = "postgresql://postgres@127.0.0.1:5432/test"
 
 
 @pytest.fixture(params=["postgres", "dynamodb"])
 def server_store(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     """The URL of an empty store of the kind, keeping whole histories."""
     if request.param == "postgres":
-        psycopg = pytest.importorskip("psycopg")
-        schema = f"cli_{uuid.uuid4().hex[:10]}"
-        try:
-            psycopg.connect(PG, connect_timeout=5).close()
-        except psycopg.OperationalError as exc:
-            pytest.skip(f"no PostgreSQL at {PG}: {exc}")
-        yield f"{PG}?schema={schema}&history=1"
-        with psycopg.connect(PG, autocommit=True) as conn:
-            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+        with postgres_schema_url("cli", "&history=1") as url:
+            yield url
         return
-    pytest.importorskip("boto3")
-    from tests._aws import shared_moto_server, unique_prefix
-
-    for name in ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_DYNAMODB", "AWS_PROFILE"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-    yield f"dynamodb://{unique_prefix('cli')}?endpoint_url={shared_moto_server().url}&region=us-east-1&history=1"
+    yield moto_dynamodb_url(monkeypatch, "cli", "&history=1")
 
 
 def ok(out: Outcome) -> Outcome:
@@ -100,13 +84,8 @@ def test_trace_on_aws_says_only_failed_steps_are_recorded(cli: Cli, monkeypatch:
     from durastate.runtime import LocalRuntime, ManualClock
     from durastate.runtime.definitions import load_file
     from durastate.store import open_store
-    from tests._aws import shared_moto_server, unique_prefix
 
-    for name in ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_DYNAMODB", "AWS_PROFILE"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-    url = f"dynamodb://{unique_prefix('cli')}?endpoint_url={shared_moto_server().url}&region=us-east-1"
+    url = moto_dynamodb_url(monkeypatch, "cli")
     (tmp_path / "boom.yaml").write_text(BOOM)
     store = open_store(url)
     rt = LocalRuntime(store, DefinitionRegistry([load_file(tmp_path / "boom.yaml")]), clock=ManualClock(1_000.0),

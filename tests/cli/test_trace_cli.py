@@ -9,7 +9,6 @@ import queue
 import re
 import subprocess
 import threading
-import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -21,9 +20,8 @@ from durastate.store.sqlite import SqliteStore
 from durastate.transport.base import DeadLetter
 from durastate.transport.sqlite import SqliteTransport
 
-from ._support import Env, Outcome, durastate_executable
+from ._support import Env, Outcome, durastate_executable, postgres_schema_url
 
-PG_SERVER = "postgresql://postgres@127.0.0.1:5432/test"
 WAIT = 60.0
 """How long a test waits for a line of a following ``trace`` before it fails (never a sleep)."""
 
@@ -217,15 +215,8 @@ class Follower:
 
 @pytest.fixture
 def pg_url() -> Iterator[str]:
-    psycopg = pytest.importorskip("psycopg")
-    schema = f"trace_{uuid.uuid4().hex[:10]}"
-    try:
-        psycopg.connect(PG_SERVER, connect_timeout=5).close()
-    except psycopg.OperationalError as exc:
-        pytest.skip(f"no PostgreSQL at {PG_SERVER}: {exc}")
-    yield f"{PG_SERVER}?schema={schema}"
-    with psycopg.connect(PG_SERVER, autocommit=True) as conn:
-        conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+    with postgres_schema_url("trace") as url:
+        yield url
 
 
 @pytest.fixture(params=["sqlite", "postgres"])

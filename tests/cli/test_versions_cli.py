@@ -6,7 +6,6 @@ version; ``migrate --dry-run`` lists what would change and changes nothing; ``mi
 from __future__ import annotations
 
 import json
-import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -16,7 +15,7 @@ from durastate.cli.backends import open_cli_store
 from durastate.engine import load_definition
 from durastate.engine.versions import definition_version
 
-from ._support import Env, Outcome, assert_one_line_error
+from ._support import Env, Outcome, assert_one_line_error, moto_dynamodb_url, postgres_schema_url
 
 Cli = Callable[..., Outcome]
 
@@ -32,7 +31,6 @@ states:
   late: {type: final, outcome: late}
   delivered: {type: final, outcome: delivered}
 """
-PG = "postgresql://postgres@127.0.0.1:5432/test"
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.slow),
@@ -41,25 +39,10 @@ def store_url(request: pytest.FixtureRequest, env: Env, monkeypatch: pytest.Monk
     if request.param == "sqlite":
         yield env.store_url
     elif request.param == "postgres":
-        psycopg = pytest.importorskip("psycopg")
-        schema = f"cli_{uuid.uuid4().hex[:10]}"
-        try:
-            psycopg.connect(PG, connect_timeout=5).close()
-        except psycopg.OperationalError as exc:
-            pytest.skip(f"no PostgreSQL at {PG}: {exc}")
-        yield f"{PG}?schema={schema}"
-        with psycopg.connect(PG, autocommit=True) as conn:
-            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+        with postgres_schema_url("cli") as url:
+            yield url
     else:
-        pytest.importorskip("boto3")
-        from tests._aws import shared_moto_server, unique_prefix
-
-        for name in ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_DYNAMODB", "AWS_PROFILE"):
-            monkeypatch.delenv(name, raising=False)
-        monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
-        monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-        server = shared_moto_server()
-        yield f"dynamodb://{unique_prefix('ver')}?endpoint_url={server.url}&region=us-east-1"
+        yield moto_dynamodb_url(monkeypatch, "ver")
 
 
 @pytest.fixture
