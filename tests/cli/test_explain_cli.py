@@ -13,14 +13,11 @@ from __future__ import annotations
 
 import json
 import re
-import uuid
 from collections.abc import Callable, Iterator
 
 import pytest
 
-from ._support import Env, Outcome
-
-SERVER = "postgresql://postgres@127.0.0.1:5432/test"
+from ._support import Env, Outcome, postgres_schema_url
 
 TURNSTILE = """\
 id: turnstile
@@ -46,21 +43,11 @@ states:
 def run(request: pytest.FixtureRequest, cli: Callable[..., Outcome], env: Env) -> Iterator[Callable[..., Outcome]]:
     """``durastate --store URL ARGS…`` on a fresh store of either kind, with the turnstile definition."""
     (env.definitions / "turnstile.yaml").write_text(TURNSTILE)
-    schema = None
     if request.param == "postgres":
-        psycopg = pytest.importorskip("psycopg")
-        try:
-            psycopg.connect(SERVER, connect_timeout=5).close()
-        except psycopg.OperationalError as exc:
-            pytest.skip(f"no PostgreSQL at {SERVER}: {exc}")
-        schema = f"explain_{uuid.uuid4().hex[:10]}"
-        url = f"{SERVER}?schema={schema}"
-    else:
-        url = env.store_url
-    yield lambda *args: cli("--store", url, *args)
-    if schema is not None:
-        with psycopg.connect(SERVER, autocommit=True) as conn:
-            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+        with postgres_schema_url("explain") as url:
+            yield lambda *args: cli("--store", url, *args)
+        return
+    yield lambda *args: cli("--store", env.store_url, *args)
 
 
 def ok(out: Outcome) -> Outcome:
