@@ -54,8 +54,10 @@ typecheck: $(FULL_STAMP)
 # a local stack) are set up once, and the slow process-level tests overlap the fast ones. PYTEST_ARGS adds to
 # it (`make unit PYTEST_ARGS="-m 'not slow'"`); XDIST="" runs in one process.
 XDIST ?= -n 2 --dist loadfile
+# The slowest tests are listed at the end of each run, so a test that grows slow is seen where it runs.
+DURATIONS ?= --durations=25
 unit: $(FULL_STAMP) $(NODE_STAMP)
-	PATH="$(CURDIR)/node_modules/.bin:$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) -m pytest -q $(XDIST) $(PYTEST_ARGS)
+	PATH="$(CURDIR)/node_modules/.bin:$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) -m pytest -q $(XDIST) $(DURATIONS) $(PYTEST_ARGS)
 
 ## bench: run the benchmarks and write bench/results/
 bench: $(FULL_STAMP) $(NODE_STAMP)

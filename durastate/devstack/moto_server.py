@@ -21,7 +21,11 @@ MOTO_CREDENTIALS = {"aws_access_key_id": "testing", "aws_secret_access_key": "te
 
 
 class MotoServer:
-    """moto's ``ThreadedMotoServer`` on ``host:port`` (port 0: any free one); state is lost when stopped."""
+    """moto's ``ThreadedMotoServer`` on ``host:port`` (port 0: any free one); state is lost when stopped.
+
+    moto keeps its state per *process*, not per server: a server started after another one in the same
+    process would find the first one's tables, queues and items. So :meth:`stop` resets that state (moto's
+    ``/moto-api/reset``) before it stops the server, as quitting ``durastate local`` loses it."""
 
     def __init__(self, host: str = "127.0.0.1", port: int = 0) -> None:
         self.host, self.port = host, port
@@ -43,7 +47,13 @@ class MotoServer:
 
     def stop(self) -> None:
         if self._server is not None:
-            self._server.stop()
+            import urllib.request
+
+            reset = urllib.request.Request(f"{self.endpoint_url}/moto-api/reset", method="POST")
+            try:
+                urllib.request.urlopen(reset, timeout=30).close()
+            finally:
+                self._server.stop()
             self._server = None
             self.endpoint_url = None
 

@@ -4,7 +4,6 @@ the stack's quiet environment, settling and clean-up."""
 from __future__ import annotations
 
 import json
-import urllib.request
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -19,12 +18,6 @@ def settle(stack: LocalStack) -> None:
     """Run the stack until a turn finds nothing to do, and check nothing is left in flight."""
     stack.run_until_idle(max_steps=500)
     assert stack.settled()
-
-
-def reset_moto(stack: LocalStack) -> None:
-    """moto keeps one state per process, whatever server serves it: leave nothing to later tests."""
-    urllib.request.urlopen(urllib.request.Request(f"{stack.endpoint_url}/moto-api/reset", method="POST"),
-                           timeout=30).close()
 
 
 @dataclass

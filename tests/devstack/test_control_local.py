@@ -24,7 +24,7 @@ from durastate.errors import StoreThrottled
 from durastate.store.base import ExecutionStore
 from durastate.store.dynamodb.sync import DynamoDBStore
 
-from .helpers import FakeClock, drain_queue, reset_moto, send, settle, start
+from .helpers import FakeClock, drain_queue, send, settle, start
 
 pytestmark = pytest.mark.slow
 
@@ -36,7 +36,6 @@ def stack(cloud_assembly: Path) -> Iterator[LocalStack]:
     with LocalStack(cloud_assembly / "DurastateStack.template.json", port=0, clock=FakeClock(), retry_delay=0,
                     environment=ENVIRONMENT) as st:
         yield st
-        reset_moto(st)
 
 
 @pytest.fixture()

@@ -19,7 +19,7 @@ import pytest
 from durastate.cli import run
 from durastate.devstack import LocalStack
 
-from .helpers import QUIET, FakeClock, executions, reset_moto, send, settle, start
+from .helpers import QUIET, FakeClock, executions, send, settle, start
 
 pytestmark = pytest.mark.slow
 
@@ -39,7 +39,6 @@ def stack(cloud_assembly: Path, deployed: Path) -> Iterator[LocalStack]:
     with LocalStack(cloud_assembly / "DurastateStack.template.json", port=0, clock=FakeClock(), retry_delay=0,
                     environment=QUIET, definitions_dir=deployed) as st:
         yield st
-        reset_moto(st)
 
 
 def listed(stack: LocalStack, capsys: pytest.CaptureFixture[str]) -> list[dict[str, object]]:

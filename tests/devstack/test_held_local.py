@@ -35,7 +35,7 @@ from durastate.errors import StoreThrottled
 from durastate.runtime.aws import RETRY_BACKOFF
 from durastate.store.base import ExecutionStore
 
-from .helpers import QUIET, FakeClock, drain_queue, executions, reset_moto, send, start
+from .helpers import QUIET, FakeClock, drain_queue, executions, send, start
 
 pytestmark = pytest.mark.slow
 
@@ -92,7 +92,6 @@ def stack(cloud_assembly: Path, definitions: Path, clock: FakeClock) -> Iterator
     with LocalStack(cloud_assembly / "DurastateStack.template.json", port=0, clock=clock, retry_delay=None,
                     definitions_dir=definitions, environment={**QUIET, "DURASTATE_TRACE": "1"}) as st:
         yield st
-        reset_moto(st)
     PROVIDER["down"] = False
 
 

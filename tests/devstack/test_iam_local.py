@@ -31,7 +31,7 @@ from durastate.devstack.iam import grants_of, needed_grants
 from durastate.engine.ids import TIMEOUT
 
 from .conftest import BUSY, ROOT, charge_card
-from .helpers import QUIET, FakeClock, drain_queue, executions, reset_moto, send, settle, start
+from .helpers import QUIET, FakeClock, drain_queue, executions, send, settle, start
 
 pytestmark = pytest.mark.slow
 
@@ -60,7 +60,6 @@ def stack(full_template: Path) -> Iterator[LocalStack]:
     with LocalStack(full_template, port=0, clock=FakeClock(), retry_delay=0, environment=QUIET,
                     task_functions={"charge-card": charge_card}) as st:
         yield st
-        reset_moto(st)
 
 
 def rids(stack: LocalStack, execution_id: str) -> int:
@@ -123,6 +122,7 @@ def drive_dedupe_paths(stack: LocalStack, clock: FakeClock) -> None:
 def drive_every_path(stack: LocalStack, clock: FakeClock) -> None:
     """What the local-stack tests drive, on one stack: each path makes the requests it makes on AWS."""
     sqs, q = stack.client("sqs"), stack.queue_url
+    assert executions(stack.client("dynamodb")) == {}  # a fresh deployment: nothing an earlier stack left
     drive_dedupe_paths(stack, clock)
     for oid in ("paid", "expires", "abandoned"):
         start(sqs, q, oid)
@@ -145,6 +145,8 @@ def drive_every_path(stack: LocalStack, clock: FakeClock) -> None:
     send(sqs, q, "paid", "picked")
     send(sqs, q, "paid", "label_printed", {"tracking": "T-1"})
     settle(stack)
+    paid = executions(stack.client("dynamodb"))["paid"]  # the worker cancelled its cart's timer on submit
+    assert (paid["status"], paid["outcome"], paid["context"]["tracking"]) == ("finished", "fulfilled", "T-1")
     clock.advance(31)
     settle(stack)
     clock.advance(31)
@@ -153,6 +155,9 @@ def drive_every_path(stack: LocalStack, clock: FakeClock) -> None:
     settle(stack)
     clock.advance(3600)  # the abandoned cart's hour, overdue at the sweep: the sweeper fires it
     settle(stack)
+    outcomes = {e: x["outcome"] for e, x in executions(stack.client("dynamodb")).items()
+                if e in ("paid", "expires", "abandoned")}
+    assert outcomes == {"paid": "fulfilled", "expires": "payment_failed", "abandoned": "abandoned"}
     start(sqs, q, "later", "order")
     settle(stack)
     clock.advance(3000)  # its cart's hour comes within 15 minutes: the sweeper sends it the hop
@@ -164,6 +169,16 @@ def drive_every_path(stack: LocalStack, clock: FakeClock) -> None:
     settle(stack)
     stack.run_function("sweeper")
     settle(stack)
+
+
+def made(stack: LocalStack) -> str:
+    """What each function asked for (action on resource: how many times), for a failure's message."""
+    assert stack.iam is not None
+    counts: dict[tuple[str, str, str, str], int] = {}
+    for d in stack.iam.decisions:
+        key = (d.function, d.operation, d.action, d.resource.rsplit(":", 1)[-1])
+        counts[key] = counts.get(key, 0) + 1
+    return "requests made:\n" + "\n".join(f"  {n:5d} {' '.join(k)}" for k, n in sorted(counts.items()))
 
 
 def test_every_request_is_allowed_and_every_grant_is_needed(stack: LocalStack) -> None:
@@ -184,7 +199,7 @@ def test_every_request_is_allowed_and_every_grant_is_needed(stack: LocalStack) -
     needed = needed_grants(documents, decisions)
     unneeded = sorted((g.function, g.action, g.resource) for g, why in needed.items()
                       if not why and g.action not in SERVICE_GRANTS)
-    assert unneeded == [], "grants no request needs:\n" + "\n".join(map(str, unneeded))
+    assert unneeded == [], "grants no request needs:\n" + "\n".join(map(str, unneeded)) + "\n" + made(stack)
     service = {g.action for g in grants_of(documents) if g.action in SERVICE_GRANTS}
     assert service == set(SERVICE_GRANTS)  # the exemptions are real grants of the template
     assert {g.function for g in needed} == {"worker", "relay", "sweeper", "timers"}
@@ -208,16 +223,13 @@ def test_a_missing_grant_is_denied_as_aws_denies_it(full_template: Path) -> None
 
     with LocalStack(template, asset_root=full_template.parent, port=0, clock=FakeClock(), retry_delay=0,
                     environment=QUIET, task_functions={"charge-card": charge_card}, iam=True) as st:
-        try:
-            with pytest.raises(ClientError) as denied:
-                st.run_function("sweeper")
-            error = denied.value.response["Error"]
-            assert error["Code"] == "AccessDeniedException"
-            assert "not authorized to perform: dynamodb:Scan on resource: arn:aws:dynamodb:" in error["Message"]
-            assert st.iam is not None and [
-                (d.function, d.action) for d in st.iam.decisions if not d.allowed] == [("sweeper", "dynamodb:Scan")]
-        finally:
-            reset_moto(st)
+        with pytest.raises(ClientError) as denied:
+            st.run_function("sweeper")
+        error = denied.value.response["Error"]
+        assert error["Code"] == "AccessDeniedException"
+        assert "not authorized to perform: dynamodb:Scan on resource: arn:aws:dynamodb:" in error["Message"]
+        assert st.iam is not None and [
+            (d.function, d.action) for d in st.iam.decisions if not d.allowed] == [("sweeper", "dynamodb:Scan")]
 
 
 def cli(capsys: pytest.CaptureFixture[str], argv: list[str]) -> tuple[int, str]:

@@ -13,7 +13,7 @@ import pytest
 from durastate.devstack import LocalStack
 
 from ..importers.charts import LIGHT_XSTATE, TURNSTILE_SCXML, UPLOAD_SCXML
-from .helpers import QUIET, FakeClock, executions, reset_moto, send, settle, start
+from .helpers import QUIET, FakeClock, executions, send, settle, start
 
 pytestmark = pytest.mark.slow
 
@@ -38,7 +38,6 @@ def stack(cloud_assembly: Path, deployed: Path, clock: FakeClock) -> Iterator[Lo
     with LocalStack(cloud_assembly / "DurastateStack.template.json", port=0, clock=clock, retry_delay=0,
                     environment=QUIET, definitions_dir=deployed) as st:
         yield st
-        reset_moto(st)
 
 
 def test_an_scxml_chart_runs_to_its_final_state(stack: LocalStack) -> None:

@@ -23,7 +23,7 @@ from durastate.devstack import LocalStack
 from durastate.engine.ids import task_id
 from durastate.store.dynamodb.sync import DynamoDBStore
 
-from .helpers import QUIET, FakeClock, reset_moto, start
+from .helpers import QUIET, FakeClock, start
 
 pytestmark = pytest.mark.slow
 
@@ -64,7 +64,6 @@ def stack(full_template: Path, tmp_path: Path) -> Iterator[LocalStack]:
                     environment=QUIET
                     ) as st:
         yield st
-        reset_moto(st)
 
 
 def test_the_relay_runs_a_lambda_task_and_the_worker_routes_its_answer(stack: LocalStack) -> None:

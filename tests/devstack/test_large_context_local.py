@@ -27,7 +27,7 @@ from durastate.store.dynamodb.sync import DynamoDBStore
 from durastate.transport.sqs import SqsTransport
 
 from .conftest import synth_app
-from .helpers import QUIET, FakeClock, executions, reset_moto, send, settle, start
+from .helpers import QUIET, FakeClock, executions, send, settle, start
 
 pytestmark = pytest.mark.slow
 
@@ -54,7 +54,6 @@ def large_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def stack(large_template: Path) -> Iterator[LocalStack]:
     with LocalStack(large_template, port=0, clock=FakeClock(), retry_delay=0, environment=QUIET) as st:
         yield st
-        reset_moto(st)
 
 
 def text(i: int, mark: str = "") -> str:

@@ -16,7 +16,7 @@ import pytest
 from durastate.devstack import LocalStack
 from durastate.store.dynamodb.sync import DynamoDBStore
 
-from .helpers import QUIET, FakeClock, reset_moto, send, start
+from .helpers import QUIET, FakeClock, send, start
 
 pytestmark = pytest.mark.slow
 
@@ -56,7 +56,6 @@ def stack(cloud_assembly: Path, tmp_path: Path) -> Iterator[LocalStack]:
     with LocalStack(cloud_assembly / "DurastateStack.template.json", port=0, clock=FakeClock(), retry_delay=0,
                     definitions_dir=folder, environment={**QUIET, "DURASTATE_TRACE": "1"}) as st:
         yield st
-        reset_moto(st)
 
 
 def started(stack: LocalStack, store: DynamoDBStore, parent: str, policy: str) -> str:

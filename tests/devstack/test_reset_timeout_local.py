@@ -17,7 +17,7 @@ from durastate.cli import run
 from durastate.devstack import LocalStack
 from durastate.store.dynamodb.sync import DynamoDBStore
 
-from .helpers import QUIET, FakeClock, drain_queue, reset_moto, start
+from .helpers import QUIET, FakeClock, drain_queue, start
 
 pytestmark = pytest.mark.slow
 
@@ -50,7 +50,6 @@ def open_stack(cloud_assembly: Path, tmp_path: Path, clock: FakeClock, **env: st
 def stack(cloud_assembly: Path, tmp_path: Path, clock: FakeClock) -> Iterator[LocalStack]:
     with open_stack(cloud_assembly, tmp_path, clock) as st:
         yield st
-        reset_moto(st)
 
 
 def store_of(stack: LocalStack) -> DynamoDBStore:
@@ -91,17 +90,14 @@ def test_a_reset_through_the_queue_moves_the_execution_and_arms_the_timer_of_its
 
 def test_the_run_timeout_is_fired_by_the_sweeper(cloud_assembly: Path, tmp_path: Path, clock: FakeClock) -> None:
     with open_stack(cloud_assembly, tmp_path, clock, DURASTATE_TIMERS_QUEUE_URL="") as stack:
-        try:
-            start(stack.client("sqs"), stack.queue_url, "t-1", "flow")
-            settle(stack)
-            store = store_of(stack)
-            clock.advance(599)
-            settle(stack)
-            assert store.load("t-1").status == "running"  # type: ignore[union-attr]
-            clock.advance(61)  # past the deadline, and the sweeper's next run
-            settle(stack)
-            exe = store.load("t-1")
-            assert exe is not None and exe.status == "failed"
-            assert exe.error == "timed out: the run did not end within its timeout of 10m"
-        finally:
-            reset_moto(stack)
+        start(stack.client("sqs"), stack.queue_url, "t-1", "flow")
+        settle(stack)
+        store = store_of(stack)
+        clock.advance(599)
+        settle(stack)
+        assert store.load("t-1").status == "running"  # type: ignore[union-attr]
+        clock.advance(61)  # past the deadline, and the sweeper's next run
+        settle(stack)
+        exe = store.load("t-1")
+        assert exe is not None and exe.status == "failed"
+        assert exe.error == "timed out: the run did not end within its timeout of 10m"

@@ -20,7 +20,7 @@ from durastate.runtime.sweeper import timeout_event
 from durastate.store.dynamodb.sync import DynamoDBStore
 from durastate.transport.wire import dump_envelope
 
-from .helpers import QUIET, FakeClock, executions, reset_moto, send, start
+from .helpers import QUIET, FakeClock, executions, send, start
 
 pytestmark = pytest.mark.slow
 
@@ -66,7 +66,6 @@ def clock() -> FakeClock:
 def stack(cloud_assembly: Path, definitions: Path, clock: FakeClock) -> Iterator[LocalStack]:
     with open_stack(cloud_assembly, definitions, clock) as st:
         yield st
-        reset_moto(st)
 
 
 def settle(stack: LocalStack) -> None:
@@ -118,17 +117,14 @@ def test_timers_of_one_second_five_minutes_and_two_days_fire_once_when_due(stack
 def test_without_the_hop_the_sweeper_fires_timers_on_its_schedule(cloud_assembly: Path, definitions: Path,
                                                                   clock: FakeClock) -> None:
     with open_stack(cloud_assembly, definitions, clock, DURASTATE_TIMERS_QUEUE_URL="") as stack:
-        try:
-            start(stack.client("sqs"), stack.queue_url, "slow", "timer", {"delay": 1})
-            settle(stack)
-            clock.advance(1)
-            settle(stack)
-            assert fired(stack) == {"slow": 0}  # due, but the sweeper has not run yet
-            clock.advance(60)
-            settle(stack)
-            assert fired(stack) == {"slow": 1}
-        finally:
-            reset_moto(stack)
+        start(stack.client("sqs"), stack.queue_url, "slow", "timer", {"delay": 1})
+        settle(stack)
+        clock.advance(1)
+        settle(stack)
+        assert fired(stack) == {"slow": 0}  # due, but the sweeper has not run yet
+        clock.advance(60)
+        settle(stack)
+        assert fired(stack) == {"slow": 1}
 
 
 def test_a_hop_lost_after_the_commit_is_fired_by_the_sweeper(stack: LocalStack, clock: FakeClock) -> None:
@@ -175,16 +171,13 @@ def test_a_failed_step_is_traced_with_the_trace_off(stack: LocalStack) -> None:
 
 def test_the_trace_on_records_every_step(cloud_assembly: Path, definitions: Path, clock: FakeClock) -> None:
     with open_stack(cloud_assembly, definitions, clock, DURASTATE_TRACE="1") as stack:
-        try:
-            start(stack.client("sqs"), stack.queue_url, "traced", "timer", {"delay": 1})
-            settle(stack)
-            clock.advance(1)
-            settle(stack)
-            steps: list[dict[str, Any]] = DynamoDBStore(stack.client("dynamodb"), prefix="durastate").read_trace(
-                "traced")
-            assert [s["event"] for s in steps] == ["durastate.start", "durastate.timeout"]
-        finally:
-            reset_moto(stack)
+        start(stack.client("sqs"), stack.queue_url, "traced", "timer", {"delay": 1})
+        settle(stack)
+        clock.advance(1)
+        settle(stack)
+        steps: list[dict[str, Any]] = DynamoDBStore(stack.client("dynamodb"), prefix="durastate").read_trace(
+            "traced")
+        assert [s["event"] for s in steps] == ["durastate.start", "durastate.timeout"]
 
 
 def test_a_schedule_ticks_on_time_through_the_hop_not_once_a_sweep(full_template: Path, definitions: Path,
@@ -196,19 +189,16 @@ def test_a_schedule_ticks_on_time_through_the_hop_not_once_a_sweep(full_template
         "schedules:\n  pulse: {definition: timer, rate: 30s, context: {delay: 86400}}\n")
     t0 = clock.now  # a whole multiple of 30 s: the ticks fall on t0 + 30 n
     with open_stack(full_template, definitions, clock) as stack:
-        try:
+        settle(stack)
+        clock.advance(60)  # the sweeper's first run: it stores the schedule and hops its first tick, +90
+        settle(stack)
+        assert [e for e in fired(stack) if e.startswith("pulse")] == []
+        expected = []
+        for n in (3, 4, 5):
+            clock.advance(30)  # the ticks at +90 and +150 fall between the sweeper's runs (+60, +120, +180)
             settle(stack)
-            clock.advance(60)  # the sweeper's first run: it stores the schedule and hops its first tick, +90
-            settle(stack)
-            assert [e for e in fired(stack) if e.startswith("pulse")] == []
-            expected = []
-            for n in (3, 4, 5):
-                clock.advance(30)  # the ticks at +90 and +150 fall between the sweeper's runs (+60, +120, +180)
-                settle(stack)
-                expected.append(tick_execution_id("pulse", t0 + 30 * n))
-                assert sorted(e for e in fired(stack) if e.startswith("pulse")) == sorted(expected), n
-        finally:
-            reset_moto(stack)
+            expected.append(tick_execution_id("pulse", t0 + 30 * n))
+            assert sorted(e for e in fired(stack) if e.startswith("pulse")) == sorted(expected), n
 
 
 def test_a_schedules_window_jitter_and_delete_hold_through_the_hop(full_template: Path, definitions: Path,
@@ -230,28 +220,25 @@ def test_a_schedules_window_jitter_and_delete_hold_through_the_hop(full_template
         "  jittered: {definition: timer, rate: 5m, jitter: 2m, context: {delay: 86400}}\n"
         "  doomed: {definition: timer, rate: 5m, context: {delay: 86400}}\n")
     with open_stack(full_template, definitions, clock) as stack:
-        try:
+        settle(stack)
+        clock.advance(60)  # the sweeper stores the schedules and hops their first ticks
+        settle(stack)
+        store = DynamoDBStore(stack.client("dynamodb"), prefix="durastate")
+        record = store.load(schedule_record_id("jittered"))
+        assert record is not None and record.secret is not None
+        delete_schedule(store, "doomed", clock())  # its first tick's hop is on its way already
+        spec = ScheduleSpec(definition="timer", rate="5m", jitter="2m")
+        for _ in range(20):
+            clock.advance(60)
             settle(stack)
-            clock.advance(60)  # the sweeper stores the schedules and hops their first ticks
-            settle(stack)
-            store = DynamoDBStore(stack.client("dynamodb"), prefix="durastate")
-            record = store.load(schedule_record_id("jittered"))
-            assert record is not None and record.secret is not None
-            delete_schedule(store, "doomed", clock())  # its first tick's hop is on its way already
-            spec = ScheduleSpec(definition="timer", rate="5m", jitter="2m")
-            for _ in range(20):
-                clock.advance(60)
-                settle(stack)
-            started = sorted(fired(stack))
-            assert [e for e in started if e.startswith("windowed~")] == [
-                tick_execution_id("windowed", t0 + 600), tick_execution_id("windowed", t0 + 900)]
-            ticks = [t0 + 300 * n for n in range(1, 5)]
-            assert [e for e in started if e.startswith("jittered~")] == [
-                tick_execution_id("jittered", t) for t in ticks if spec.fire_at(t, record.secret, "jittered")
-                <= clock()]
-            assert [e for e in started if e.startswith("doomed~")] == []
-        finally:
-            reset_moto(stack)
+        started = sorted(fired(stack))
+        assert [e for e in started if e.startswith("windowed~")] == [
+            tick_execution_id("windowed", t0 + 600), tick_execution_id("windowed", t0 + 900)]
+        ticks = [t0 + 300 * n for n in range(1, 5)]
+        assert [e for e in started if e.startswith("jittered~")] == [
+            tick_execution_id("jittered", t) for t in ticks if spec.fire_at(t, record.secret, "jittered")
+            <= clock()]
+        assert [e for e in started if e.startswith("doomed~")] == []
 
 
 def test_backfill_starts_the_ticks_a_pause_missed_once_on_the_stack(
@@ -271,31 +258,28 @@ def test_backfill_starts_the_ticks_a_pause_missed_once_on_the_stack(
         "schedules:\n  late: {definition: timer, rate: 5m, context: {delay: 86400}}\n")
     t0 = clock.now  # a whole multiple of 5 minutes
     with open_stack(full_template, definitions, clock) as stack:
-        try:
+        settle(stack)
+        clock.advance(60)  # the sweeper stores the schedule and hops its first tick (+5m)
+        settle(stack)
+        url = f"dynamodb://durastate?endpoint_url={stack.endpoint_url}"
+        cli = lambda *args: run(["--store", url, "--definitions", str(definitions), *args])  # noqa: E731
+        monkeypatch.setenv("DURASTATE_CLOCK", str(clock.now))
+        assert cli("schedules", "pause", "late") == 0
+        for _ in range(20):  # the ticks of +5m … +20m are missed while paused
+            clock.advance(60)
             settle(stack)
-            clock.advance(60)  # the sweeper stores the schedule and hops its first tick (+5m)
-            settle(stack)
-            url = f"dynamodb://durastate?endpoint_url={stack.endpoint_url}"
-            cli = lambda *args: run(["--store", url, "--definitions", str(definitions), *args])  # noqa: E731
-            monkeypatch.setenv("DURASTATE_CLOCK", str(clock.now))
-            assert cli("schedules", "pause", "late") == 0
-            for _ in range(20):  # the ticks of +5m … +20m are missed while paused
-                clock.advance(60)
-                settle(stack)
-            assert [e for e in fired(stack) if e.startswith("late~")] == []
-            monkeypatch.setenv("DURASTATE_CLOCK", str(clock.now))
-            capsys.readouterr()
-            window = ("--from", iso(t0 + 300), "--to", iso(t0 + 1200))
-            assert cli("schedules", "backfill", "late", *window) == 0
-            assert "backfilled late: started 4 tick(s)" in capsys.readouterr().out
-            settle(stack)
-            ticks = [tick_execution_id("late", t0 + 300 * n) for n in (1, 2, 3, 4)]
-            assert sorted(e for e in fired(stack) if e.startswith("late~")) == ticks
-            assert cli("schedules", "backfill", "late", *window) == 0
-            assert "started 0 tick(s); 4 already ran" in capsys.readouterr().out
-            assert cli("schedules", "backfill", "nope", *window) == 1
-            assert "unknown schedule 'nope'" in capsys.readouterr().err
-            settle(stack)
-            assert sorted(e for e in fired(stack) if e.startswith("late~")) == ticks
-        finally:
-            reset_moto(stack)
+        assert [e for e in fired(stack) if e.startswith("late~")] == []
+        monkeypatch.setenv("DURASTATE_CLOCK", str(clock.now))
+        capsys.readouterr()
+        window = ("--from", iso(t0 + 300), "--to", iso(t0 + 1200))
+        assert cli("schedules", "backfill", "late", *window) == 0
+        assert "backfilled late: started 4 tick(s)" in capsys.readouterr().out
+        settle(stack)
+        ticks = [tick_execution_id("late", t0 + 300 * n) for n in (1, 2, 3, 4)]
+        assert sorted(e for e in fired(stack) if e.startswith("late~")) == ticks
+        assert cli("schedules", "backfill", "late", *window) == 0
+        assert "started 0 tick(s); 4 already ran" in capsys.readouterr().out
+        assert cli("schedules", "backfill", "nope", *window) == 1
+        assert "unknown schedule 'nope'" in capsys.readouterr().err
+        settle(stack)
+        assert sorted(e for e in fired(stack) if e.startswith("late~")) == ticks
