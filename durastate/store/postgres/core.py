@@ -53,6 +53,12 @@ Design choices beyond the PostgreSQL seed, and why:
   in the pipeline — so the check costs no round trip. Only a commit that wrote nothing reads back why
   (the winning version, and whether the event was marked: :class:`EventAlreadyProcessed` rather than a
   plain conflict) — the rare path.
+* **The context has its own column** (:func:`~durastate.store.sql.context_apart`): a commit told it did not
+  change (``context_unchanged``, :class:`~durastate.store.base.ContextKeepingStore`) neither serialises nor
+  sends it, and the function's ``UPDATE`` does not name the column, so its TOASTed value stays as it is.
+  The store sends it anyway unless it read or wrote that version of the row with its context in the column
+  (``PgCore._apart``): a row stored before the column holds it in ``data``, and the function refuses to
+  write ``data`` without it over such a row (a conflict: the caller reloads).
 * **The trace ring is trimmed every** :data:`~durastate.store.sql.TRIM_EVERY` **steps**, inside the
   statement that appends the step (inside ``durastate_commit_cas``, or :attr:`PgSql.write_trace`'s
   ``DELETE`` in the pipeline), so trimming never costs a statement the client sends, nor a round trip,

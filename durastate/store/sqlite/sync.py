@@ -1,7 +1,8 @@
 """``SqliteStore``: the durable embedded store — one file, no server, several processes may share it.
 
 The SQL family's shape (see :mod:`durastate.store.sql`, shared with ``PostgresStore``): an
-``executions`` table holding the execution as JSON plus broken-out ``definition_id``, ``version``,
+``executions`` table holding the execution as JSON (a large context apart, in ``contexts``) plus
+broken-out ``definition_id``, ``version``,
 ``status``, ``parent_id``, ``active_path`` and ``outcome`` columns and the recent dedupe ids (``rids``), and
 the ``outbox``, ``processed_events`` (older dedupe marks, written in batches), ``timers``, ``spawns`` and
 ``trace`` tables.
@@ -23,8 +24,13 @@ How it stays correct:
   commit and survives power loss too, at the cost of one fsync per event.
 
 Why it is fast: statements are prepared once and reused from the connection's statement cache through a
-single cursor; the execution is serialised exactly once per commit (``model_dump_json``) and parsed once per
-load; ``load_for_event`` is one statement. A commit is one ``UPDATE`` of one row, which writes one page:
+single cursor; the execution is serialised once per commit and parsed once per load; ``load_for_event`` is
+one statement. A commit is one ``UPDATE`` of one row, which writes one page:
+
+- a context over 2 KB lives in the ``contexts`` table, written only when it changed: a commit told it did
+  not (``context_unchanged``, :class:`~durastate.store.base.ContextKeepingStore`) neither serialises nor
+  writes it (:func:`~durastate.store.sql.context_apart`; SQLite would rewrite a column of the row the
+  ``UPDATE`` does not name, overflow pages included);
 
 - the dedupe mark goes into the row's ``rids`` and the trace step into its tail (``tsteps``), both moved to
   their tables in batches of 16 (:func:`~durastate.store.sql.next_recent`,
@@ -401,8 +407,9 @@ class SqliteStore:
             cur.execute(_SQL.insert_execution, _sql.execution_row(exe, data, rids, tnext, tsteps))
             if cur.rowcount != 1:
                 raise self._conflict(cur, exe.id, old)
-            if context is not None:  # (a row left by an execution deleted outside durastate is replaced)
-                cur.execute(_UPSERT_CONTEXT, (exe.id, context))
+            # A contexts row left by an execution deleted outside durastate must not be read with this one.
+            cur.execute(_UPSERT_CONTEXT if context is not None else _DELETE_CONTEXT,
+                        (exe.id, context) if context is not None else (exe.id,))
             state = _RowState(new, exe.status, ended_index_value(exe), exe.expires_at, rids, tnext, tfirst,
                               len(tsteps) if tsteps else 0, context is not None, None, self.db.generation)
         else:
@@ -672,6 +679,7 @@ class SqliteStore:
             gone = [r[0] for r in cur.execute(_SQL.expired, (now, limit + 1)).fetchall()]
             for eid in gone[:limit]:
                 cur.execute(_SQL.delete_expired, (eid, now))
+                cur.execute(_DELETE_CONTEXT, (eid,))  # (a tombstone has none: its purge deleted it)
                 cur.execute(_SQL.delete_marks, (eid,))
                 cur.execute(_SQL.delete_trace, (eid,))
                 cur.execute(_SQL.delete_search, (eid,))
