@@ -35,6 +35,13 @@ copy was current; otherwise the event is applied to the stored state instead.
 is the only one applying events to its executions (one embedded process; a deployment partitioned by
 execution), one round trip per event instead of two also where user code runs. If it is not, a stale copy
 is still caught by the commit — after the step ran, so the step and its actions run twice.
+
+An unchanged context is not written again (on a ``ContextKeepingStore``: the SQL stores): the worker notes
+the context's values as the execution was loaded or kept, and tells the commit ``context_unchanged`` when
+they are still the very same objects under the same keys — which proves the context unchanged only where no
+Python callable runs (``Tables.runs_user_code`` false: ``assign`` and a reset's patch replace values, never
+change one in place), so only there. A step that leaves a 100 KB context alone then neither serialises nor
+writes it.
 """
 
 from __future__ import annotations
@@ -103,7 +110,15 @@ from durastate.runtime.keys import give_secret
 from durastate.runtime.sweeper import SWEPT
 from durastate.runtime.telemetry import CommitSpan, Telemetry
 from durastate.runtime.versions import Versions
-from durastate.store.base import Emit, EventCheckingStore, ExecutionStore, Spawn, TimerOp, keeps_history
+from durastate.store.base import (
+    ContextKeepingStore,
+    Emit,
+    EventCheckingStore,
+    ExecutionStore,
+    Spawn,
+    TimerOp,
+    keeps_history,
+)
 from durastate.store.memory.sync import DictCore
 
 __all__ = ["HandleResult", "Worker", "detached_copy", "returns_live_objects"]
@@ -197,6 +212,17 @@ def _json_copy(value: Any) -> Any:
 
 
 _CONTAINERS = (dict, list)
+_MISSING = object()
+
+
+def _same_values(before: dict[str, Any], after: dict[str, Any]) -> bool:
+    """Whether ``after`` holds the very objects ``before`` held, under the same keys: by identity, O(keys), never
+    by comparing or serialising the values — a proof that the context did not change only for a step that
+    changes no value in place (see :func:`detached_copy`)."""
+    if len(before) != len(after):
+        return False
+    get = after.get
+    return all(get(key, _MISSING) is value for key, value in before.items())
 
 DEFAULT_KEEP_BYTES = 64 * 1024 * 1024
 """The memory a worker's kept executions may take (``keep_bytes``'s default), by :func:`kept_size`: some
@@ -310,6 +336,11 @@ class Worker:
         provider)."""
         self._tries = 1
         self._began_ns: int | None = None
+        self._keeps_context = checks and bool(getattr(store, "commit_keeps_context", False))
+        """The store's commit takes ``context_unchanged`` (a ``ContextKeepingStore``)."""
+        self._stored_context: tuple[str, int, dict[str, Any]] | None = None
+        """(id, version, the context's values) of the execution being applied, as loaded or kept: what its
+        commit compares the context with (see :func:`_same_values`); ``None``: not comparable."""
         self.on_commit: Callable[[Execution, Sequence[TimerOp]], None] | None = None
         """Called after each successful commit with the execution and its timer operations (the AWS runtime
         hops the timers armed within SQS's delay horizon); an exception from it is logged, never raised."""
@@ -396,6 +427,9 @@ class Worker:
         if event.name == TIMEOUT and not event.id.startswith(_REDRIVE_PREFIX):  # (a redrive's: checked below)
             _check_timeout(target_id, event)
         before: Execution | None = None  # the execution as committed, when the worker has it at hand
+        self._stored_context = None
+        if exe is not None and self._keeps_context and not self._runs_user_code(exe):
+            self._stored_context = (exe.id, exe.version, dict(exe.context))
         if exe is None:
             if event.name != START:
                 raise UnknownExecution(target_id)
@@ -682,7 +716,13 @@ class Worker:
             spawns = list(spawns)
             span = CommitSpan.begin(tracer, exe, event, start_ns=self._began_ns)
             emits = span.prepare(exe, emits, timers, spawns)
-        if blind:  # only when keep_committed is on, i.e. the store is an EventCheckingStore
+        if self._keeps_context:
+            stored = self._stored_context
+            cast(ContextKeepingStore, self.store).commit(
+                exe, emits, processed_event_id=event_id, timers=timers, spawns=spawns, trace=trace,
+                check_event=blind, context_unchanged=stored is not None and stored[0] == exe.id
+                and stored[1] == exe.version and _same_values(stored[2], exe.context))
+        elif blind:  # only when keep_committed is on, i.e. the store is an EventCheckingStore
             cast(EventCheckingStore, self.store).commit(
                 exe, emits, processed_event_id=event_id, timers=timers, spawns=spawns, trace=trace,
                 check_event=True)

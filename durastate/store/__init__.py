@@ -14,6 +14,7 @@ from durastate._lazy import lazy_attributes
 from durastate.store.base import (
     DEFAULT_TRACE_MAX,
     AsyncExecutionStore,
+    ContextKeepingStore,
     EventCheckingStore,
     ExecutionPage,
     ExecutionStore,
@@ -38,6 +39,7 @@ __all__ = [
     "AsyncExecutionStore",
     "AsyncPostgresStore",
     "AsyncSqliteStore",
+    "ContextKeepingStore",
     "DictStore",
     "DynamoDBStore",
     "EventCheckingStore",

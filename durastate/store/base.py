@@ -32,6 +32,7 @@ __all__ = [
     "DEFAULT_TRACE_MAX",
     "AsyncExecutionStore",
     "Condition",
+    "ContextKeepingStore",
     "Emit",
     "EventCheckingStore",
     "ExecutionPage",
@@ -299,6 +300,39 @@ class EventCheckingStore(ExecutionStore, Protocol):
         trace: dict[str, Any] | None = None,
         *,
         check_event: bool = False,
+    ) -> None: ...
+
+
+@runtime_checkable
+class ContextKeepingStore(EventCheckingStore, Protocol):
+    """A store whose commit can leave the context as it is stored: ``commit(..., context_unchanged=True)``.
+
+    The caller vouches that ``exe.context`` is the context stored at the version the commit replaces: no
+    value of it was replaced, added, removed or changed in place since it was loaded or last committed. The
+    store may then neither serialise nor write it (the SQL stores keep a large context apart from the rest
+    of the execution: :func:`~durastate.store.sql.context_apart`), so a step that does not touch a 100 KB
+    context costs what it changed. The version compare-and-swap makes the vouching sound: the stored
+    context is the one of the version replaced, or the commit writes nothing. A caller that cannot tell
+    passes ``False`` (the default), and the context is written as before.
+
+    The worker vouches only for an execution whose definition runs no Python callable: its step replaces
+    context values and never changes one in place (``assign`` and a reset's patch copy what they write
+    into), so the context's values being the very objects they were is proof enough.
+    """
+
+    commit_keeps_context: bool
+
+    def commit(
+        self,
+        exe: Execution,
+        emits: Sequence[Emit],
+        processed_event_id: str | None = None,
+        timers: Iterable[TimerOp] = (),
+        spawns: Iterable[Spawn] = (),
+        trace: dict[str, Any] | None = None,
+        *,
+        check_event: bool = False,
+        context_unchanged: bool = False,
     ) -> None: ...
 
 

@@ -7,7 +7,8 @@ answers. A store is then a *driver*: one ``_run(ops)`` that answers the requests
 each protocol method, is the same line in all four stores: ``self._run(self.<name>_ops(…))``.
 :class:`SyncDriven` and :class:`AsyncDriven` write those lines once, with the protocol's signatures
 and defaults; :class:`SyncEventChecking` and :class:`AsyncEventChecking` add ``commit``'s
-``check_event`` (:class:`~durastate.store.base.EventCheckingStore`) for a core that can check.
+``check_event`` (:class:`~durastate.store.base.EventCheckingStore`) and ``context_unchanged``
+(:class:`~durastate.store.base.ContextKeepingStore`) for a core that can check and keep.
 
 Why plain mixin methods that call ``self._run`` directly, rather than methods generated from a table of
 names or a ``__getattr__``: ``commit`` and ``load_for_event`` run once per event, and a method written
@@ -104,7 +105,8 @@ class Core(Protocol):
 
 
 class CheckingCore(Core, Protocol):
-    """A core whose commit can refuse an event already applied (``check_event=True``)."""
+    """A core whose commit can refuse an event already applied (``check_event=True``) and leave the context
+    as stored (``context_unchanged=True``: a ``ContextKeepingStore``)."""
 
     def commit_ops(
         self,
@@ -115,6 +117,7 @@ class CheckingCore(Core, Protocol):
         spawns: Iterable[Spawn],
         trace: dict[str, Any] | None,
         check_event: bool = False,
+        context_unchanged: bool = False,
     ) -> Ops[None]: ...
 
     def version_for_event_ops(self, execution_id: str, event_id: str) -> Ops[tuple[int | None, bool]]: ...
@@ -239,8 +242,10 @@ class SyncEventChecking(SyncDriven):
         trace: dict[str, Any] | None = None,
         *,
         check_event: bool = False,
+        context_unchanged: bool = False,
     ) -> None:
-        self._run(self.commit_ops(exe, emits, processed_event_id, timers, spawns, trace, check_event))
+        self._run(self.commit_ops(exe, emits, processed_event_id, timers, spawns, trace, check_event,
+                                  context_unchanged))
 
     def version_for_event(self: SyncCheckingCore, execution_id: str, event_id: str) -> tuple[int | None, bool]:
         """The stored version (``None``: none) and whether ``event_id`` was applied, without the data."""
@@ -348,8 +353,10 @@ class AsyncEventChecking(AsyncDriven):
         trace: dict[str, Any] | None = None,
         *,
         check_event: bool = False,
+        context_unchanged: bool = False,
     ) -> None:
-        await self._run(self.commit_ops(exe, emits, processed_event_id, timers, spawns, trace, check_event))
+        await self._run(self.commit_ops(exe, emits, processed_event_id, timers, spawns, trace, check_event,
+                                        context_unchanged))
 
     async def version_for_event(
         self: AsyncCheckingCore, execution_id: str, event_id: str

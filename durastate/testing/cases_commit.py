@@ -12,7 +12,7 @@ from typing import Any
 from durastate.engine.model import ChildRef, Execution
 from durastate.errors import StoreConflict
 from durastate.store.base import TimerOp
-from durastate.testing._kit import Ctx, Expectation, case, expect, expect_eq, expect_raises
+from durastate.testing._kit import Ctx, Expectation, SkipCase, case, expect, expect_eq, expect_raises
 
 
 def new_exe(ctx: Ctx, name: str = "e1", **kw: Any) -> Execution:
@@ -250,6 +250,32 @@ async def large_context_round_trips(ctx: Ctx) -> None:
     exe.context = {"n": 3}
     await ctx.store.save(exe)
     expect_eq((await load(ctx, "e1")).context, {"n": 3}, "the context after shrinking back to a few bytes")
+
+
+@case("load")
+async def a_context_left_alone_stays_whole(ctx: Ctx) -> None:
+    """``context_unchanged=True`` (stores that declare ``commit_keeps_context``): a commit that says its context
+    is the one stored keeps that context whole, a commit that does not say so writes its change, and a stale
+    copy still loses the compare-and-swap."""
+    if not getattr(ctx.store, "commit_keeps_context", False):
+        raise SkipCase("this store's commit takes no context_unchanged (commit_keeps_context is not set)")
+    large = {f"k{i:04d}": {"n": i, "s": "x" * 60} for i in range(1000)}
+    exe = new_exe(ctx, context=large)
+    await ctx.store.save(exe)
+    loaded = await load(ctx, "e1")
+    stale = rival(loaded)
+    loaded.active_path = "b"
+    await ctx.store.commit(loaded, [(None, ctx.ev("kept-out"))], processed_event_id="kept-1",
+                           timers=[TimerOp("schedule", "kept.wait", 50.0)], context_unchanged=True)
+    kept = await load(ctx, "e1")
+    expect_eq((kept.version, kept.active_path, kept.context), (2, "b", large),
+              "(version, active_path, context) after a commit that left the context alone")
+    kept.context = {**kept.context, "k0000": "changed", "added": [1]}
+    await ctx.store.commit(kept, [], processed_event_id="kept-2")
+    await ctx.store.commit(kept, [], processed_event_id="kept-3", context_unchanged=True)
+    expect_eq((await load(ctx, "e1")).context, kept.context, "the context after a change, then a commit without one")
+    with expect_raises(StoreConflict, "a commit of a stale copy that says its context is unchanged"):
+        await ctx.store.commit(stale, [], processed_event_id="kept-stale", context_unchanged=True)
 
 
 @case("load")

@@ -53,6 +53,12 @@ Design choices beyond the PostgreSQL seed, and why:
   in the pipeline — so the check costs no round trip. Only a commit that wrote nothing reads back why
   (the winning version, and whether the event was marked: :class:`EventAlreadyProcessed` rather than a
   plain conflict) — the rare path.
+* **The context has its own column** (:func:`~durastate.store.sql.context_apart`): a commit told it did not
+  change (``context_unchanged``, :class:`~durastate.store.base.ContextKeepingStore`) neither serialises nor
+  sends it, and the function's ``UPDATE`` does not name the column, so its TOASTed value stays as it is.
+  The store sends it anyway unless it read or wrote that version of the row with its context in the column
+  (``PgCore._apart``): a row stored before the column holds it in ``data``, and the function refuses to
+  write ``data`` without it over such a row (a conflict: the caller reloads).
 * **The trace ring is trimmed every** :data:`~durastate.store.sql.TRIM_EVERY` **steps**, inside the
   statement that appends the step (inside ``durastate_commit_cas``, or :attr:`PgSql.write_trace`'s
   ``DELETE`` in the pipeline), so trimming never costs a statement the client sends, nor a round trip,
@@ -97,13 +103,16 @@ from durastate.store.sql import (
     POSTGRES,
     RECENT_EVENTS,
     applied,
+    context_text,
     cursor_after,
     due_timers_floor,
     json_text,
+    load_execution,
     missing_columns,
     next_cursor,
     summary_from_row,
     trace_ring,
+    without_context,
 )
 
 __all__ = ["PG_RECENT_EVENTS", "Begin", "End", "Execute", "Ops", "PgCore", "Pipeline", "Query", "Request",
@@ -118,6 +127,9 @@ statement fewer and inserts no index entry. It costs WAL instead (``pg_walinspec
 updated row without the prefix and suffix it shares with the old one, and ids that change at the row's
 end take the JSON's unchanged tail out of that suffix, about +136 B an event on chart 1).
 ``recent_events=0`` keeps the smaller WAL for a deployment that ships it."""
+
+KNOWN_APART = 4096
+"""How many executions a PostgreSQL store remembers as stored with their context apart (``PgCore._apart``)."""
 
 T = TypeVar("T")
 
@@ -231,6 +243,9 @@ class PgCore:
     commit_checks_event = True
     """``commit(..., check_event=True)`` refuses an event already marked (``EventCheckingStore``): the
     commit function checks the row's ``rids`` and the ``processed_events`` mark before it writes."""
+    commit_keeps_context = True
+    """``commit(..., context_unchanged=True)`` neither serialises nor writes a context kept apart
+    (``ContextKeepingStore``; :func:`~durastate.store.sql.context_apart`)."""
 
     def __init__(self, schema: str, trace_max: int | None = DEFAULT_TRACE_MAX,
                  recent_events: int = PG_RECENT_EVENTS, history: bool = False) -> None:
@@ -244,6 +259,24 @@ class PgCore:
         self.recent_events = recent_events
         """Applied event ids kept in the execution row before they spill to ``processed_events``
         (:func:`~durastate.store.sql.next_recent`; 0: every mark written there in its commit)."""
+        self._apart: dict[str, int] = {}
+        """Execution id -> a version whose row this store read or wrote with its context in its column, the
+        most recent last (at most :data:`KNOWN_APART`): a commit replacing that version may leave the context
+        out (``context_unchanged``). A row stored before the column holds it in ``data``: its next commit
+        sends it, whatever the caller says, and from then on it is apart."""
+
+    def _note_apart(self, execution_id: str, version: int) -> None:
+        apart = self._apart
+        apart.pop(execution_id, None)
+        apart[execution_id] = version
+        if len(apart) > KNOWN_APART:
+            del apart[next(iter(apart))]
+
+    def _loaded(self, data: str, context: str | None) -> Execution:
+        exe = load_execution(data, context)
+        if context is not None:
+            self._note_apart(exe.id, exe.version)
+        return exe
 
     def ensure_schema_ops(self) -> Ops[None]:
         """Create the tables, indexes and functions if absent — safe from many processes at once.
@@ -258,7 +291,8 @@ class PgCore:
         present: dict[str, set[str]] = {}
         for table, column in (yield Execute(sql.existing_columns, (self.schema,), "all")):
             present.setdefault(table, set()).add(column)
-        for stmt in sql.ddl(missing_columns(present)):  # columns added since: only when missing (an ALTER locks)
+        # Columns added since: only when missing (an ALTER locks).
+        for stmt in sql.ddl(missing_columns(POSTGRES, present)):
             yield Execute(stmt)
         installed = dict((yield Execute(sql.function_source, (self.schema,), "all")))
         for name, (body, ddl) in sql.functions.items():
@@ -276,11 +310,14 @@ class PgCore:
         spawns: Iterable[Spawn] = (),
         trace: dict[str, Any] | None = None,
         check_event: bool = False,
+        context_unchanged: bool = False,
     ) -> Ops[None]:
         """Bump ``exe.version`` and commit it with its side effects; on any failure the bump is undone.
 
         A state-only commit (no emits, timers or spawns) takes the fast path, anything else the
-        pipelined one; a commit that wrote nothing raises :func:`lost_commit`'s error.
+        pipelined one; a commit that wrote nothing raises :func:`lost_commit`'s error. The context goes to
+        its own column (:func:`~durastate.store.sql.context_apart`), serialised and sent only when it may
+        have changed (``context_unchanged``: the caller vouches it is the one stored at the version replaced).
         """
         timers, spawns = list(timers), list(spawns)
         old = exe.version
@@ -288,7 +325,8 @@ class PgCore:
         try:
             if exe.status != "running" or exe.ended_at is not None:
                 stamp_ended(exe)
-            data = exe.model_dump_json()
+            keep = context_unchanged and old != 0 and self._apart.get(exe.id) == old
+            data = without_context(exe), None if keep else context_text(exe)
             if not emits and not timers and not spawns and not exe.search:
                 ok = yield from self._commit_fast(exe, old, data, processed_event_id, trace, check_event)
             else:
@@ -302,12 +340,13 @@ class PgCore:
         if not ok:
             exe.version = old
             raise lost_commit(exe.id, old, processed_event_id, check_event, state)
+        self._note_apart(exe.id, exe.version)  # every commit leaves the context in its column
 
     def _commit_fast(
         self,
         exe: Execution,
         old: int,
-        data: str,
+        data: tuple[str, str | None],
         processed_event_id: str | None,
         trace: dict[str, Any] | None,
         check_event: bool,
@@ -319,14 +358,15 @@ class PgCore:
         yield COMMIT if ok else ROLLBACK  # false: the function did not raise, a clean, cheap rollback
         return ok
 
-    def _cas_params(self, exe: Execution, old: int, data: str, processed_event_id: str | None,
+    def _cas_params(self, exe: Execution, old: int, data: tuple[str, str | None], processed_event_id: str | None,
                     trace: dict[str, Any] | None, check_event: bool, raise_: bool) -> tuple[Any, ...]:
-        """``durastate_commit_cas``'s parameters; ``raise_``: a lost CAS raises HR409 instead of returning
-        false (in a pipeline, so the server skips the rest of the transaction)."""
+        """``durastate_commit_cas``'s parameters; ``data``: the execution's JSON without its context, and the
+        context's (``None``: unchanged, kept as stored); ``raise_``: a lost CAS raises HR409 instead of
+        returning false (in a pipeline, so the server skips the rest of the transaction)."""
         return (
             exe.id,
             exe.definition_id,
-            data,
+            data[0],
             old,
             processed_event_id or "",
             exe.status,
@@ -340,13 +380,14 @@ class PgCore:
             raise_,
             ended_index_value(exe),  # retention's columns, computed here: the server never parses ``data``
             exe.expires_at,
+            data[1],
         )
 
     def _commit_multi(
         self,
         exe: Execution,
         old: int,
-        data: str,
+        data: tuple[str, str | None],
         emits: Sequence[Emit],
         processed_event_id: str | None,
         timers: Sequence[TimerOp],
@@ -398,12 +439,13 @@ class PgCore:
     # -- reads and small writes: one Query each ---------------------------------------------------------------
     def load_ops(self, execution_id: str) -> Ops[Execution | None]:
         row = yield Query(self._sql.stmt.load, (execution_id,), "one")
-        return Execution.model_validate_json(row[0]) if row is not None else None
+        return self._loaded(row[0], row[1]) if row is not None else None
 
     def load_for_event_ops(self, execution_id: str, event_id: str) -> Ops[tuple[Execution | None, bool]]:
         """The execution and whether ``event_id`` was already applied to it: one query, one round trip."""
-        row = yield Query(self._sql.stmt.load_for_event, (execution_id, execution_id, execution_id, event_id), "one")
-        exe = Execution.model_validate_json(row[0]) if row[0] is not None else None
+        row = yield Query(self._sql.stmt.load_for_event,
+                          (execution_id, execution_id, execution_id, event_id, execution_id), "one")
+        exe = self._loaded(row[0], row[3]) if row[0] is not None else None
         return exe, applied(event_id, row[1], row[2])
 
     def version_for_event_ops(self, execution_id: str, event_id: str) -> Ops[tuple[int | None, bool]]:

@@ -52,10 +52,11 @@ DECLARE
   v_rids text;
   v_ids text[];
   v_spill text[];
+  v_whole boolean;
 BEGIN
   -- The recent dedupe ids (durastate.store.sql.next_recent): newest first, spilled as one batch when full.
   IF p_old <> 0 THEN
-    SELECT version, rids INTO v_version, v_rids FROM {s}.executions WHERE id = p_id;
+    SELECT version, rids, context IS NULL INTO v_version, v_rids, v_whole FROM {s}.executions WHERE id = p_id;
     IF v_version IS DISTINCT FROM p_old THEN
       IF p_raise THEN PERFORM {s}.durastate_conflict(); END IF;
       RETURN false;  -- a lost CAS: nothing written, the transaction stays clean (no RAISE)
@@ -81,11 +82,22 @@ BEGIN
   END IF;
   IF p_old = 0 THEN
     INSERT INTO {s}.executions (id, definition_id, version, status, parent_id, active_path, outcome, data,
-                                ended_at, expires_at, rids)
+                                ended_at, expires_at, rids, context)
     VALUES (p_id, p_definition_id, 1, p_status, p_parent_id, p_active_path, p_outcome, p_data, p_ended,
-            p_expires, v_rids)
+            p_expires, v_rids, p_context)
     ON CONFLICT (id) DO NOTHING;
+  ELSIF p_context IS NOT NULL THEN
+    UPDATE {s}.executions
+       SET data = p_data, version = p_old + 1, status = p_status, active_path = p_active_path,
+           outcome = p_outcome, ended_at = p_ended, expires_at = p_expires, rids = v_rids, context = p_context
+     WHERE id = p_id AND version = p_old;
+  ELSIF v_whole THEN
+    -- No context sent for a row that holds it in its data (the client sends it unless it saw this version's
+    -- context apart): never write data without it. A conflict: the client reloads.
+    IF p_raise THEN PERFORM {s}.durastate_conflict(); END IF;
+    RETURN false;
   ELSE
+    -- The context did not change: not named, so its (TOASTed) value stays as it is, not written again.
     UPDATE {s}.executions
        SET data = p_data, version = p_old + 1, status = p_status, active_path = p_active_path,
            outcome = p_outcome, ended_at = p_ended, expires_at = p_expires, rids = v_rids
@@ -143,10 +155,13 @@ class PgSql:
                 "text, text, text, bigint, boolean); "
                 f"DROP FUNCTION IF EXISTS {s}.durastate_commit_cas(text, text, text, bigint, text, text, text, "
                 "text, text, text, bigint, boolean, integer, boolean); "
+                f"DROP FUNCTION IF EXISTS {s}.durastate_commit_cas(text, text, text, bigint, text, text, text, "
+                "text, text, text, bigint, boolean, integer, boolean, double precision, double precision); "
                 f"CREATE OR REPLACE FUNCTION {s}.durastate_commit_cas(p_id text, p_definition_id text, "
                 "p_data text, p_old bigint, p_event text, p_status text, p_outcome text, "
                 "p_active_path text, p_parent_id text, p_trace text, p_trace_max bigint, p_check boolean, "
-                "p_keep integer, p_raise boolean, p_ended double precision, p_expires double precision) "
+                "p_keep integer, p_raise boolean, p_ended double precision, p_expires double precision, "
+                "p_context text) "
                 "RETURNS boolean LANGUAGE plpgsql AS $durastate$" + commit_cas + "$durastate$",
             ),
             "durastate_conflict": (
@@ -162,7 +177,7 @@ class PgSql:
         self.fast_commit = (
             f"SELECT {s}.durastate_commit_cas(%s::text, %s::text, %s::text, %s::bigint, %s::text, %s::text, "
             "%s::text, %s::text, %s::text, %s::text, %s::bigint, %s::boolean, %s::integer, %s::boolean, "
-            "%s::double precision, %s::double precision)"
+            "%s::double precision, %s::double precision, %s::text)"
         )
         # After a failed commit (the rare path): the winning version, its rids and whether the event was
         # marked (params: id, id, id, event) — the same statement as a kept copy's check.
@@ -207,7 +222,7 @@ class PgSql:
             "WITH v AS (SELECT * FROM unnest(%s::text[], %s::bigint[], %s::text[], %s::double precision[]) "
             "AS v(id, old, data, expires_at)), "
             f"t AS (UPDATE {s}.executions e SET data = v.data, version = v.old + 1, status = 'purged', "
-            "active_path = NULL, ended_at = NULL, expires_at = v.expires_at "
+            "active_path = NULL, ended_at = NULL, expires_at = v.expires_at, context = NULL "
             "FROM v WHERE e.id = v.id AND e.version = v.old RETURNING e.id), "
             f"d AS (DELETE FROM {s}.trace WHERE execution_id IN (SELECT id FROM t)), "
             f"x AS (DELETE FROM {s}.search WHERE execution_id IN (SELECT id FROM t)) "

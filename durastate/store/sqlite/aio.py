@@ -43,6 +43,9 @@ class AsyncSqliteStore:
 
     commit_checks_event = True
     """``commit(..., check_event=True)`` refuses an event already marked (see ``SqliteStore``)."""
+    commit_keeps_context = True
+    """``commit(..., context_unchanged=True)`` neither serialises nor writes a context kept apart
+    (``ContextKeepingStore``; :func:`~durastate.store.sql.context_apart`)."""
 
     def __init__(
         self,
@@ -114,8 +117,10 @@ class AsyncSqliteStore:
         trace: dict[str, Any] | None = None,
         *,
         check_event: bool = False,
+        context_unchanged: bool = False,
     ) -> None:
-        """See :meth:`SqliteStore.commit`; ``check_event`` as in ``EventCheckingStore``."""
+        """See :meth:`SqliteStore.commit`; ``check_event`` as in ``EventCheckingStore``, ``context_unchanged``
+        as in ``ContextKeepingStore``."""
         # Materialise the iterables here: a generator must not be consumed on another thread while the
         # caller's code keeps running.
         await self._run(
@@ -127,6 +132,7 @@ class AsyncSqliteStore:
             list(spawns),
             trace,
             check_event=check_event,
+            context_unchanged=context_unchanged,
         )
 
     async def is_processed(self, execution_id: str, event_id: str) -> bool:

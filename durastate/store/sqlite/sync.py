@@ -1,7 +1,8 @@
 """``SqliteStore``: the durable embedded store — one file, no server, several processes may share it.
 
 The SQL family's shape (see :mod:`durastate.store.sql`, shared with ``PostgresStore``): an
-``executions`` table holding the execution as JSON plus broken-out ``definition_id``, ``version``,
+``executions`` table holding the execution as JSON (a large context apart, in ``contexts``) plus
+broken-out ``definition_id``, ``version``,
 ``status``, ``parent_id``, ``active_path`` and ``outcome`` columns and the recent dedupe ids (``rids``), and
 the ``outbox``, ``processed_events`` (older dedupe marks, written in batches), ``timers``, ``spawns`` and
 ``trace`` tables.
@@ -23,8 +24,13 @@ How it stays correct:
   commit and survives power loss too, at the cost of one fsync per event.
 
 Why it is fast: statements are prepared once and reused from the connection's statement cache through a
-single cursor; the execution is serialised exactly once per commit (``model_dump_json``) and parsed once per
-load; ``load_for_event`` is one statement. A commit is one ``UPDATE`` of one row, which writes one page:
+single cursor; the execution is serialised once per commit and parsed once per load; ``load_for_event`` is
+one statement. A commit is one ``UPDATE`` of one row, which writes one page:
+
+- a context over 2 KB lives in the ``contexts`` table, written only when it changed: a commit told it did
+  not (``context_unchanged``, :class:`~durastate.store.base.ContextKeepingStore`) neither serialises nor
+  writes it (:func:`~durastate.store.sql.context_apart`; SQLite would rewrite a column of the row the
+  ``UPDATE`` does not name, overflow pages included);
 
 - the dedupe mark goes into the row's ``rids`` and the trace step into its tail (``tsteps``), both moved to
   their tables in batches of 16 (:func:`~durastate.store.sql.next_recent`,
@@ -87,11 +93,32 @@ from durastate.store.retention import (
 __all__ = ["SqliteStore"]
 
 _SQL = _sql.statements(_sql.SQLITE)
-_E_STATE = _sql.row_state("e")
 _MARK = "EXISTS (SELECT 1 FROM processed_events WHERE execution_id = ? AND event_id = ?)"
-# One row whether or not the execution exists (params: id, event, id): its state and the event's mark.
-_VERSION_FOR_EVENT = f"SELECT {_E_STATE}, {_MARK} FROM (SELECT 1) LEFT JOIN executions e ON e.id = ?"
-_LOAD_FOR_EVENT = f"SELECT e.data, {_E_STATE}, {_MARK} FROM (SELECT 1) LEFT JOIN executions e ON e.id = ?"
+
+
+@dataclass(frozen=True, slots=True)
+class _Reads:
+    """The reads of an execution row, for a file with a ``contexts`` table or (opened read-only, made before
+    schema version 6) without one, whose contexts are all in ``data``. Each answers one row whether or not the
+    execution exists (params: id, event, id): its state and the event's mark (and its data and context apart)."""
+
+    load: str
+    version_for_event: str
+    load_for_event: str
+
+    @classmethod
+    def of(cls, contexts: bool) -> _Reads:
+        state = _sql.row_state("e", contexts)
+        context = "(SELECT context FROM contexts c WHERE c.id = e.id)" if contexts else "NULL"
+        return cls(_SQL.load if contexts else "SELECT data, NULL FROM executions WHERE id = ?",
+                   f"SELECT {state}, {_MARK} FROM (SELECT 1) LEFT JOIN executions e ON e.id = ?",
+                   f"SELECT e.data, {state}, {_MARK}, {context} FROM (SELECT 1) LEFT JOIN executions e ON e.id = ?")
+
+
+_READS = _Reads.of(True)
+_UPSERT_CONTEXT = ("INSERT INTO contexts (id, context) VALUES (?, ?) "
+                   "ON CONFLICT (id) DO UPDATE SET context = excluded.context")
+_DELETE_CONTEXT = "DELETE FROM contexts WHERE id = ?"
 _MARKED = "SELECT 1 FROM processed_events WHERE execution_id = ? AND event_id = ?"
 _NEXT_TRACE_IDX = "SELECT COALESCE(MAX(idx), -1) + 1 FROM trace WHERE execution_id = ?"
 _INSERT_TRACE = "INSERT INTO trace (execution_id, idx, entry) VALUES (?, ?, ?)"
@@ -139,6 +166,8 @@ class _RowState:
     tnext: int | None
     tfirst: int | None
     tchars: int
+    apart: bool
+    """Its context is in the ``contexts`` table (:func:`~durastate.store.sql.context_apart`), not in ``data``."""
     checked: str | None
     """An event id known not applied at ``version`` (read with it): its commit skips the mark probe."""
     gen: int
@@ -146,7 +175,7 @@ class _RowState:
 
     @classmethod
     def of(cls, row: Sequence[Any], gen: int, checked: str | None) -> _RowState:
-        return cls(row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7] or 0, checked, gen)
+        return cls(row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7] or 0, bool(row[8]), checked, gen)
 
     def full_for(self, entry: str) -> bool:
         """The tail must move to the table before ``entry`` joins it."""
@@ -156,6 +185,32 @@ class _RowState:
 
 
 
+@dataclass(slots=True)
+class _Body:
+    """What a commit writes of the execution: ``data`` and the context, serialised once each, and only when
+    written (:func:`~durastate.store.sql.context_apart`)."""
+
+    exe: Execution
+    unchanged: bool
+    """The caller vouches that the context is the one stored at the version replaced (``context_unchanged``)."""
+    rest: str | None = None
+    context: str | None = None
+
+    def row(self, apart: bool) -> tuple[str, str | None, bool]:
+        """(``data``, the context to write to ``contexts`` or ``None``, whether to delete its ``contexts``
+        row) for a row whose context is ``apart`` now. An unchanged context apart is left where it is; any
+        other is written, apart when it is large (which moves a row stored before this layout too)."""
+        if self.rest is None:
+            self.rest = _sql.without_context(self.exe)
+        if apart and self.unchanged:
+            return self.rest, None, False
+        if self.context is None:
+            self.context = _sql.context_text(self.exe)
+        if _sql.context_apart(_sql.SQLITE, self.context):
+            return self.rest, self.context, False
+        return _sql.whole_json(self.rest, self.context), None, apart
+
+
 class SqliteStore:
     """The SQLite :class:`~durastate.store.ExecutionStore` (see the module docstring)."""
 
@@ -163,6 +218,9 @@ class SqliteStore:
     """``commit(..., check_event=True)`` refuses an event already marked (see ``EventCheckingStore``): the
     commit reads the row's version and ``rids`` under the write lock anyway, so the check costs a look at
     ``rids`` and, for an id not there, one indexed read of ``processed_events``."""
+    commit_keeps_context = True
+    """``commit(..., context_unchanged=True)`` neither serialises nor writes a context kept apart
+    (``ContextKeepingStore``; :func:`~durastate.store.sql.context_apart`)."""
 
     def __init__(
         self,
@@ -195,9 +253,15 @@ class SqliteStore:
         self.path = self.db.path
         self._tail_column = True
         """The file has ``executions.tsteps`` (one a newer durastate opened for writing never lacks it)."""
+        self._reads = _READS
         if read_only:
             # A file no newer durastate has opened has no tail column: its steps are all in ``trace``.
             self._tail_column = ("executions", "tsteps") not in self._missing_columns()
+            # ... and no contexts table: its contexts are all in ``data``.
+            with self.db.lock:
+                if not self.db.cur.execute("SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = 'contexts'"
+                                           ).fetchone():
+                    self._reads = _Reads.of(False)
             return
         try:
             self.db.ensure_schema(_sql.create_statements(_sql.SQLITE, _sql.TABLES, self._missing_columns()))
@@ -229,7 +293,7 @@ class SqliteStore:
                 cols = {row[1] for row in self.db.cur.execute(f"PRAGMA table_info({table})").fetchall()}
                 if cols:
                     present[table] = cols
-        return _sql.missing_columns(present)
+        return _sql.missing_columns(_sql.SQLITE, present)
 
     def __enter__(self) -> SqliteStore:
         return self
@@ -240,30 +304,30 @@ class SqliteStore:
     # -- executions -----------------------------------------------------------------------------------
     def load(self, execution_id: str) -> Execution | None:
         with self.db.lock:
-            row = self.db.cur.execute(_SQL.load, (execution_id,)).fetchone()
-        return Execution.model_validate_json(row[0]) if row is not None else None
+            row = self.db.cur.execute(self._reads.load, (execution_id,)).fetchone()
+        return _sql.load_execution(row[0], row[1]) if row is not None else None
 
     def load_for_event(self, execution_id: str, event_id: str) -> tuple[Execution | None, bool]:
         with self.db.lock:
-            row = self.db.cur.execute(_LOAD_FOR_EVENT, (execution_id, event_id, execution_id)).fetchone()
+            row = self.db.cur.execute(self._reads.load_for_event, (execution_id, event_id, execution_id)).fetchone()
             seen = self._note(execution_id, event_id, row, 1)
-        exe = Execution.model_validate_json(row[0]) if row[0] is not None else None
+        exe = _sql.load_execution(row[0], row[11]) if row[0] is not None else None
         return exe, seen
 
     def version_for_event(self, execution_id: str, event_id: str) -> tuple[int | None, bool]:
         """The stored version (``None``: no such execution) and whether ``event_id`` was applied: what a
         worker compares its kept copy with before stepping it (one indexed read; the row is not parsed)."""
         with self.db.lock:
-            row = self.db.cur.execute(_VERSION_FOR_EVENT, (execution_id, event_id, execution_id)).fetchone()
+            row = self.db.cur.execute(self._reads.version_for_event, (execution_id, event_id, execution_id)).fetchone()
             seen = self._note(execution_id, event_id, row, 0)
         return row[0], seen
 
     def _note(self, execution_id: str, event_id: str, row: Sequence[Any], at: int) -> bool:
         """Whether ``event_id`` was applied, from a read's row (the row state at ``row[at:]``, then the
         mark); the state is remembered, with the event known *not* applied at that version."""
-        seen = _sql.applied(event_id, row[at + 4], row[at + 8])
+        seen = _sql.applied(event_id, row[at + 4], row[at + 9])
         if row[at] is not None:
-            self._remember(execution_id, _RowState.of(row[at:at + 8], self.db.generation,
+            self._remember(execution_id, _RowState.of(row[at:at + 9], self.db.generation,
                                                        None if seen else event_id))
         return seen
 
@@ -287,16 +351,19 @@ class SqliteStore:
         trace: dict[str, Any] | None = None,
         *,
         check_event: bool = False,
+        context_unchanged: bool = False,
     ) -> None:
+        """See ``ExecutionStore.commit``; ``check_event`` as in ``EventCheckingStore``; ``context_unchanged``
+        as in ``ContextKeepingStore``: a context kept apart is then neither serialised nor written."""
         old = exe.version
         exe.version = new = old + 1
         try:
             if exe.status != "running" or exe.ended_at is not None:
                 stamp_ended(exe)
-            data = exe.model_dump_json()
+            body = _Body(exe, context_unchanged)
             # A transaction of its own, or a savepoint of the group it runs in (see SqliteDatabase.write).
             with self.db.write() as cur:
-                state = self._commit_statements(cur, exe, old, new, data, emits, processed_event_id, timers,
+                state = self._commit_statements(cur, exe, old, new, body, emits, processed_event_id, timers,
                                                 spawns, trace, check_event)
                 self._remember(exe.id, state)
         except BaseException:
@@ -310,7 +377,7 @@ class SqliteStore:
         exe: Execution,
         old: int,
         new: int,
-        data: str,
+        body: _Body,
         emits: Sequence[Emit],
         processed_event_id: str | None,
         timers: Iterable[TimerOp],
@@ -336,13 +403,17 @@ class SqliteStore:
             if entry is not None:
                 tfirst = cur.execute(_NEXT_TRACE_IDX, (exe.id,)).fetchone()[0]
                 tsteps, tnext = _sql.tail_start(tfirst, entry), tfirst + 1
+            data, context, _ = body.row(False)
             cur.execute(_SQL.insert_execution, _sql.execution_row(exe, data, rids, tnext, tsteps))
             if cur.rowcount != 1:
                 raise self._conflict(cur, exe.id, old)
+            # A contexts row left by an execution deleted outside durastate must not be read with this one.
+            cur.execute(_UPSERT_CONTEXT if context is not None else _DELETE_CONTEXT,
+                        (exe.id, context) if context is not None else (exe.id,))
             state = _RowState(new, exe.status, ended_index_value(exe), exe.expires_at, rids, tnext, tfirst,
-                              len(tsteps) if tsteps else 0, None, self.db.generation)
+                              len(tsteps) if tsteps else 0, context is not None, None, self.db.generation)
         else:
-            state, spilled, moved = self._update(cur, exe, old, new, data, event_id, entry, check_event)
+            state, spilled, moved = self._update(cur, exe, old, new, body, event_id, entry, check_event)
         if spilled:
             cur.executemany(_SQL.insert_processed, [(exe.id, e) for e in spilled])
         if moved:
@@ -358,13 +429,13 @@ class SqliteStore:
                 cur.execute(_SQL.upsert_timer, (exe.id, op.path, op.fire_at))
             else:
                 cur.execute(_SQL.cancel_timer, (exe.id, op.path))
-        for child_id, root_path, context in spawns:
-            cur.execute(_SQL.insert_spawn, (exe.id, child_id, root_path, _sql.json_text(context)))
+        for child_id, root_path, seed in spawns:
+            cur.execute(_SQL.insert_spawn, (exe.id, child_id, root_path, _sql.json_text(seed)))
         for sql, rows in _sql.search_writes(_sql.SQLITE, _SQL.upsert_search, exe):
             cur.executemany(sql, rows)
         return state
 
-    def _update(self, cur: sqlite3.Cursor, exe: Execution, old: int, new: int, data: str, event_id: str | None,
+    def _update(self, cur: sqlite3.Cursor, exe: Execution, old: int, new: int, body: _Body, event_id: str | None,
                 entry: str | None, check_event: bool) -> tuple[_RowState, list[str], list[tuple[int, str]]]:
         """The commit's ``UPDATE`` of an existing row: (its state as written, the dedupe ids to spill, the
         trace steps to move to the table).
@@ -383,7 +454,7 @@ class SqliteStore:
                 row = cur.execute(_SQL.commit_read, (exe.id,)).fetchone()
                 if row is None or row[0] != old:
                     raise StoreConflict(exe.id, expected=old, found=row[0] if row else None)
-                state, tail, read = _RowState.of(row, self.db.generation, None), row[8], True
+                state, tail, read = _RowState.of(row, self.db.generation, None), row[9], True
             else:
                 read = False
             unmarked = False  # the UPDATE itself checks the event's mark (a blind commit of a remembered row)
@@ -399,6 +470,7 @@ class SqliteStore:
             ended = ended_index_value(exe)
             # The status column is indexed: name it (and its retention columns) only when they changed.
             full = not (state.status == exe.status and state.ended == ended and state.expires == exe.expires_at)
+            data, context, dropped = body.row(state.apart)
             params: list[Any] = [data, new]
             if full:
                 params.append(exe.status)
@@ -427,8 +499,13 @@ class SqliteStore:
                 params += [exe.id, event_id]
             cur.execute(_UPDATES[full, how, unmarked], params)
             if cur.rowcount == 1:
-                return (_RowState(new, exe.status, ended, exe.expires_at, rids, tnext, tfirst, tchars, None,
-                                  self.db.generation), spilled, moved)
+                if context is not None:
+                    cur.execute(_UPSERT_CONTEXT, (exe.id, context))
+                elif dropped:
+                    cur.execute(_DELETE_CONTEXT, (exe.id,))
+                return (_RowState(new, exe.status, ended, exe.expires_at, rids, tnext, tfirst, tchars,
+                                  context is not None or (state.apart and not dropped), None, self.db.generation),
+                        spilled, moved)
             if read:
                 raise self._conflict(cur, exe.id, old)
             state = None  # what was remembered is not the row any more, or the event is marked: read it
@@ -533,7 +610,7 @@ class SqliteStore:
                 cur.execute(_APPEND_TAIL, (entry_json, idx + 1, execution_id))
                 return
             cur.execute(_SET_TAIL, (_sql.tail_start(idx, entry_json), idx + 1, execution_id))
-            self._move_tail(cur, execution_id, _sql.tail_rows(row[8]), idx + 1)
+            self._move_tail(cur, execution_id, _sql.tail_rows(row[9]), idx + 1)
 
     def _insert_step(self, cur: sqlite3.Cursor, execution_id: str, entry_json: str) -> None:
         """One step as a ``trace`` row of its own (an execution with no row, or a file without tails);
@@ -595,12 +672,14 @@ class SqliteStore:
                 tomb = tombstone(exe, now + tombstone_ttl, now)
                 cur.execute(_SQL.tombstone, (tomb.model_dump_json(), tomb.version, tomb.expires_at, eid, version))
                 if cur.rowcount == 1:
+                    cur.execute(_DELETE_CONTEXT, (eid,))  # the tombstone's data is whole
                     cur.execute(_SQL.delete_trace, (eid,))
                     cur.execute(_SQL.delete_search, (eid,))
                     purged.append(eid)
             gone = [r[0] for r in cur.execute(_SQL.expired, (now, limit + 1)).fetchall()]
             for eid in gone[:limit]:
                 cur.execute(_SQL.delete_expired, (eid, now))
+                cur.execute(_DELETE_CONTEXT, (eid,))  # (a tombstone has none: its purge deleted it)
                 cur.execute(_SQL.delete_marks, (eid,))
                 cur.execute(_SQL.delete_trace, (eid,))
                 cur.execute(_SQL.delete_search, (eid,))

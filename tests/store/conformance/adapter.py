@@ -62,6 +62,10 @@ class SyncAdapter:
     def commit_checks_event(self) -> bool:
         return bool(getattr(self.inner, "commit_checks_event", False))
 
+    @property
+    def commit_keeps_context(self) -> bool:
+        return bool(getattr(self.inner, "commit_keeps_context", False))
+
     def commit(self, exe: Execution, emits: Sequence[Emit], processed_event_id: str | None = None,
                timers: Iterable[TimerOp] = (), spawns: Iterable[Spawn] = (),
                trace: dict[str, Any] | None = None, **options: Any) -> None:

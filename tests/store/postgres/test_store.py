@@ -85,9 +85,9 @@ def test_the_function_returns_false_on_a_conflict_and_leaves_the_transaction_usa
     with connect(autocommit=False) as conn:
         ok = conn.execute(
             f'SELECT "{schema}".durastate_commit_cas(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, '
-            "%s::double precision, %s::double precision)",
+            "%s::double precision, %s::double precision, %s::text)",
             (exe.id, "d", exe.model_dump_json(), 7, "", "running", None, None, None, None, 0, False, 16, False,
-             None, None),
+             None, None, None),
         ).fetchone()[0]
         assert ok is False
         assert conn.execute("SELECT 1").fetchone() == (1,)  # not aborted: the function did not RAISE

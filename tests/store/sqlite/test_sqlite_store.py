@@ -265,3 +265,14 @@ def test_the_trace_ring_is_trimmed_in_batches_and_reads_show_the_newest_steps(tm
             stored = store.db.cur.execute("SELECT count(*) FROM trace WHERE execution_id = 'r'").fetchone()[0]
             assert stored < 5 + TRIM_EVERY  # the table never holds more than the ring plus one batch
             assert [s["n"] for s in store.read_trace("r")] == list(range(max(0, n - 4), n + 1))
+
+
+def test_a_contexts_row_left_without_its_execution_is_never_read_with_a_new_one(tmp_path: Path) -> None:
+    """A row of ``contexts`` whose execution was deleted outside durastate (or an expired tombstone's) goes
+    when an execution of that id is created, whichever form its context takes."""
+    with SqliteStore(tmp_path / "stray.db") as store:
+        for eid, context in (("small", {"n": 1}), ("large", {"k": "x" * 5000})):
+            store.db.cur.execute("INSERT INTO contexts (id, context) VALUES (?, ?)", (eid, '{"stray": true}'))
+            store.save(Execution(id=eid, definition_id="d", context=context))
+            loaded = store.load(eid)
+            assert loaded is not None and loaded.context == context
