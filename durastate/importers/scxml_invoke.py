@@ -1,0 +1,247 @@
+"""SCXML ``<invoke>`` -> an invoked child definition (the SCXML importer's part for ``<invoke>``).
+
+An ``<invoke>`` of an SCXML document (inline in ``<content>``, or a file named by ``src``) becomes a
+definition of its own, converted by the same importer, and the invoking state starts it with durastate's
+``invoke: {definition: ...}``: a durable child execution, started once the step that entered the state ends
+(as SCXML starts invokes at the end of the macrostep) and cancelled when the state is left. What goes with
+it:
+
+- ``<param name expr|location>`` and ``namelist``: the child's start context (SCXML puts them in the
+  child's datamodel over its ``<data>`` values; a name the child does not declare is left out, as SCXML
+  leaves it out);
+- ``done.invoke.<invokeid>``: the child's completion (durastate's ``on_done`` of the invoking state) raises
+  that event, so every transition that matches it (``done.invoke``, ``*``...) sees it as SCXML's;
+- ``idlocation``: the invoke id assigned to that variable when the state is entered;
+- ``#_parent`` sends in the child are ``send: {to: parent}`` (the importer's ``<send>``).
+
+The child definition's id is the parent's id, ``~`` and the invoke id (its ``id``, or the invoking
+state's id, ``.`` and the invoke's number in the document), so that it cannot be taken for a definition
+written by hand: ``~`` is how durastate marks what it derives from another thing's id (child executions
+are ``<parent id>~<n>``).
+
+Not mapped, and reported: an ``<invoke>`` of a compound state or a second one in one state (durastate
+invokes from an atomic state, one child per state), inside a ``<parallel>``, ``autoforward``, non-empty
+``<finalize>``, ``typeexpr``/``srcexpr``, a type other than SCXML, ``<content expr>``, and ``src`` that is
+not a file beside the chart.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from durastate.importers import ecma
+from durastate.importers.result import ImportIssue, ImportResult, escape
+
+if TYPE_CHECKING:
+    from durastate.importers.scxml import _Converter, _El
+
+__all__ = ["MAX_INVOKE_DEPTH", "SCXML_TYPES", "ChildSource", "Invokes", "child_definition_id"]
+
+SCXML_TYPES = ("scxml", "http://www.w3.org/TR/scxml/", "http://www.w3.org/TR/scxml")
+"""The ``<invoke type>`` values that name an SCXML session (the only kind of child an import can give)."""
+MAX_INVOKE_DEPTH = 8
+"""How deeply charts may invoke charts (a ``src`` that invokes itself is refused before this)."""
+_STATE_TAGS = ("state", "parallel", "final", "history")
+_VARIABLE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+Resolve = Callable[[str], tuple[str, str]]
+"""``src`` -> (the text of that document, its name); raises :class:`ValueError` saying why it cannot be read."""
+
+
+def child_definition_id(parent_id: str, invoke_id: str) -> str:
+    """The id of the definition an invoke of ``parent_id`` starts (see the module's docstring)."""
+    return f"{parent_id}~{invoke_id}"
+
+
+@dataclass(slots=True)
+class ChildSource:
+    """The document an ``<invoke>`` starts: an element of the parent's own tree or a parsed ``src`` file."""
+
+    root: _El
+    source: str | None
+    chain: tuple[str, ...]
+    """The ``src`` documents above it (a document may not invoke one of them: a loop)."""
+    external: bool
+    """From ``src``: its issues are located at the ``<invoke>`` (their lines are of another file)."""
+
+
+ConvertChild = Callable[[ChildSource, str, "Resolve | None"], ImportResult]
+"""How a child document is converted (the importer's own ``convert``, given the child's definition id)."""
+
+
+@dataclass(slots=True)
+class Invokes:
+    """The ``<invoke>`` elements of one document and the definitions they give."""
+
+    convert_child: ConvertChild
+    resolve: Resolve | None = None
+    chain: tuple[str, ...] = ()
+    contents: dict[int, _El] = field(default_factory=dict)
+    """id(<invoke>) -> its ``<content>``'s ``<scxml>``, taken out of the tree (:meth:`detach`)."""
+    numbers: dict[int, int] = field(default_factory=dict)
+    """id(<invoke>) -> its number in the document, from 1."""
+    invoked: list[dict[str, Any]] = field(default_factory=list)
+
+    def detach(self, root: _El) -> None:
+        """Take each ``<invoke>``'s inline document out of ``root``'s tree, so that what reads the whole
+        document (its ``<data>``, its ``_sessionid``...) reads the parent's alone."""
+        stack = [root]
+        while stack:
+            el = stack.pop()
+            if el.tag == "invoke" and not el.foreign:
+                self.numbers[id(el)] = len(self.numbers) + 1
+                for child in el.children:
+                    if child.tag == "content" and not child.foreign:
+                        docs = [c for c in child.children if c.tag == "scxml" and not c.foreign]
+                        if len(docs) == 1 and len(child.children) == 1 and not child.text.strip():
+                            self.contents[id(el)] = docs[0]
+                            child.children = []
+                continue
+            stack.extend(reversed(el.children))
+
+    def map_invoke(self, conv: _Converter, state: _El, el: _El, before: int, out: dict[str, Any],
+                   entry: list[Any]) -> None:
+        """Add what ``<invoke>`` ``el`` of ``state`` becomes to its durastate state ``out`` (and to the end of
+        its ``entry``), or report why it cannot; ``before``: how many ``<invoke>``s of ``state`` precede it."""
+        if conv.in_parallel(state):
+            conv.report(el, "<invoke> inside a <parallel> is not supported, not even as a durastate "
+                            "invoke: a <parallel> runs its regions inline, where a state cannot invoke; "
+                            "invoke from a state around the <parallel>")
+        elif any(c.tag in _STATE_TAGS and not c.foreign for c in state.children):
+            conv.report(el, "<invoke> of a state with child states is not supported: durastate invokes "
+                            "from an atomic state; move the <invoke> into a child state")
+        elif before:
+            conv.report(el, "a second <invoke> in one state is not supported: a durastate state invokes "
+                            "one child; give each its own state")
+        else:
+            self.map_one(conv, state, el, out, entry)
+
+    def map_one(self, conv: _Converter, state: _El, el: _El, out: dict[str, Any], entry: list[Any]) -> None:
+        attrs = el.attrs
+        ok = True
+        for key in attrs:
+            if key not in ("type", "src", "id", "idlocation", "namelist", "autoforward"):
+                conv.report(el, f"<invoke {key}=...> is not supported (only a constant type and src, id, "
+                                "idlocation and namelist)")
+                ok = False
+        kind = attrs.get("type", "scxml")
+        if kind not in SCXML_TYPES:
+            conv.report(el, f"<invoke type={kind!r}>: only an SCXML session can be invoked")
+            ok = False
+        if attrs.get("autoforward", "false") == "true":
+            conv.report(el, "<invoke autoforward='true'> is not supported: durastate does not forward the "
+                            "parent's events to an invoked child")
+            ok = False
+        invoke_id = attrs.get("id") or f"{state.attrs.get('id', conv.el_paths[id(state)])}.{self.numbers[id(el)]}"
+        definition_id = child_definition_id(conv.definition_id, invoke_id)
+        child = self.child(conv, el, definition_id)
+        context = self.context(conv, el, child)
+        finalize = [c for c in el.children if c.tag == "finalize" and not c.foreign]
+        if any(f.children for f in finalize):
+            conv.report(finalize[0], "<finalize> with executable content is not supported")
+            ok = False
+        location = attrs.get("idlocation")
+        if location is not None and location not in conv.variables:
+            conv.report(el, f"idlocation={location!r}: not a variable of the datamodel")
+            ok = False
+        if child is None or context is None or not ok:
+            return
+        invoke: dict[str, Any] = {"definition": definition_id}
+        if context:
+            invoke["context"] = context
+        out["invoke"] = invoke
+        # the child's completion is SCXML's external event done.invoke.<id>: raised, every transition that
+        # matches it (done.invoke, done, *) takes it as SCXML's would
+        out["on_done"] = [{"actions": [{"raise": {"event": f"done.invoke.{invoke_id}"}}]}]
+        if location is not None:
+            entry.append({"assign": {location: escape(invoke_id)}})
+        self.invoked.extend(child.documents)
+
+    def child(self, conv: _Converter, el: _El, definition_id: str) -> ImportResult | None:
+        """The converted document ``el`` invokes (its issues added to the parent's), or ``None``: reported."""
+        src = el.attrs.get("src")
+        content = [c for c in el.children if c.tag == "content" and not c.foreign]
+        inline = self.contents.get(id(el))
+        if src is not None and content:
+            conv.report(el, "<invoke> with both src and <content>: SCXML allows one")
+            return None
+        if src is None and inline is None:
+            what = "<content expr>" if content and "expr" in content[0].attrs else \
+                "<content> that is not one <scxml> document" if content else "nothing to invoke (no src or <content>)"
+            conv.report(content[0] if content else el, f"<invoke> of {what} is not supported")
+            return None
+        found: ChildSource | None
+        if inline is not None:
+            found = ChildSource(inline, conv.source, self.chain, external=False)
+        else:
+            assert src is not None
+            found = self.read(conv, el, src)
+        if found is None:
+            return None
+        if len(self.chain) + 1 > MAX_INVOKE_DEPTH or len(definition_id) > 128:
+            conv.report(el, f"<invoke> nested too deeply (more than {MAX_INVOKE_DEPTH} charts, or a definition "
+                            "id over 128 characters)")
+            return None
+        result = self.convert_child(found, definition_id, self.resolve)
+        for issue in result.issues:
+            if found.external:
+                conv.issues.append(ImportIssue(el.path, f"in {src}: {issue}", el.line))
+            elif issue.location == "(definition)":
+                conv.issues.append(ImportIssue(el.path, f"the invoked chart {issue.message}", el.line))
+            else:
+                conv.issues.append(issue)
+        return result
+
+    def read(self, conv: _Converter, el: _El, src: str) -> ChildSource | None:
+        from durastate.errors import DefinitionError
+        from durastate.importers.scxml import _parse
+
+        if self.resolve is None:
+            conv.report(el, f"<invoke src={src!r}>: the chart was given as text, with no folder to read "
+                            "the document from")
+            return None
+        if src in self.chain:
+            conv.report(el, f"<invoke src={src!r}>: the document invokes itself (through {' -> '.join(self.chain)})")
+            return None
+        try:
+            text, name = self.resolve(src)
+            root = _parse(text, name)
+        except ValueError as exc:
+            conv.report(el, f"<invoke src={src!r}>: {exc}")
+            return None
+        except DefinitionError as exc:
+            conv.report(el, f"<invoke src={src!r}>: {'; '.join(exc.issues)}")
+            return None
+        return ChildSource(root, name, (*self.chain, src), external=True)
+
+    def context(self, conv: _Converter, el: _El, child: ImportResult | None) -> dict[str, Any] | None:
+        """The child's start context from ``namelist`` and ``<param>``s (``None``: reported). A name the
+        child's datamodel does not declare is left out, as SCXML leaves it out."""
+        values: dict[str, Any] = {}
+        for var in el.attrs.get("namelist", "").split():
+            try:
+                values[var] = ecma.to_value(ecma.parse(var), conv.variables)
+            except ecma.Unsupported as exc:
+                conv.report(el, f"namelist {var!r}: {exc}")
+                return None
+        for param in (c for c in el.children if c.tag == "param" and not c.foreign):
+            name = param.attrs.get("name")
+            expr = param.attrs.get("expr", param.attrs.get("location"))
+            if not name or expr is None or not _VARIABLE.match(name):
+                conv.report(param, "<param> needs a name (a variable) and an expr (or location)")
+                return None
+            value = conv.value(param, expr, "expr")
+            if value is _nothing():
+                return None
+            values[name] = value
+        declared = set((child.document.get("context") or {}) if child is not None else ())
+        return {k: v for k, v in values.items() if k in declared}
+
+
+def _nothing() -> Any:
+    from durastate.importers.scxml import _NOTHING
+
+    return _NOTHING
