@@ -520,7 +520,7 @@ class _Converter:
         if exit_:
             out["exit"] = exit_
         if on:
-            out["on"] = {key: trs for key, _, trs in on}
+            out["on"] = {**out.get("on", {}), **{key: trs for key, _, trs in on}}
         if always:
             out["always"] = always
         if on_done:

@@ -32,19 +32,24 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from durastate.engine.compiled import descriptor_problem
+from durastate.engine.model import CANCEL
 from durastate.importers import ecma
 from durastate.importers.result import ImportIssue, ImportResult, escape
 
 if TYPE_CHECKING:
     from durastate.importers.scxml import _Converter, _El
 
-__all__ = ["MAX_INVOKE_DEPTH", "SCXML_TYPES", "ChildSource", "Invokes", "child_definition_id"]
+__all__ = ["INVOKE_EVENT_PREFIX", "MAX_INVOKE_DEPTH", "SCXML_TYPES", "ChildSource", "Invokes", "child_definition_id"]
 
 SCXML_TYPES = ("scxml", "http://www.w3.org/TR/scxml/", "http://www.w3.org/TR/scxml")
 """The ``<invoke type>`` values that name an SCXML session (the only kind of child an import can give)."""
 MAX_INVOKE_DEPTH = 8
 """How deeply charts may invoke charts (a ``src`` that invokes itself is refused before this)."""
 _STATE_TAGS = ("state", "parallel", "final", "history")
+INVOKE_EVENT_PREFIX = "invoke"
+"""The events an invoked chart sends to its parent travel as ``invoke.<invoke id>.<name>``: only the
+invoking state, while it is active, takes them (and raises ``<name>``)."""
 _VARIABLE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 Resolve = Callable[[str], tuple[str, str]]
@@ -139,23 +144,30 @@ class Invokes:
         definition_id = child_definition_id(conv.definition_id, invoke_id)
         child = self.child(conv, el, definition_id)
         context = self.context(conv, el, child)
-        finalize = [c for c in el.children if c.tag == "finalize" and not c.foreign]
-        if any(f.children for f in finalize):
-            conv.report(finalize[0], "<finalize> with executable content is not supported")
-            ok = False
+        finalize: list[Any] = []
+        for block in (c for c in el.children if c.tag == "finalize" and not c.foreign):
+            finalize += conv.actions(block)
         location = attrs.get("idlocation")
         if location is not None and location not in conv.variables:
             conv.report(el, f"idlocation={location!r}: not a variable of the datamodel")
             ok = False
         if child is None or context is None or not ok:
             return
+        done = f"done.invoke.{invoke_id}"
+        wire = f"{INVOKE_EVENT_PREFIX}.{invoke_id}" if finalize else None
+        if descriptor_problem(done) is not None:
+            conv.report(el, f"the invoke id {invoke_id!r} cannot be part of an event name (no spaces or '*')")
+            return
         invoke: dict[str, Any] = {"definition": definition_id}
         if context:
             invoke["context"] = context
         out["invoke"] = invoke
-        # the child's completion is SCXML's external event done.invoke.<id>: raised, every transition that
-        # matches it (done.invoke, done, *) takes it as SCXML's would
-        out["on_done"] = [{"actions": [{"raise": {"event": f"done.invoke.{invoke_id}"}}]}]
+        names = _to_parent(child.document, done, wire)
+        if wire is not None:
+            # <finalize>: what the child sends travels as <wire>.<name>; the invoking state, while it is active,
+            # runs the <finalize> content and raises <name>
+            out["on"] = {f"{wire}.{name}": [{"actions": [*finalize, {"raise": {"event": name, "data": "$event.data"}}]}]
+                         for name in names}
         if location is not None:
             entry.append({"assign": {location: escape(invoke_id)}})
         self.invoked.extend(child.documents)
@@ -239,6 +251,40 @@ class Invokes:
             values[name] = value
         declared = set((child.document.get("context") or {}) if child is not None else ())
         return {k: v for k, v in values.items() if k in declared}
+
+
+def _to_parent(document: dict[str, Any], done: str, wire: str | None) -> list[str]:
+    """Make the child ``document`` talk to its parent as an SCXML session does, in place; the names of the
+    events it sends, in document order.
+
+    - Its ``done.invoke.<id>`` (``done``) is sent by the child itself, last thing as it ends in a final state
+      (after everything else it sends), so it reaches the parent whatever the parent does meanwhile, in
+      order: a done notice the parent takes as an event of its own, not durastate's ``on_done`` (which the
+      parent drops once it has left the invoking state).
+    - A cancelled child sends nothing: SCXML stops the invoked session, durastate runs its exit actions
+      (while ``durastate.cancel`` is the event), so each send to the parent is guarded against that.
+    - With ``wire``, each event travels as ``<wire>.<name>`` (see ``<finalize>``).
+    """
+    names: dict[str, None] = {}
+    for state in document.get("states", {}).values():
+        if state.get("type") == "final":
+            state["exit"] = [*state.get("exit", []), {"send": {"event": done, "to": "parent"}}]
+
+    def walk(node: Any) -> Any:
+        if isinstance(node, list):
+            return [walk(item) for item in node]
+        if not isinstance(node, dict):
+            return node
+        send = node.get("send")
+        if isinstance(send, dict) and send.get("to") == "parent" and isinstance(send.get("event"), str):
+            names.setdefault(send["event"])
+            if wire is not None:
+                send["event"] = f"{wire}.{send['event']}"
+            return {"choose": [{"guard": {"ne": ["$event.name", CANCEL]}, "actions": [node]}]}
+        return {key: value if key in ("context", "data", "guard") else walk(value) for key, value in node.items()}
+
+    document.update(walk(document))
+    return list(names)
 
 
 def _nothing() -> Any:
