@@ -1294,4 +1294,5 @@ def _convert_document(found: scxml_invoke.ChildSource, definition_id: str | None
     invokes.detach(found.root)
     converter = _Converter(found.root, found.source, invokes, definition_id)
     document = converter.document()
+    invokes.finish(document)
     return checked(document, converter.issues, invokes.invoked)

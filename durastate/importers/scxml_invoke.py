@@ -27,12 +27,13 @@ not a file beside the chart.
 
 from __future__ import annotations
 
+import copy
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from durastate.engine.compiled import descriptor_problem
+from durastate.engine.compiled import descriptor_matches, descriptor_problem
 from durastate.engine.model import CANCEL
 from durastate.importers import ecma
 from durastate.importers.result import ImportIssue, ImportResult, escape
@@ -89,6 +90,22 @@ class Invokes:
     numbers: dict[int, int] = field(default_factory=dict)
     """id(<invoke>) -> its number in the document, from 1."""
     invoked: list[dict[str, Any]] = field(default_factory=list)
+    relays: list[tuple[str, list[Any]]] = field(default_factory=list)
+    """The actions that relay an event after a ``<finalize>`` (the last one raises it), by its name (see
+    :meth:`finish`)."""
+
+    def finish(self, document: dict[str, Any]) -> None:
+        """Drop each relayed ``raise`` of an event no transition of ``document`` takes (SCXML drops that
+        event; a definition that raises it would not validate, since it goes nowhere)."""
+        keys: set[str] = set()
+        stack = [document]
+        while stack:
+            state = stack.pop()
+            keys.update(state.get("on", {}))
+            stack.extend(state.get("states", {}).values())
+        for name, actions in self.relays:
+            if not any(descriptor_matches(key, name) for key in keys):
+                actions.pop()
 
     def detach(self, root: _El) -> None:
         """Take each ``<invoke>``'s inline document out of ``root``'s tree, so that what reads the whole
@@ -166,8 +183,11 @@ class Invokes:
         if wire is not None:
             # <finalize>: what the child sends travels as <wire>.<name>; the invoking state, while it is active,
             # runs the <finalize> content and raises <name>
-            out["on"] = {f"{wire}.{name}": [{"actions": [*finalize, {"raise": {"event": name, "data": "$event.data"}}]}]
-                         for name in names}
+            out["on"] = {}
+            for name in names:
+                actions = [*copy.deepcopy(finalize), {"raise": {"event": name, "data": "$event.data"}}]
+                self.relays.append((name, actions))
+                out["on"][f"{wire}.{name}"] = [{"actions": actions}]
         if location is not None:
             entry.append({"assign": {location: escape(invoke_id)}})
         self.invoked.extend(child.documents)

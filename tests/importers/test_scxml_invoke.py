@@ -1,0 +1,186 @@
+"""SCXML ``<invoke>``: each mapping checked on the definitions it gives and on what they do when they run
+(the parent and its invoked children on one local runtime)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from durastate.engine import load_definition
+from durastate.importers import ImportResult, scxml, to_yaml
+from durastate.importers.files import beside
+
+from .conftest import run_to_end
+
+NS = "xmlns='http://www.w3.org/2005/07/scxml' version='1.0' datamodel='ecmascript'"
+
+CHILD = f"""<scxml {NS} initial="c"><datamodel><data id="n" expr="0"/></datamodel>
+  <state id="c"><transition cond="n == 2" target="end"><send target="#_parent" event="two"/></transition>
+    <transition target="end"><send target="#_parent" event="other"/></transition></state>
+  <final id="end"/></scxml>"""
+
+
+def _convert(body: str, **kw: object) -> ImportResult:
+    return scxml.convert(f"<scxml {NS} name='p'>{body}</scxml>", "p.scxml", **kw)  # type: ignore[arg-type]
+
+
+def _complete(body: str) -> ImportResult:
+    result = _convert(body)
+    assert result.issues == [], [str(i) for i in result.issues]
+    return result
+
+
+def _run(result: ImportResult) -> tuple[str, str | None]:
+    exe = run_to_end(result.document, invoked=result.invoked, max_seconds=5)
+    return exe.status, exe.outcome
+
+
+def test_an_inline_document_is_a_definition_of_its_own_that_the_state_invokes() -> None:
+    result = _complete(f"""<datamodel><data id="n" expr="2"/><data id="m" expr="1"/></datamodel>
+      <state id="s"><invoke namelist="n m"><content>{CHILD}</content></invoke>
+        <transition event="two" target="pass"/><transition event="*" target="fail"/></state>
+      <final id="pass"/><final id="fail"/>""")
+    assert result.document["states"]["s"]["invoke"] == {"definition": "p~s.1", "context": {"n": "$context.n"}}
+    assert [d["id"] for d in result.invoked] == ["p~s.1"]
+    assert result.documents == [result.document, *result.invoked]
+    assert result.document["context"] == {"n": 2, "m": 1}  # the child's <data> is its own, not the parent's
+    assert result.invoked[0]["context"] == {"n": 0}  # m is no variable of the child: left out, as SCXML does
+    assert load_definition(to_yaml(ImportResult(result.invoked[0]))).id == "p~s.1"
+    assert _run(result) == ("finished", "pass")
+
+
+def test_a_param_sets_the_childs_variable_over_its_data() -> None:
+    result = _complete(f"""<state id="s"><invoke id="calc"><param name="n" expr="1 + 1"/><content>{CHILD}</content>
+        </invoke><transition event="two" target="pass"/><transition event="*" target="fail"/></state>
+      <final id="pass"/><final id="fail"/>""")
+    assert result.document["states"]["s"]["invoke"] == {"definition": "p~calc", "context": {"n": {"add": [1, 1]}}}
+    assert _run(result) == ("finished", "pass")
+    without = _complete(f"""<state id="s"><invoke><content>{CHILD}</content></invoke>
+        <transition event="other" target="pass"/><transition event="*" target="fail"/></state>
+      <final id="pass"/><final id="fail"/>""")
+    assert _run(without) == ("finished", "pass")
+
+
+def test_done_invoke_is_sent_by_the_child_after_everything_else_it_sends() -> None:
+    result = _complete(f"""<state id="s"><invoke id="k"><content>{CHILD}</content></invoke>
+        <transition event="other" target="t"/><transition event="*" target="fail"/></state>
+      <state id="t"><transition event="done.invoke.k" target="pass"/><transition event="*" target="fail"/></state>
+      <final id="pass"/><final id="fail"/>""")
+    assert result.invoked[0]["states"]["end"]["exit"] == [{"choose": [
+        {"guard": {"ne": ["$event.name", "durastate.cancel"]},
+         "actions": [{"send": {"event": "done.invoke.k", "to": "parent"}}]}]}]
+    # the parent has left the invoking state when done.invoke.k arrives: SCXML queued it already, so it counts
+    assert _run(result) == ("finished", "pass")
+
+
+def test_idlocation_holds_the_invoke_id() -> None:
+    result = _complete(f"""<datamodel><data id="where"/></datamodel>
+      <state id="s"><onentry><log expr="1"/></onentry><invoke idlocation="where"><content>{CHILD}</content></invoke>
+        <transition event="done.invoke" cond="where == 's.1'" target="pass"/>
+        <transition event="done.invoke" target="fail"/></state>
+      <final id="pass"/><final id="fail"/>""")
+    assert result.document["states"]["s"]["entry"] == [{"log": 1}, {"assign": {"where": "s.1"}}]
+    assert _run(result) == ("finished", "pass")
+
+
+def test_a_cancelled_child_sends_its_parent_nothing() -> None:
+    """Leaving the invoking state cancels the child; its exit actions run (durastate's cancel) but SCXML stops
+    the session, so what they would send the parent is not sent."""
+    result = _complete(f"""<state id="s" initial="s1">
+        <onentry><send event="timeout" delay="2s"/></onentry>
+        <transition event="timeout" target="pass"/><transition event="bye" target="fail"/>
+        <state id="s1"><onentry><send event="leave"/></onentry>
+          <invoke><content><scxml {NS}><state id="w"><onexit><send target="#_parent" event="bye"/></onexit>
+            </state></scxml></content></invoke>
+          <transition event="leave" target="s2"/></state>
+        <state id="s2"/></state>
+      <final id="pass"/><final id="fail"/>""")
+    assert _run(result) == ("finished", "pass")
+
+
+def test_finalize_runs_in_the_invoking_state_before_the_childs_event_is_taken() -> None:
+    result = _complete(f"""<datamodel><data id="got" expr="0"/></datamodel>
+      <state id="s"><invoke id="k"><content><scxml {NS}><final id="f"><onentry>
+          <send target="#_parent" event="result"><param name="v" expr="7"/></send></onentry></final></scxml></content>
+          <finalize><assign location="got" expr="_event.data.v"/></finalize></invoke>
+        <transition event="result" cond="got == 7" target="pass"/><transition event="*" target="fail"/></state>
+      <final id="pass"/><final id="fail"/>""")
+    on = result.document["states"]["s"]["on"]
+    assert list(on)[:2] == ["invoke.k.result", "invoke.k.done.invoke.k"]  # tried before the state's own
+    assert on["invoke.k.result"] == [{"actions": [{"assign": {"got": "$event.v"}},
+                                                  {"raise": {"event": "result", "data": "$event.data"}}]}]
+    assert result.invoked[0]["states"]["f"]["entry"][0]["choose"][0]["actions"] == [
+        {"send": {"event": "invoke.k.result", "to": "parent", "data": {"v": 7}}}]
+    assert _run(result) == ("finished", "pass")
+
+
+def test_a_relayed_event_no_transition_takes_is_not_raised() -> None:
+    result = _complete(f"""<datamodel><data id="got" expr="0"/></datamodel>
+      <state id="s"><invoke id="k"><content><scxml {NS}><final id="f"/></scxml></content>
+          <finalize><assign location="got" expr="1"/></finalize></invoke>
+        <transition event="go" target="pass"/></state>
+      <final id="pass"/>""")
+    assert result.document["states"]["s"]["on"]["invoke.k.done.invoke.k"] == [{"actions": [{"assign": {"got": 1}}]}]
+
+
+def test_invokes_of_invoked_charts_are_definitions_too() -> None:
+    inner = f"<scxml {NS}><final id='x'/></scxml>"
+    result = _complete(f"""<state id="s"><invoke><content><scxml {NS} initial="a">
+          <state id="a"><invoke id="deep"><content>{inner}</content></invoke>
+            <transition event="done.invoke.deep" target="b"/></state><final id="b"/></scxml></content></invoke>
+        <transition event="done.invoke" target="pass"/></state><final id="pass"/>""")
+    assert [d["id"] for d in result.invoked] == ["p~s.1", "p~s.1~deep"]
+    assert _run(result) == ("finished", "pass")
+
+
+def test_an_issue_of_an_inline_document_is_located_in_the_chart() -> None:
+    result = _convert(f"""<state id="s"><invoke><content><scxml {NS}><state id="c"><onentry><script>x</script>
+        </onentry></state></scxml></content></invoke></state>""")
+    assert [(i.location, i.line) for i in result.issues] == [
+        ("scxml/state[@id='s']/invoke[1]/content[1]/scxml[1]/state[@id='c']/onentry[1]/script[1]", 1)]
+
+
+@pytest.mark.parametrize(("body", "message", "mapped"), [
+    ("<state id='s'><invoke><content><scxml {NS}/></content></invoke><state id='c'/></state>",
+     "<invoke> of a state with child states is not supported", 0),
+    ("<state id='s'><invoke><content><scxml {NS}/></content></invoke>"
+     "<invoke><content><scxml {NS}/></content></invoke></state>",
+     "a second <invoke> in one state is not supported", 1),  # the first is mapped
+    ("<parallel id='p'><state id='a'><invoke><content><scxml {NS}/></content></invoke></state></parallel>",
+     "<invoke> inside a <parallel> is not supported", 0),
+    ("<state id='s'><invoke autoforward='true'><content><scxml {NS}/></content></invoke></state>",
+     "<invoke autoforward='true'> is not supported", 0),
+    ("<state id='s'><invoke typeexpr='t'><content><scxml {NS}/></content></invoke></state>",
+     "<invoke typeexpr=...> is not supported", 0),
+    ("<state id='s'><invoke type='http://www.w3.org/TR/ccxml/'><content><scxml {NS}/></content></invoke></state>",
+     "only an SCXML session can be invoked", 0),
+    ("<state id='s'><invoke><content expr='doc'/></invoke></state>", "<invoke> of <content expr> is not supported", 0),
+    ("<state id='s'><invoke src='c.scxml'/></state>", "with no folder to read the document from", 0),
+    ("<state id='s'><invoke idlocation='nowhere'><content><scxml {NS}/></content></invoke></state>",
+     "idlocation='nowhere': not a variable of the datamodel", 0),
+])
+def test_what_does_not_map_is_reported(body: str, message: str, mapped: int) -> None:
+    result = _convert(body.replace("{NS}", NS))
+    assert any(message in i.message and i.location.startswith("scxml/") for i in result.issues), \
+        [str(i) for i in result.issues]
+    assert len(result.invoked) == mapped  # left out, never half mapped
+    assert sum("invoke" in state for state in result.document["states"].values()) == mapped
+
+
+def test_src_is_read_beside_the_chart_and_nowhere_else(tmp_path: Path) -> None:
+    (tmp_path / "c.scxml").write_text(CHILD)
+    (tmp_path / "self.scxml").write_text(f"<scxml {NS}><state id='s'><invoke src='file:self.scxml'/></state></scxml>")
+    (tmp_path / "bad.scxml").write_text(f"<scxml {NS}><state id='s'><onentry><script/></onentry></state></scxml>")
+    chart = tmp_path / "p.scxml"
+    result = _convert("""<state id="s"><invoke src="file:c.scxml"><param name="n" expr="2"/></invoke>
+        <transition event="two" target="pass"/></state><final id="pass"/>""", resolve=beside(chart))
+    assert result.issues == [] and result.invoked[0]["id"] == "p~s.1"
+    assert _run(result) == ("finished", "pass")
+    for src, message in [("../c.scxml", "only a file beside the chart"), ("/etc/passwd", "only a file beside"),
+                         ("http://example.com/c.scxml", "only a file beside"), ("none.scxml", "cannot read"),
+                         ("self.scxml", "the document invokes itself"),
+                         ("bad.scxml", "in bad.scxml: scxml/state[@id='s']/onentry[1]/script[1] (line 1): <script>")]:
+        issues = _convert(f"<state id='s'><invoke src='{src}'/></state>", resolve=beside(chart)).issues
+        assert len(issues) == 1 and message in issues[0].message, (src, [str(i) for i in issues])
+        assert issues[0].location == "scxml/state[@id='s']/invoke[1]" and issues[0].line == 1
