@@ -160,6 +160,14 @@ class Invokes:
         invoke_id = attrs.get("id") or f"{state.attrs.get('id', conv.el_paths[id(state)])}.{self.numbers[id(el)]}"
         definition_id = child_definition_id(conv.definition_id, invoke_id)
         child = self.child(conv, el, definition_id)
+        error = _args_error(el)
+        if error is not None and child is not None and ok:
+            # SCXML evaluates the arguments as it starts the child: an error raises error.execution and the
+            # child is not started
+            from durastate.importers.scxml import _raised_error
+
+            entry.append(_raised_error(error))
+            return
         context = self.context(conv, el, child)
         finalize: list[Any] = []
         for block in (c for c in el.children if c.tag == "finalize" and not c.foreign):
@@ -271,6 +279,22 @@ class Invokes:
             values[name] = value
         declared = set((child.document.get("context") or {}) if child is not None else ())
         return {k: v for k, v in values.items() if k in declared}
+
+
+def _args_error(el: _El) -> str | None:
+    """Why a ``namelist`` name or a ``<param>`` of ``<invoke>`` ``el`` is no ECMAScript expression (SCXML
+    fails on it when it starts the child); ``None``: each is one (whether it maps is another matter)."""
+    params = [(c.attrs.get("name"), c.attrs.get("expr", c.attrs.get("location"))) for c in el.children
+              if c.tag == "param" and not c.foreign]
+    for what, expr in [*((f"namelist={el.attrs['namelist']!r}", v) for v in el.attrs.get("namelist", "").split()),
+                       *((f"<param name={name!r}>", expr) for name, expr in params if expr is not None)]:
+        try:
+            ecma.parse(expr)
+        except ecma.Invalid as exc:
+            return f"<invoke {what}>: {exc}"
+        except ecma.Unsupported:
+            continue
+    return None
 
 
 def _to_parent(document: dict[str, Any], done: str, wire: str | None) -> list[str]:

@@ -124,6 +124,17 @@ def test_a_relayed_event_no_transition_takes_is_not_raised() -> None:
     assert result.document["states"]["s"]["on"]["invoke.k.done.invoke.k"] == [{"actions": [{"assign": {"got": 1}}]}]
 
 
+def test_arguments_that_are_no_expression_raise_error_execution_and_start_no_child() -> None:
+    result = _complete(f"""<state id="s"><onentry><send event="late" delay="1s"/></onentry>
+        <invoke><param name="n" expr="return"/><content>{CHILD}</content></invoke>
+        <transition event="error.execution" target="t"/><transition event="*" target="fail"/></state>
+      <state id="t"><transition event="late" target="pass"/><transition event="*" target="fail"/></state>
+      <final id="pass"/><final id="fail"/>""")
+    assert "invoke" not in result.document["states"]["s"] and result.invoked == []
+    assert result.document["states"]["s"]["entry"][-1]["raise"]["event"] == "error.execution"
+    assert _run(result) == ("finished", "pass")
+
+
 def test_invokes_of_invoked_charts_are_definitions_too() -> None:
     inner = f"<scxml {NS}><final id='x'/></scxml>"
     result = _complete(f"""<state id="s"><invoke><content><scxml {NS} initial="a">
