@@ -15,9 +15,11 @@ delay, to the session itself: a delayed ``send`` action, a durable timer of the 
 action) and ``<foreach>`` (a ``foreach`` action); ``<datamodel>``/``<data>`` with constant values become the
 context; a constant ``<donedata>`` is what the parent's ``done.state`` transitions read as ``_event.data``.
 Conditions and values go through :mod:`durastate.importers.ecma` (the ``ecmascript`` datamodel's
-subset). Everything else (``<script>``, ``<invoke>``, delayed sends to other targets, expressions outside
-the subset, several targets) is reported with its element path and line; several initial states map where
-they are in regions of one child that nothing else enters.
+subset). An ``<invoke>`` of an SCXML document becomes an invoked child definition of its own
+(:mod:`durastate.importers.scxml_invoke`, in the result's ``invoked``). Everything else (``<script>``,
+delayed sends to other targets, expressions outside the subset, several targets) is reported with its
+element path and line; several initial states map where they are in regions of one child that nothing else
+enters.
 
 SCXML ids are global and durastate paths are nested, so each id becomes a state name and each target the
 full dotted path of the state with that id (which durastate resolves from the top), as does ``In('id')``
