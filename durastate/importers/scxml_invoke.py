@@ -90,6 +90,8 @@ class Invokes:
     numbers: dict[int, int] = field(default_factory=dict)
     """id(<invoke>) -> its number in the document, from 1."""
     invoked: list[dict[str, Any]] = field(default_factory=list)
+    ids: set[str] = field(default_factory=set)
+    """The invoke ids given so far (each names a definition: one id, one chart)."""
     relays: list[tuple[str, list[Any]]] = field(default_factory=list)
     """The actions that relay an event after a ``<finalize>`` (the last one raises it), by its name (see
     :meth:`finish`)."""
@@ -159,6 +161,10 @@ class Invokes:
             ok = False
         invoke_id = attrs.get("id") or f"{state.attrs.get('id', conv.el_paths[id(state)])}.{self.numbers[id(el)]}"
         definition_id = child_definition_id(conv.definition_id, invoke_id)
+        if invoke_id in self.ids:
+            conv.report(el, f"the invoke id {invoke_id!r} is used twice in the document; invoke ids are unique")
+            return
+        self.ids.add(invoke_id)
         child = self.child(conv, el, definition_id)
         error = _args_error(el)
         if error is not None and child is not None and ok:

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 from typer.testing import CliRunner
 
 from durastate.cli.app import app
@@ -113,6 +114,16 @@ def test_allow_partial_writes_the_rest_with_the_issues_on_top(runner: CliRunner,
     assert text.startswith("# Imported from test552.scxml with 1 construct(s) not mapped:\n#   scxml/datamodel")
     checked = runner.invoke(app, ["validate", "defs/t.yaml"])
     assert checked.exit_code == 0, checked.stdout
+
+
+def test_without_output_the_invoked_charts_are_printed_after_the_chart(runner: CliRunner, tmp_path: Path) -> None:
+    (tmp_path / "order.scxml").write_text(ORDER_SCXML, encoding="utf-8")
+    (tmp_path / "payment.scxml").write_text(PAYMENT_SCXML, encoding="utf-8")
+    result = runner.invoke(app, ["import", "scxml", "order.scxml"])
+    assert result.exit_code == 0, result.stderr
+    documents = list(yaml.safe_load_all(result.stdout))
+    assert [d["id"] for d in documents] == ["order", "order~payment", "order~courier"]
+    assert not list(tmp_path.glob("*.yaml"))
 
 
 def test_xstate_import_prints_yaml(runner: CliRunner) -> None:

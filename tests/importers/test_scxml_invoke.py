@@ -168,6 +168,9 @@ def test_an_issue_of_an_inline_document_is_located_in_the_chart() -> None:
      "only an SCXML session can be invoked", 0),
     ("<state id='s'><invoke><content expr='doc'/></invoke></state>", "<invoke> of <content expr> is not supported", 0),
     ("<state id='s'><invoke src='c.scxml'/></state>", "with no folder to read the document from", 0),
+    ("<state id='s'><invoke id='t.2'><content><scxml {NS}/></content></invoke></state>"
+     "<state id='t'><invoke><content><scxml {NS}/></content></invoke></state>",
+     "the invoke id 't.2' is used twice in the document", 1),  # t's is the document's second <invoke>
     ("<state id='s'><invoke idlocation='nowhere'><content><scxml {NS}/></content></invoke></state>",
      "idlocation='nowhere': not a variable of the datamodel", 0),
 ])
