@@ -8,11 +8,16 @@ it:
 
 - ``<param name expr|location>`` and ``namelist``: the child's start context (SCXML puts them in the
   child's datamodel over its ``<data>`` values; a name the child does not declare is left out, as SCXML
-  leaves it out);
-- ``done.invoke.<invokeid>``: the child's completion (durastate's ``on_done`` of the invoking state) raises
-  that event, so every transition that matches it (``done.invoke``, ``*``...) sees it as SCXML's;
-- ``idlocation``: the invoke id assigned to that variable when the state is entered;
-- ``#_parent`` sends in the child are ``send: {to: parent}`` (the importer's ``<send>``).
+  leaves it out); an argument that is no ECMAScript expression raises ``error.execution`` instead, and no
+  child is started;
+- ``done.invoke.<invokeid>``: sent by the child itself as it ends, after everything else it sends, so that
+  it reaches the parent in SCXML's order even once the parent has left the invoking state (durastate's
+  ``on_done`` is dropped by then), and every transition that matches it (``done.invoke``, ``*``...) takes it;
+- ``#_parent`` sends in the child are ``send: {to: parent}`` (the importer's ``<send>``), guarded so that a
+  cancelled child sends nothing (SCXML stops it; durastate runs its exit actions);
+- ``<finalize>``: the child's events travel as ``invoke.<invokeid>.<name>``; the invoking state, while it is
+  active, runs the content and raises ``<name>``;
+- ``idlocation``: the invoke id assigned to that variable at the end of the state's entry.
 
 The child definition's id is the parent's id, ``~`` and the invoke id (its ``id``, or the invoking
 state's id, ``.`` and the invoke's number in the document), so that it cannot be taken for a definition
@@ -20,9 +25,9 @@ written by hand: ``~`` is how durastate marks what it derives from another thing
 are ``<parent id>~<n>``).
 
 Not mapped, and reported: an ``<invoke>`` of a compound state or a second one in one state (durastate
-invokes from an atomic state, one child per state), inside a ``<parallel>``, ``autoforward``, non-empty
-``<finalize>``, ``typeexpr``/``srcexpr``, a type other than SCXML, ``<content expr>``, and ``src`` that is
-not a file beside the chart.
+invokes from an atomic state, one child per state), inside a ``<parallel>``, ``autoforward``,
+``typeexpr``/``srcexpr``, a type other than SCXML, ``<content expr>``, an invoke id used twice, and ``src``
+that is not a file beside the chart (read through the ``resolve`` the caller gives).
 """
 
 from __future__ import annotations
@@ -136,7 +141,7 @@ class Invokes:
                             "invoke from a state around the <parallel>")
         elif any(c.tag in _STATE_TAGS and not c.foreign for c in state.children):
             conv.report(el, "<invoke> of a state with child states is not supported: durastate invokes "
-                            "from an atomic state; move the <invoke> into a child state")
+                            "from an atomic state only (one without child states)")
         elif before:
             conv.report(el, "a second <invoke> in one state is not supported: a durastate state invokes "
                             "one child; give each its own state")
