@@ -526,7 +526,7 @@ class _Converter:
         if always:
             out["always"] = always
         if on_done:
-            out.setdefault("on_done", []).extend(on_done)
+            out["on_done"] = on_done
         if states:
             out["states"] = states
         return out
@@ -1292,7 +1292,7 @@ def convert(text: str, source: str | None = None, *, resolve: scxml_invoke.Resol
 def _convert_document(found: scxml_invoke.ChildSource, definition_id: str | None,
                       resolve: scxml_invoke.Resolve | None) -> ImportResult:
     """A chart (the top one, or one an ``<invoke>`` starts, under ``definition_id``) and the charts it invokes."""
-    invokes = scxml_invoke.Invokes(_convert_document, resolve, found.chain)
+    invokes = scxml_invoke.Invokes(_convert_document, resolve, found.chain, found.budget)
     invokes.detach(found.root)
     converter = _Converter(found.root, found.source, invokes, definition_id)
     document = converter.document()

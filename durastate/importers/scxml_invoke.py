@@ -46,12 +46,16 @@ from durastate.importers.result import ImportIssue, ImportResult, escape
 if TYPE_CHECKING:
     from durastate.importers.scxml import _Converter, _El
 
-__all__ = ["INVOKE_EVENT_PREFIX", "MAX_INVOKE_DEPTH", "SCXML_TYPES", "ChildSource", "Invokes", "child_definition_id"]
+__all__ = ["INVOKE_EVENT_PREFIX", "MAX_INVOKED", "MAX_INVOKE_DEPTH", "SCXML_TYPES", "Budget", "ChildSource", "Invokes",
+           "child_definition_id"]
 
 SCXML_TYPES = ("scxml", "http://www.w3.org/TR/scxml/", "http://www.w3.org/TR/scxml")
 """The ``<invoke type>`` values that name an SCXML session (the only kind of child an import can give)."""
 MAX_INVOKE_DEPTH = 8
 """How deeply charts may invoke charts (a ``src`` that invokes itself is refused before this)."""
+MAX_INVOKED = 200
+"""How many invoked charts one import may give, all depths together (``src`` documents that invoke each
+other several times would otherwise multiply at each level)."""
 _STATE_TAGS = ("state", "parallel", "final", "history")
 INVOKE_EVENT_PREFIX = "invoke"
 """The events an invoked chart sends to its parent travel as ``invoke.<invoke id>.<name>``: only the
@@ -68,6 +72,13 @@ def child_definition_id(parent_id: str, invoke_id: str) -> str:
 
 
 @dataclass(slots=True)
+class Budget:
+    """How many more invoked charts the import may convert (shared by every level of it)."""
+
+    left: int = MAX_INVOKED
+
+
+@dataclass(slots=True)
 class ChildSource:
     """The document an ``<invoke>`` starts: an element of the parent's own tree or a parsed ``src`` file."""
 
@@ -77,6 +88,7 @@ class ChildSource:
     """The ``src`` documents above it (a document may not invoke one of them: a loop)."""
     external: bool
     """From ``src``: its issues are located at the ``<invoke>`` (their lines are of another file)."""
+    budget: Budget = field(default_factory=Budget)
 
 
 ConvertChild = Callable[[ChildSource, str, "Resolve | None"], ImportResult]
@@ -90,6 +102,7 @@ class Invokes:
     convert_child: ConvertChild
     resolve: Resolve | None = None
     chain: tuple[str, ...] = ()
+    budget: Budget = field(default_factory=Budget)
     contents: dict[int, _El] = field(default_factory=dict)
     """id(<invoke>) -> its ``<content>``'s ``<scxml>``, taken out of the tree (:meth:`detach`)."""
     numbers: dict[int, int] = field(default_factory=dict)
@@ -226,7 +239,7 @@ class Invokes:
             return None
         found: ChildSource | None
         if inline is not None:
-            found = ChildSource(inline, conv.source, self.chain, external=False)
+            found = ChildSource(inline, conv.source, self.chain, external=False, budget=self.budget)
         else:
             assert src is not None
             found = self.read(conv, el, src)
@@ -236,6 +249,10 @@ class Invokes:
             conv.report(el, f"<invoke> nested too deeply (more than {MAX_INVOKE_DEPTH} charts, or a definition "
                             "id over 128 characters)")
             return None
+        if self.budget.left <= 0:
+            conv.report(el, f"<invoke>: more than {MAX_INVOKED} invoked charts in one import; refused")
+            return None
+        self.budget.left -= 1
         result = self.convert_child(found, definition_id, self.resolve)
         for issue in result.issues:
             if found.external:
@@ -266,7 +283,7 @@ class Invokes:
         except DefinitionError as exc:
             conv.report(el, f"<invoke src={src!r}>: {'; '.join(exc.issues)}")
             return None
-        return ChildSource(root, name, (*self.chain, src), external=True)
+        return ChildSource(root, name, (*self.chain, src), external=True, budget=self.budget)
 
     def context(self, conv: _Converter, el: _El, child: ImportResult | None) -> dict[str, Any] | None:
         """The child's start context from ``namelist`` and ``<param>``s (``None``: reported). A name the

@@ -10,6 +10,7 @@ import pytest
 from durastate.engine import load_definition
 from durastate.importers import ImportResult, scxml, to_yaml
 from durastate.importers.files import beside
+from durastate.importers.scxml_invoke import MAX_INVOKED
 
 from .conftest import run_to_end
 
@@ -198,3 +199,17 @@ def test_src_is_read_beside_the_chart_and_nowhere_else(tmp_path: Path) -> None:
         issues = _convert(f"<state id='s'><invoke src='{src}'/></state>", resolve=beside(chart)).issues
         assert len(issues) == 1 and message in issues[0].message, (src, [str(i) for i in issues])
         assert issues[0].location == "scxml/state[@id='s']/invoke[1]" and issues[0].line == 1
+
+
+def test_charts_that_invoke_each_other_many_times_are_bounded(tmp_path: Path) -> None:
+    """Ten invokes of a document that has ten invokes of one that has ten...: refused past MAX_INVOKED
+    charts, not converted a hundred million times."""
+    for level in range(6):
+        inner = f"file:l{level + 1}.scxml" if level < 5 else None
+        states = "".join(f"<state id='s{i}'><invoke src='{inner}'/></state>" if inner else f"<final id='s{i}'/>"
+                         for i in range(10))
+        (tmp_path / f"l{level}.scxml").write_text(f"<scxml {NS}>{states}</scxml>")
+    chart = tmp_path / "l0.scxml"
+    result = scxml.convert(chart.read_text(), chart.name, resolve=beside(chart))
+    assert len(result.invoked) <= MAX_INVOKED
+    assert any(f"more than {MAX_INVOKED} invoked charts" in i.message for i in result.issues)
