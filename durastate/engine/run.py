@@ -638,6 +638,8 @@ class Run(StepResult):
         what = f"{'task' if ref.kind == 'task' else 'invoked child'} {cid}" if ref.kind != "region" \
             else f"region {ref.path} ({cid})"
         if ref.status == "finished":
+            if ref.kind == "invoke" and t.kind[owner] == "compound":
+                return True  # a compound state's on_done is its final child's: its invoked child's end takes nothing
             if ref.kind == "region" and any(
                 c.status != "finished" for c in exe.children.values() if c.kind == "region"
             ):

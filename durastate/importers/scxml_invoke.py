@@ -24,8 +24,9 @@ state's id, ``.`` and the invoke's number in the document), so that it cannot be
 written by hand: ``~`` is how durastate marks what it derives from another thing's id (child executions
 are ``<parent id>~<n>``).
 
-Not mapped, and reported: an ``<invoke>`` of a compound state or a second one in one state (durastate
-invokes from an atomic state, one child per state), inside a ``<parallel>``, ``autoforward``,
+An ``<invoke>`` of a compound state is durastate's ``invoke`` on that compound state (its child runs while
+any of the state's children is active). Not mapped, and reported: a second ``<invoke>`` in one state (a
+durastate state invokes one child), one inside a ``<parallel>``, ``autoforward``,
 ``typeexpr``/``srcexpr``, a type other than SCXML, ``<content expr>``, an invoke id used twice, and ``src``
 that is not a file beside the chart (read through the ``resolve`` the caller gives).
 """
@@ -56,7 +57,6 @@ MAX_INVOKE_DEPTH = 8
 MAX_INVOKED = 200
 """How many invoked charts one import may give, all depths together (``src`` documents that invoke each
 other several times would otherwise multiply at each level)."""
-_STATE_TAGS = ("state", "parallel", "final", "history")
 INVOKE_EVENT_PREFIX = "invoke"
 """The events an invoked chart sends to its parent travel as ``invoke.<invoke id>.<name>``: only the
 invoking state, while it is active, takes them (and raises ``<name>``)."""
@@ -152,9 +152,9 @@ class Invokes:
             conv.report(el, "<invoke> inside a <parallel> is not supported, not even as a durastate "
                             "invoke: a <parallel> runs its regions inline, where a state cannot invoke; "
                             "invoke from a state around the <parallel>")
-        elif any(c.tag in _STATE_TAGS and not c.foreign for c in state.children):
-            conv.report(el, "<invoke> of a state with child states is not supported: durastate invokes "
-                            "from an atomic state only (one without child states)")
+        elif state.tag != "state":
+            conv.report(el, f"<invoke> of a <{state.tag}> is not supported: durastate invokes from an atomic "
+                            "or a compound state")
         elif before:
             conv.report(el, "a second <invoke> in one state is not supported: a durastate state invokes "
                             "one child; give each its own state")

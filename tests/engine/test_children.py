@@ -291,6 +291,61 @@ def test_invoke_without_on_error_fails_the_parent() -> None:
     assert solo.status == "failed" and "invoked child s~1 failed" in (solo.error or "")
 
 
+HOLDER = {
+    "id": "holder",
+    "initial": "idle",
+    "states": {
+        "idle": {"on": {"go": "paying"}},
+        "paying": {
+            "initial": "asking",
+            "invoke": {"definition": "child", "context": {"amount": 3}},
+            "on": {"stop": "stopped"},
+            "on_done": "settled",
+            "on_error": {"target": "errored", "actions": [{"assign": {"why": "$event.error"}}]},
+            "states": {
+                "asking": {"on": {"next": "waiting"}},
+                "waiting": {"on": {"next": "over"}},
+                "over": {"type": "final"},
+            },
+        },
+        "settled": {"type": "final"},
+        "stopped": {"type": "final"},
+        "errored": {"type": "final"},
+    },
+}
+
+
+def test_a_compound_state_keeps_its_invoked_child_while_any_of_its_states_is_active() -> None:
+    h = Harness(CHILD, HOLDER)
+    holder = h.start("holder", "h")
+    h.send("h", "go")
+    assert holder.children["h~1"].path == "paying" and h["h~1"].status == "running"
+    h.send("h", "next")  # asking -> waiting, inside the invoking state: the child runs on
+    assert holder.active_path == "paying.waiting" and h["h~1"].status == "running" and len(holder.children) == 1
+    h.send("h", "stop")  # leaving the state cancels it
+    assert (holder.outcome, h["h~1"].status) == ("stopped", "cancelled")
+
+
+def test_a_compound_states_on_done_stays_its_final_childs() -> None:
+    """The child's end takes no transition (it would be the state's on_done, which its final child takes)."""
+    h = Harness(CHILD, HOLDER)
+    holder = h.start("holder", "h")
+    h.send("h", "go")
+    h.send("h~1", "ok")
+    assert h["h~1"].status == "finished" and holder.active_path == "paying.asking"
+    h.send("h", "next")
+    h.send("h", "next")
+    assert holder.outcome == "settled"
+
+
+def test_a_compound_states_failed_child_takes_its_on_error() -> None:
+    h = Harness(CHILD, HOLDER)
+    holder = h.start("holder", "h")
+    h.send("h", "go")
+    h.send("h~1", "explode")
+    assert holder.outcome == "errored" and "card reader on fire" in holder.context["why"]
+
+
 def test_state_entered_and_left_in_one_step_starts_nothing() -> None:
     doc = {
         "id": "pass",

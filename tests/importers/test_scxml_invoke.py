@@ -75,6 +75,15 @@ def test_done_invoke_is_sent_by_the_child_after_everything_else_it_sends() -> No
     assert _run(result) == ("finished", "pass")
 
 
+def test_a_compound_state_invokes_while_any_of_its_states_is_active() -> None:
+    result = _complete(f"""<state id="s" initial="a"><invoke><content>{CHILD.replace('n == 2', 'true')}</content>
+        </invoke><state id="a"><transition event="two" target="b"/></state>
+        <state id="b"><transition event="done.invoke" target="pass"/></state></state>
+      <final id="pass"/>""")
+    assert result.document["states"]["s"]["invoke"] == {"definition": "p~s.1"}
+    assert _run(result) == ("finished", "pass")
+
+
 def test_idlocation_holds_the_invoke_id() -> None:
     result = _complete(f"""<datamodel><data id="where"/></datamodel>
       <state id="s"><onentry><log expr="1"/></onentry><invoke idlocation="where"><content>{CHILD}</content></invoke>
@@ -154,8 +163,6 @@ def test_an_issue_of_an_inline_document_is_located_in_the_chart() -> None:
 
 
 @pytest.mark.parametrize(("body", "message", "mapped"), [
-    ("<state id='s'><invoke><content><scxml {NS}/></content></invoke><state id='c'/></state>",
-     "<invoke> of a state with child states is not supported", 0),
     ("<state id='s'><invoke><content><scxml {NS}/></content></invoke>"
      "<invoke><content><scxml {NS}/></content></invoke></state>",
      "a second <invoke> in one state is not supported", 1),  # the first is mapped
