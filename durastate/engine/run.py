@@ -502,6 +502,8 @@ class Run(StepResult):
             cid = child_execution_id(exe.id, exe.invoke_seq)
             exe.children[cid] = ChildRef(path=t.paths[s], kind="invoke", attempt=self.invoke_attempt,
                                          parent_close=t.parent_close.get(s, "cancel"))
+            if s in t.invoke_id_key:
+                exe.context[t.invoke_id_key[s]] = cid  # where `send: {to: $context.<key>}` finds the child
             self.res.emits.append((cid, fanout.child_start(exe, cid, definition_id, _snapshot(child_ctx))))
         for s in task_states:
             task = t.task[s]

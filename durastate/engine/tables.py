@@ -319,6 +319,8 @@ class _Builder:
                                   "gets `context` (and ends when it finishes)")
                 if node.invoke.parent_close not in (None, "cancel"):
                     t.parent_close[i] = node.invoke.parent_close
+                if node.invoke.id_key is not None:
+                    t.invoke_id_key[i] = node.invoke.id_key
             if node.invoke.retry is not None:
                 t.invoke_retry[i] = parse_retry(node.invoke.retry, f"{at('invoke')}.retry", issues)
         if node.map is not None:

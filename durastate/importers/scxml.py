@@ -1090,9 +1090,11 @@ class _Converter:
             body["to"] = "self"
         elif target == "#_parent":
             body["to"] = "parent"
+        elif target in self.invokes.targets:
+            body["to"] = self.invokes.targets[target]  # #_<invokeid>: the child that <invoke> started
         else:
-            self.report(el, f"<send target={target!r}>: only the session itself, #_internal and #_parent "
-                            "are supported")
+            self.report(el, f"<send target={target!r}>: only the session itself, #_internal, #_parent and "
+                            "#_<id> of an <invoke id> of the document are supported")
             return None
         return {"send": body}
 

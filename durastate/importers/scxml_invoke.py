@@ -17,6 +17,8 @@ it:
   cancelled child sends nothing (SCXML stops it; durastate runs its exit actions);
 - ``<finalize>``: the child's events travel as ``invoke.<invokeid>.<name>``; the invoking state, while it is
   active, runs the content and raises ``<name>``;
+- ``<send target="#_<id>">`` (an ``<invoke id>`` of the document): a send to the child, whose execution id
+  the invoke keeps in the context key ``_invoke_<id>`` (``id_key``) as it starts;
 - ``idlocation``: the invoke id assigned to that variable at the end of the state's entry.
 
 The child definition's id is the parent's id, ``~`` and the invoke id (its ``id``, or the invoking
@@ -110,6 +112,9 @@ class Invokes:
     invoked: list[dict[str, Any]] = field(default_factory=list)
     ids: set[str] = field(default_factory=set)
     """The invoke ids given so far (each names a definition: one id, one chart)."""
+    targets: dict[str, str] = field(default_factory=dict)
+    """``#_<id>`` of each ``<invoke id>`` -> the ``send`` ``to`` that reaches its child: the context key
+    the child's execution id is kept in (durastate's ``invoke.id_key``)."""
     relays: list[tuple[str, list[Any]]] = field(default_factory=list)
     """The actions that relay an event after a ``<finalize>`` (the last one raises it), by its name (see
     :meth:`finish`)."""
@@ -131,18 +136,26 @@ class Invokes:
         """Take each ``<invoke>``'s inline document out of ``root``'s tree, so that what reads the whole
         document (its ``<data>``, its ``_sessionid``...) reads the parent's alone."""
         stack = [root]
+        named: set[str] = set()  # the <invoke id>s
+        sent: set[str] = set()  # the <send target>s
         while stack:
             el = stack.pop()
+            if el.tag == "send" and not el.foreign and "target" in el.attrs:
+                sent.add(el.attrs["target"])
             if el.tag == "invoke" and not el.foreign:
                 self.numbers[id(el)] = len(self.numbers) + 1
+                if el.attrs.get("id"):
+                    named.add(el.attrs["id"])
                 for child in el.children:
                     if child.tag == "content" and not child.foreign:
                         docs = [c for c in child.children if c.tag == "scxml" and not c.foreign]
                         if len(docs) == 1 and len(child.children) == 1 and not child.text.strip():
                             self.contents[id(el)] = docs[0]
                             child.children = []
+                stack.extend(reversed([c for c in el.children if c.tag != "content"]))  # its <finalize>
                 continue
             stack.extend(reversed(el.children))
+        self.targets = {f"#_{name}": f"$context.{_id_key(name)}" for name in sorted(named) if f"#_{name}" in sent}
 
     def map_invoke(self, conv: _Converter, state: _El, el: _El, before: int, out: dict[str, Any],
                    entry: list[Any]) -> None:
@@ -210,6 +223,8 @@ class Invokes:
         invoke: dict[str, Any] = {"definition": definition_id}
         if context:
             invoke["context"] = context
+        if f"#_{invoke_id}" in self.targets:
+            invoke["id_key"] = _id_key(invoke_id)
         out["invoke"] = invoke
         names = _to_parent(child.document, done, wire)
         if wire is not None:
@@ -307,6 +322,11 @@ class Invokes:
             values[name] = value
         declared = set((child.document.get("context") or {}) if child is not None else ())
         return {k: v for k, v in values.items() if k in declared}
+
+
+def _id_key(invoke_id: str) -> str:
+    """The context key that keeps the execution id of the child of ``<invoke id>`` (for ``#_<id>``)."""
+    return "_invoke_" + re.sub(r"[^A-Za-z0-9_]", "_", invoke_id)
 
 
 def _args_error(el: _El) -> str | None:

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from durastate.engine import Event, Execution, load_definition, step
 from durastate.engine.ids import cancel_event_id
+from durastate.errors import DefinitionError
 
 from .harness import Harness
 
@@ -344,6 +347,28 @@ def test_a_compound_states_failed_child_takes_its_on_error() -> None:
     h.send("h", "go")
     h.send("h~1", "explode")
     assert holder.outcome == "errored" and "card reader on fire" in holder.context["why"]
+
+
+def test_id_key_holds_the_childs_execution_id_for_sends_to_it() -> None:
+    doc = {"id": "boss", "initial": "paying", "states": {
+        "paying": {"invoke": {"definition": "child", "id_key": "worker"},
+                   "on": {"push": {"actions": [{"send": {"to": "$context.worker", "event": "ok"}}]}},
+                   "on_done": "done"},
+        "done": {"type": "final"}}}
+    h = Harness(CHILD, doc)
+    boss = h.start("boss", "b")
+    assert boss.context == {"worker": "b~1"}
+    h.send("b", "push")
+    assert h["b~1"].status == "finished" and boss.outcome == "done"
+
+
+def test_id_key_is_for_child_executions_only() -> None:
+    with pytest.raises(DefinitionError, match=r"states.a.invoke.id_key: for child executions"):
+        load_definition({"id": "t", "initial": "a", "states": {
+            "a": {"invoke": {"task": {"python": "m:f"}, "id_key": "k"}, "on_done": "b"}, "b": {}}})
+    with pytest.raises(DefinitionError, match=r"states.a.map.invoke.id_key"):
+        load_definition({"id": "t", "initial": "a", "states": {
+            "a": {"map": {"items": [], "invoke": {"definition": "c", "id_key": "k"}}, "on_done": "b"}, "b": {}}})
 
 
 def test_state_entered_and_left_in_one_step_starts_nothing() -> None:

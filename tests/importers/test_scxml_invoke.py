@@ -84,6 +84,20 @@ def test_a_compound_state_invokes_while_any_of_its_states_is_active() -> None:
     assert _run(result) == ("finished", "pass")
 
 
+def test_a_send_to_the_invoke_id_reaches_the_child() -> None:
+    result = _complete(f"""<state id="s" initial="a"><invoke id="kid"><content><scxml {NS}>
+          <state id="w"><onentry><send target="#_parent" event="ready"/></onentry>
+            <transition event="ping" target="f"><send target="#_parent" event="pong"/></transition></state>
+          <final id="f"/></scxml></content></invoke>
+        <state id="a"><transition event="ready" target="b"><send target="#_kid" event="ping"/></transition></state>
+        <state id="b"><transition event="pong" target="pass"/></state></state>
+      <final id="pass"/>""")
+    assert result.document["states"]["s"]["invoke"] == {"definition": "p~kid", "id_key": "_invoke_kid"}
+    assert result.document["states"]["s"]["states"]["a"]["on"]["ready"][0]["actions"] == [
+        {"send": {"event": "ping", "to": "$context._invoke_kid"}}]
+    assert _run(result) == ("finished", "pass")
+
+
 def test_idlocation_holds_the_invoke_id() -> None:
     result = _complete(f"""<datamodel><data id="where"/></datamodel>
       <state id="s"><onentry><log expr="1"/></onentry><invoke idlocation="where"><content>{CHILD}</content></invoke>
