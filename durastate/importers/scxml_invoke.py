@@ -27,8 +27,9 @@ written by hand: ``~`` is how durastate marks what it derives from another thing
 are ``<parent id>~<n>``).
 
 An ``<invoke>`` of a compound state is durastate's ``invoke`` on that compound state (its child runs while
-any of the state's children is active). Not mapped, and reported: a second ``<invoke>`` in one state (a
-durastate state invokes one child), one inside a ``<parallel>``, ``autoforward``,
+any of the state's children is active); the second ``<invoke>`` of an atomic state is a state inside it
+(``_invoke2``, and so on: a durastate state invokes one child). Not mapped, and reported: a second
+``<invoke>`` of a compound state, one inside a ``<parallel>``, ``autoforward``,
 ``typeexpr``/``srcexpr``, a type other than SCXML, ``<content expr>``, an invoke id used twice, and ``src``
 that is not a file beside the chart (read through the ``resolve`` the caller gives).
 """
@@ -56,6 +57,9 @@ SCXML_TYPES = ("scxml", "http://www.w3.org/TR/scxml/", "http://www.w3.org/TR/scx
 """The ``<invoke type>`` values that name an SCXML session (the only kind of child an import can give)."""
 MAX_INVOKE_DEPTH = 8
 """How deeply charts may invoke charts (a ``src`` that invokes itself is refused before this)."""
+NESTED_INVOKE = "_invoke"
+"""The second ``<invoke>`` of an atomic state is a state ``_invoke2`` inside it, the third ``_invoke3``
+inside that...: a durastate state invokes one child."""
 MAX_INVOKED = 200
 """How many invoked charts one import may give, all depths together (``src`` documents that invoke each
 other several times would otherwise multiply at each level)."""
@@ -168,9 +172,19 @@ class Invokes:
         elif state.tag != "state":
             conv.report(el, f"<invoke> of a <{state.tag}> is not supported: durastate invokes from an atomic "
                             "or a compound state")
+        elif before and any(c.tag in ("state", "parallel", "final") and not c.foreign for c in state.children):
+            conv.report(el, "a second <invoke> in a state with child states is not supported: a durastate state "
+                            "invokes one child; give each its own state")
         elif before:
-            conv.report(el, "a second <invoke> in one state is not supported: a durastate state invokes "
-                            "one child; give each its own state")
+            # an atomic state's next <invoke>: a state of its own inside it, the only one, with nothing else (the
+            # state keeps its transitions and actions), so both are active exactly when the state is
+            holder = out
+            while "states" in holder:
+                holder = next(iter(holder["states"].values()))
+            name = f"{NESTED_INVOKE}{before + 1}"
+            holder["initial"] = name
+            holder["states"] = {name: {}}
+            self.map_one(conv, state, el, holder["states"][name], entry)
         else:
             self.map_one(conv, state, el, out, entry)
 

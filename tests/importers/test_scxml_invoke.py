@@ -98,6 +98,22 @@ def test_a_send_to_the_invoke_id_reaches_the_child() -> None:
     assert _run(result) == ("finished", "pass")
 
 
+def test_each_further_invoke_of_an_atomic_state_is_a_state_inside_it() -> None:
+    child = f"<scxml {NS}><final id='f'/></scxml>"
+    result = _complete(f"""<state id="s"><onentry><send event="late" delay="1s"/></onentry>
+        <invoke id="one"><content>{child}</content></invoke><invoke id="two"><content>{child}</content></invoke>
+        <invoke id="three"><content>{child}</content></invoke>
+        <transition event="done.invoke.one" target="t"/></state>
+      <state id="t"><transition event="done.invoke.two" target="u"/></state>
+      <state id="u"><transition event="done.invoke.three" target="pass"/></state>
+      <final id="pass"/>""")
+    s = result.document["states"]["s"]
+    assert s["invoke"] == {"definition": "p~one"} and s["initial"] == "_invoke2"
+    assert s["states"]["_invoke2"] == {"invoke": {"definition": "p~two"}, "initial": "_invoke3",
+                                       "states": {"_invoke3": {"invoke": {"definition": "p~three"}}}}
+    assert _run(result) == ("finished", "pass")  # the three children, in document order
+
+
 def test_idlocation_holds_the_invoke_id() -> None:
     result = _complete(f"""<datamodel><data id="where"/></datamodel>
       <state id="s"><onentry><log expr="1"/></onentry><invoke idlocation="where"><content>{CHILD}</content></invoke>
@@ -178,8 +194,8 @@ def test_an_issue_of_an_inline_document_is_located_in_the_chart() -> None:
 
 @pytest.mark.parametrize(("body", "message", "mapped"), [
     ("<state id='s'><invoke><content><scxml {NS}/></content></invoke>"
-     "<invoke><content><scxml {NS}/></content></invoke></state>",
-     "a second <invoke> in one state is not supported", 1),  # the first is mapped
+     "<invoke><content><scxml {NS}/></content></invoke><state id='c'/></state>",
+     "a second <invoke> in a state with child states is not supported", 1),  # the first is mapped
     ("<parallel id='p'><state id='a'><invoke><content><scxml {NS}/></content></invoke></state></parallel>",
      "<invoke> inside a <parallel> is not supported", 0),
     ("<state id='s'><invoke autoforward='true'><content><scxml {NS}/></content></invoke></state>",
