@@ -510,6 +510,18 @@ class Run(StepResult):
             assert task is not None
             task_runs.start(self, s, task)
 
+    def autoforward(self, ev: Event) -> bool:
+        """Send an event from outside to each running invoked child whose state has ``forward: true``
+        (SCXML's autoforward), with derived ids; whether one was sent."""
+        t, emits, secret = self.t, self.res.emits, self.exe.secret
+        sent = False
+        for cid, ref in self.exe.children.items():
+            if (ref.kind == "invoke" and ref.status == "running" and not ref.abandoned
+                    and t.index.get(ref.path, -1) in t.invoke_forward):
+                emits.append((cid, _event(forwarded_event_id(ev.id, cid, secret), ev.name, ev.data)))
+                sent = True
+        return sent
+
     def forward(self, ev: Event) -> bool:
         """Send an event the parallel state does not handle to each running region, with derived ids."""
         emits, secret = self.res.emits, self.exe.secret
@@ -532,7 +544,10 @@ class Run(StepResult):
             return task_runs.timed_out(self, path[len(TASK_TIMEOUT_PREFIX):], ev)
         if path.startswith(SEND_PREFIX):
             sent = exe.sends.pop(path, None)
-            return sent is not None and self.dispatch(sent)
+            if sent is None:
+                return False
+            forwarded = bool(t.invoke_forward) and self.autoforward(sent)  # a delayed send arrives from outside
+            return self.dispatch(sent) or forwarded
         if path == RUN_TIMEOUT_PATH:
             self.run_timed_out(float(fire_at) - (exe.created_at or float(fire_at)))
             return True

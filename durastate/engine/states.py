@@ -138,6 +138,10 @@ class Invoke(BaseModel):
     id_key: str | None = Field(default=None, pattern=r"^[^.$\s]+$")
     """Child executions only: the context key the child's execution id is assigned to as it starts, so
     that the parent can send it events (``send: {to: $context.<key>}``; SCXML's ``#_<invokeid>``)."""
+    forward: bool = False
+    """Child executions only: each event the execution receives from outside while the state is active (not
+    the ones it raises) is sent to the running child too, whatever the execution does with it (SCXML's
+    ``autoforward``)."""
 
 
 class Map(BaseModel):

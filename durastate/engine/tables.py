@@ -321,6 +321,8 @@ class _Builder:
                     t.parent_close[i] = node.invoke.parent_close
                 if node.invoke.id_key is not None:
                     t.invoke_id_key[i] = node.invoke.id_key
+                if node.invoke.forward:
+                    t.invoke_forward.add(i)
             if node.invoke.retry is not None:
                 t.invoke_retry[i] = parse_retry(node.invoke.retry, f"{at('invoke')}.retry", issues)
         if node.map is not None:

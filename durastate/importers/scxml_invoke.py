@@ -19,6 +19,7 @@ it:
   active, runs the content and raises ``<name>``;
 - ``<send target="#_<id>">`` (an ``<invoke id>`` of the document): a send to the child, whose execution id
   the invoke keeps in the context key ``_invoke_<id>`` (``id_key``) as it starts;
+- ``autoforward``: durastate's ``forward: true`` (the parent's events from outside go to the child too);
 - ``idlocation``: the invoke id assigned to that variable at the end of the state's entry.
 
 The child definition's id is the parent's id, ``~`` and the invoke id (its ``id``, or the invoking
@@ -29,7 +30,7 @@ are ``<parent id>~<n>``).
 An ``<invoke>`` of a compound state is durastate's ``invoke`` on that compound state (its child runs while
 any of the state's children is active); the second ``<invoke>`` of an atomic state is a state inside it
 (``_invoke2``, and so on: a durastate state invokes one child). Not mapped, and reported: a second
-``<invoke>`` of a compound state, one inside a ``<parallel>``, ``autoforward``,
+``<invoke>`` of a compound state, one inside a ``<parallel>``,
 ``typeexpr``/``srcexpr``, a type other than SCXML, ``<content expr>``, an invoke id used twice, and ``src``
 that is not a file beside the chart (read through the ``resolve`` the caller gives).
 """
@@ -200,10 +201,6 @@ class Invokes:
         if kind not in SCXML_TYPES:
             conv.report(el, f"<invoke type={kind!r}>: only an SCXML session can be invoked")
             ok = False
-        if attrs.get("autoforward", "false") == "true":
-            conv.report(el, "<invoke autoforward='true'> is not supported: durastate does not forward the "
-                            "parent's events to an invoked child")
-            ok = False
         invoke_id = attrs.get("id") or f"{state.attrs.get('id', conv.el_paths[id(state)])}.{self.numbers[id(el)]}"
         definition_id = child_definition_id(conv.definition_id, invoke_id)
         if invoke_id in self.ids:
@@ -239,6 +236,8 @@ class Invokes:
             invoke["context"] = context
         if f"#_{invoke_id}" in self.targets:
             invoke["id_key"] = _id_key(invoke_id)
+        if attrs.get("autoforward") == "true":
+            invoke["forward"] = True
         out["invoke"] = invoke
         names = _to_parent(child.document, done, wire)
         if wire is not None:

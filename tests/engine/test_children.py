@@ -362,10 +362,33 @@ def test_id_key_holds_the_childs_execution_id_for_sends_to_it() -> None:
     assert h["b~1"].status == "finished" and boss.outcome == "done"
 
 
+ECHO = {"id": "echo", "initial": "w", "context": {"heard": []}, "states": {"w": {"on": {"*": {"actions": [
+    {"assign": {"heard": {"add": ["$context.heard", ["$event.name"]]}}}]}}}}}
+FORWARDING = {"id": "fwd", "initial": "s", "states": {
+    "s": {"invoke": {"definition": "echo", "forward": True},
+          "on": {"a": {"actions": [{"raise": {"event": "inner"}}, {"send": {"to": "self", "event": "later"}}]},
+                 "leave": "t"}},
+    "t": {}}}
+
+
+def test_forward_sends_each_event_from_outside_to_the_child_while_the_state_is_active() -> None:
+    h = Harness(ECHO, FORWARDING)
+    h.start("fwd", "f")
+    h.send("f", "a")  # handled by the parent, forwarded all the same; the event it raises is not
+    h.send("f", "b")  # handled by nobody in the parent
+    assert h["f~1"].context["heard"] == ["a", "later", "b"]
+    h.send("f", "leave")  # taken while the state is active: forwarded, then the state is left
+    h.send("f", "c")
+    assert h["f~1"].status == "cancelled" and h["f~1"].context["heard"] == ["a", "later", "b", "leave"]
+
+
 def test_id_key_is_for_child_executions_only() -> None:
     with pytest.raises(DefinitionError, match=r"states.a.invoke.id_key: for child executions"):
         load_definition({"id": "t", "initial": "a", "states": {
             "a": {"invoke": {"task": {"python": "m:f"}, "id_key": "k"}, "on_done": "b"}, "b": {}}})
+    with pytest.raises(DefinitionError, match=r"states.a.invoke.forward: for child executions"):
+        load_definition({"id": "t", "initial": "a", "states": {
+            "a": {"invoke": {"task": {"python": "m:f"}, "forward": True}, "on_done": "b"}, "b": {}}})
     with pytest.raises(DefinitionError, match=r"states.a.map.invoke.id_key"):
         load_definition({"id": "t", "initial": "a", "states": {
             "a": {"map": {"items": [], "invoke": {"definition": "c", "id_key": "k"}}, "on_done": "b"}, "b": {}}})

@@ -114,6 +114,17 @@ def test_each_further_invoke_of_an_atomic_state_is_a_state_inside_it() -> None:
     assert _run(result) == ("finished", "pass")  # the three children, in document order
 
 
+def test_autoforward_sends_the_parents_events_to_the_child() -> None:
+    result = _complete(f"""<state id="s"><onentry><send event="hello" delay="1s"/></onentry>
+        <invoke autoforward="true"><content><scxml {NS}><state id="w">
+          <transition event="hello" target="f"><send target="#_parent" event="heard"/></transition></state>
+          <final id="f"/></scxml></content></invoke>
+        <transition event="hello"/><transition event="heard" target="pass"/></state>
+      <final id="pass"/>""")
+    assert result.document["states"]["s"]["invoke"] == {"definition": "p~s.1", "forward": True}
+    assert _run(result) == ("finished", "pass")  # the delayed send, from outside, is forwarded too
+
+
 def test_idlocation_holds_the_invoke_id() -> None:
     result = _complete(f"""<datamodel><data id="where"/></datamodel>
       <state id="s"><onentry><log expr="1"/></onentry><invoke idlocation="where"><content>{CHILD}</content></invoke>
@@ -198,8 +209,6 @@ def test_an_issue_of_an_inline_document_is_located_in_the_chart() -> None:
      "a second <invoke> in a state with child states is not supported", 1),  # the first is mapped
     ("<parallel id='p'><state id='a'><invoke><content><scxml {NS}/></content></invoke></state></parallel>",
      "<invoke> inside a <parallel> is not supported", 0),
-    ("<state id='s'><invoke autoforward='true'><content><scxml {NS}/></content></invoke></state>",
-     "<invoke autoforward='true'> is not supported", 0),
     ("<state id='s'><invoke typeexpr='t'><content><scxml {NS}/></content></invoke></state>",
      "<invoke typeexpr=...> is not supported", 0),
     ("<state id='s'><invoke type='http://www.w3.org/TR/ccxml/'><content><scxml {NS}/></content></invoke></state>",
