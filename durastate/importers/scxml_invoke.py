@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Any
 
 from durastate.engine.compiled import descriptor_matches, descriptor_problem
 from durastate.engine.model import CANCEL
+from durastate.errors import DefinitionError
 from durastate.importers import ecma
 from durastate.importers.result import ImportIssue, ImportResult, escape
 
@@ -190,12 +191,14 @@ class Invokes:
             self.map_one(conv, state, el, out, entry)
 
     def map_one(self, conv: _Converter, state: _El, el: _El, out: dict[str, Any], entry: list[Any]) -> None:
+        """``<invoke>`` ``el`` as the ``invoke`` of the durastate state ``out`` (with its relays, and its
+        ``idlocation`` at the end of ``entry``), its chart added to :attr:`invoked`; or reported."""
         attrs = el.attrs
         ok = True
         for key in attrs:
             if key not in ("type", "src", "id", "idlocation", "namelist", "autoforward"):
                 conv.report(el, f"<invoke {key}=...> is not supported (only a constant type and src, id, "
-                                "idlocation and namelist)")
+                                "idlocation, namelist and autoforward)")
                 ok = False
         kind = attrs.get("type", "scxml")
         if kind not in SCXML_TYPES:
@@ -292,8 +295,8 @@ class Invokes:
         return result
 
     def read(self, conv: _Converter, el: _El, src: str) -> ChildSource | None:
-        from durastate.errors import DefinitionError
-        from durastate.importers.scxml import _parse
+        """The parsed document ``src`` names, read through :attr:`resolve` (``None``: reported)."""
+        from durastate.importers.scxml import _parse  # (the module that imports this one)
 
         if self.resolve is None:
             conv.report(el, f"<invoke src={src!r}>: the chart was given as text, with no folder to read "
