@@ -193,7 +193,7 @@ class Invokes:
     def map_one(self, conv: _Converter, state: _El, el: _El, out: dict[str, Any], entry: list[Any]) -> None:
         """``<invoke>`` ``el`` as the ``invoke`` of the durastate state ``out`` (with its relays, and its
         ``idlocation`` at the end of ``entry``), its chart added to :attr:`invoked`; or reported."""
-        attrs = el.attrs
+        attrs = _with_known_exprs(conv, state, el)
         ok = True
         for key in attrs:
             if key not in ("type", "src", "id", "idlocation", "namelist", "autoforward"):
@@ -210,7 +210,7 @@ class Invokes:
             conv.report(el, f"the invoke id {invoke_id!r} is used twice in the document; invoke ids are unique")
             return
         self.ids.add(invoke_id)
-        child = self.child(conv, el, definition_id)
+        child = self.child(conv, el, definition_id, attrs.get("src"))
         error = _args_error(el)
         if error is not None and child is not None and ok:
             # SCXML evaluates the arguments as it starts the child: an error raises error.execution and the
@@ -255,14 +255,16 @@ class Invokes:
             entry.append({"assign": {location: escape(invoke_id)}})
         self.invoked.extend(child.documents)
 
-    def child(self, conv: _Converter, el: _El, definition_id: str) -> ImportResult | None:
-        """The converted document ``el`` invokes (its issues added to the parent's), or ``None``: reported."""
-        src = el.attrs.get("src")
+    def child(self, conv: _Converter, el: _El, definition_id: str, src: str | None) -> ImportResult | None:
+        """The converted document ``el`` invokes (``src``, or its ``<content>``; its issues added to the
+        parent's), or ``None``: reported."""
         content = [c for c in el.children if c.tag == "content" and not c.foreign]
         inline = self.contents.get(id(el))
         if src is not None and content:
             conv.report(el, "<invoke> with both src and <content>: SCXML allows one")
             return None
+        if src is None and inline is None and "srcexpr" in el.attrs:
+            return None  # reported: a srcexpr whose value the document does not fix
         if src is None and inline is None:
             what = "<content expr>" if content and "expr" in content[0].attrs else \
                 "<content> that is not one <scxml> document" if content else "nothing to invoke (no src or <content>)"
@@ -338,6 +340,39 @@ class Invokes:
             values[name] = value
         declared = set((child.document.get("context") or {}) if child is not None else ())
         return {k: v for k, v in values.items() if k in declared}
+
+
+def _with_known_exprs(conv: _Converter, state: _El, el: _El) -> dict[str, str]:
+    """The attributes of ``<invoke>`` ``el`` with a ``typeexpr``/``srcexpr`` whose value as the invoke starts
+    the document fixes written as ``type``/``src``: a variable whose only assignment anywhere is one
+    ``<assign>`` of a string constant directly in an ``<onentry>`` of ``state``, an atomic state outside any
+    ``<parallel>`` (so, when the invoke starts at the end of the step that entered it, the variable holds that
+    constant). Otherwise the attributes as they are (and the ``*expr`` is reported)."""
+    from durastate.importers.scxml import _STATE_TAGS, _iter
+
+    attrs = el.attrs
+    if conv.in_parallel(state) or any(c.tag in _STATE_TAGS and not c.foreign for c in state.children):
+        return attrs
+    out = dict(attrs)
+    for attr in ("typeexpr", "srcexpr"):
+        var = attrs.get(attr, "").strip()
+        if not _VARIABLE.match(var) or attr[:-4] in attrs:
+            continue
+        writes = [e for e in _iter(conv.root) if not e.foreign and (
+            (e.tag == "assign" and e.attrs.get("location", "").strip() == var)
+            or any(e.attrs.get(a, "").strip() == var for a in ("item", "index", "idlocation")))]
+        entries = {id(c) for c in state.children if c.tag == "onentry" and not c.foreign}
+        if len(writes) != 1 or writes[0].tag != "assign" or not any(
+                id(c) in entries and writes[0] in c.children for c in state.children):
+            continue
+        try:
+            node = ecma.parse(writes[0].attrs.get("expr", ""))
+        except ecma.Unsupported:
+            continue
+        if node[0] == "lit" and isinstance(node[1], str):
+            del out[attr]
+            out[attr[:-4]] = node[1]
+    return out if out != attrs else attrs
 
 
 def _id_key(invoke_id: str) -> str:

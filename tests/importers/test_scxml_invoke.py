@@ -125,6 +125,22 @@ def test_autoforward_sends_the_parents_events_to_the_child() -> None:
     assert _run(result) == ("finished", "pass")  # the delayed send, from outside, is forwarded too
 
 
+def test_a_srcexpr_or_typeexpr_the_state_fixes_on_entry_is_that_src_or_type(tmp_path: Path) -> None:
+    (tmp_path / "c.scxml").write_text(f"<scxml {NS}><final id='f'/></scxml>")
+    chart = tmp_path / "p.scxml"
+    body = """<datamodel><data id="where" expr="'nowhere'"/><data id="kind" expr="'foo'"/></datamodel>
+      <state id="s"><onentry><assign location="where" expr="'file:c.scxml'"/>
+          <assign location="kind" expr="'scxml'"/></onentry>
+        <invoke srcexpr="where" typeexpr="kind"/><transition event="done.invoke" target="pass"/></state>
+      <state id="t"><onentry>{again}</onentry></state><final id="pass"/>"""
+    result = _convert(body.format(again=""), resolve=beside(chart))
+    assert result.issues == [] and result.invoked[0]["id"] == "p~s.1"
+    assert _run(result) == ("finished", "pass")
+    # assigned elsewhere too: its value when the invoke starts is not the document's to say
+    again = _convert(body.format(again="<assign location='where' expr=\"'file:d.scxml'\"/>"), resolve=beside(chart))
+    assert [i.message.split(" is ")[0] for i in again.issues] == ["<invoke srcexpr=...>"]
+
+
 def test_idlocation_holds_the_invoke_id() -> None:
     result = _complete(f"""<datamodel><data id="where"/></datamodel>
       <state id="s"><onentry><log expr="1"/></onentry><invoke idlocation="where"><content>{CHILD}</content></invoke>
