@@ -478,7 +478,7 @@ class Run(StepResult):
         starts: list[tuple[int, str, dict[str, Any]]] = []
         task_states: list[int] = []
         for s in dict.fromkeys(self.invokes or ()):
-            if not (s == leaf or t.is_proper_ancestor(s, leaf)):
+            if not self.is_active(t.paths[s]):  # (inside inline regions too: any of the active leaves)
                 continue
             if t.task[s] is not None:
                 task_states.append(s)

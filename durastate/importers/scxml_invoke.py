@@ -167,13 +167,12 @@ class Invokes:
                    entry: list[Any]) -> None:
         """Add what ``<invoke>`` ``el`` of ``state`` becomes to its durastate state ``out`` (and to the end of
         its ``entry``), or report why it cannot; ``before``: how many ``<invoke>``s of ``state`` precede it."""
-        if conv.in_parallel(state):
-            conv.report(el, "<invoke> inside a <parallel> is not supported, not even as a durastate "
-                            "invoke: a <parallel> runs its regions inline, where a state cannot invoke; "
-                            "invoke from a state around the <parallel>")
-        elif state.tag != "state":
+        if state.tag != "state":
             conv.report(el, f"<invoke> of a <{state.tag}> is not supported: durastate invokes from an atomic "
                             "or a compound state")
+        elif before and conv.in_parallel(state):
+            conv.report(el, "a second <invoke> in a state inside a <parallel> is not supported: a durastate "
+                            "state invokes one child; give each its own state")
         elif before and any(c.tag in ("state", "parallel", "final") and not c.foreign for c in state.children):
             conv.report(el, "a second <invoke> in a state with child states is not supported: a durastate state "
                             "invokes one child; give each its own state")
