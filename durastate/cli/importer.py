@@ -4,10 +4,15 @@ The conversion itself is :mod:`durastate.importers` (pure); this module reads th
 the YAML and lists on stderr, with its location, every construct that could not be mapped. By default an
 import that left something out writes nothing and exits 1: a chart that silently lost a transition would
 run, and be wrong. ``--allow-partial`` writes it anyway, the issues heading the file as comments.
+
+A chart that invokes other charts (SCXML's ``<invoke>``) gives one definition more per invoked chart: each
+is written beside the chart's file, as ``<its id>.yaml`` (printed after the chart's YAML, each as a YAML
+document of its own, without ``--output``), so that the folder holds everything the chart runs.
 """
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -19,7 +24,7 @@ from durastate.cli import output
 from durastate.importers import ImportResult, to_yaml
 from durastate.importers import scxml as scxml_importer
 from durastate.importers import xstate as xstate_importer
-from durastate.importers.files import read_source
+from durastate.importers.files import beside, read_source
 
 import_app = typer.Typer(
     name="import", no_args_is_help=True, rich_markup_mode="rich",
@@ -41,7 +46,10 @@ def register(app: typer.Typer) -> None:
 @import_app.command("scxml")
 def import_scxml(file: FileArgument, out: OutOption = None, allow_partial: PartialOption = False) -> None:
     """Import a W3C SCXML document (the ecmascript datamodel's simple expressions, no scripts)."""
-    _run(scxml_importer.convert, file, out, allow_partial)
+    def convert(text: str, source: str | None) -> ImportResult:
+        return scxml_importer.convert(text, source, resolve=beside(file))  # <invoke src> beside the chart
+
+    _run(convert, file, out, allow_partial)
 
 
 @import_app.command("xstate")
@@ -60,10 +68,21 @@ def _run(convert: Callable[[str, str | None], ImportResult], file: Path, out: Pa
                      "written. Change the source, or pass --allow-partial to write what could be mapped")
         raise typer.Exit(1)
     yaml_text = to_yaml(result, file.name)
+    invoked = [(_file_name(doc), to_yaml(ImportResult(doc))) for doc in result.invoked]
     if out is None:
-        sys.stdout.write(yaml_text)
+        sys.stdout.write("---\n".join([yaml_text, *(text for _, text in invoked)]))
         return
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(yaml_text, encoding="utf-8")
     partial = f", {len(result.issues)} construct(s) left out" if result.issues else ""
     output.note(f"wrote {out} (definition {result.document.get('id')!r}{partial})")
+    for (name, text), doc in zip(invoked, result.invoked, strict=True):
+        path = out.parent / name
+        path.write_text(text, encoding="utf-8")
+        output.note(f"wrote {path} (definition {doc.get('id')!r}, invoked by {result.document.get('id')!r})")
+
+
+def _file_name(document: dict[str, object]) -> str:
+    """The file an invoked chart's definition is written to: its id (characters a file name cannot safely
+    hold replaced by ``_``), ``.yaml``."""
+    return re.sub(r"[^\w.~-]", "_", str(document.get("id"))) + ".yaml"

@@ -187,6 +187,10 @@ class Tables:
     invoke_retry: list[RetryPolicy | None] = field(default_factory=list)
     parent_close: dict[int, str] = field(default_factory=dict)
     """The invoking states whose ``parent_close`` is not ``cancel``, by index."""
+    invoke_id_key: dict[int, str] = field(default_factory=dict)
+    """The invoking states with an ``id_key``, by index: where the child's execution id is assigned."""
+    invoke_forward: set[int] = field(default_factory=set)
+    """The invoking states with ``forward: true``, by index: their child gets each event from outside."""
     maps: dict[int, CompiledMap] = field(default_factory=dict)
     """The states with a ``map`` (:mod:`durastate.engine.fanout`), by index."""
     task: list[CompiledTask | None] = field(default_factory=list)

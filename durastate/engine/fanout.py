@@ -156,6 +156,10 @@ def compile_map(node: State, kind: str, at: Callable[[str], str], issues: Issues
         definition = ""
     elif task_only(spec.invoke):
         issues.append(f"{site}.invoke: `{task_only(spec.invoke)}` is for tasks; a map's child gets `context`")
+    if spec.invoke.id_key is not None:
+        issues.append(f"{site}.invoke.id_key: names one child's id; a map starts one child per item")
+    if spec.invoke.forward:
+        issues.append(f"{site}.invoke.forward: for one invoked child; a map's children get their item")
     if spec.invoke.parent_close is not None:
         issues.append(f"{site}.invoke.parent_close: a map's children are always cancelled when the map state "
                       "is left; invoke from a state of its own to choose terminate or abandon")

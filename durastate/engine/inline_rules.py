@@ -33,9 +33,9 @@ def inline_owner(t: Tables, i: int) -> int:
 
 def inline_rules(t: Tables, i: int, node: State, at: Callable[[str], str], issues: Issues) -> None:
     """What a state inside an inline region cannot be: a parallel state whose regions are child executions
-    (the region's events would have to be forwarded from inside this execution), an invoking state (its
-    child's or task's ``durastate.finished`` is joined against one active leaf) or a mapping one. All stay
-    available outside."""
+    (the region's events would have to be forwarded from inside this execution), a state that runs a task or
+    retries its invoke (the retry timer and the task's answer are joined against one active leaf) or a
+    mapping one. All stay available outside; an invoke of a child definition works inside too."""
     owner = inline_owner(t, i)
     if owner < 0:
         return
@@ -43,9 +43,10 @@ def inline_rules(t: Tables, i: int, node: State, at: Callable[[str], str], issue
     if node.kind == "parallel" and node.regions != "inline":
         issues.append(f"{at('regions')}: a parallel state {where} runs its regions inline too: "
                       "write `regions: inline`")
-    if node.invoke is not None:
-        issues.append(f"{at('invoke')}: not supported {where}; invoke from a state outside it, or make "
-                      "the parallel state `regions: children`")
+    if node.invoke is not None and (node.invoke.definition is None or node.invoke.retry is not None):
+        issues.append(f"{at('invoke')}: a task or a retried invoke is not supported {where} (its answer is "
+                      "joined against one active leaf); invoke from a state outside it, or make the parallel "
+                      "state `regions: children`")
     if node.map is not None:
         issues.append(f"{at('map')}: not supported {where}; map from a state outside it, or make "
                       "the parallel state `regions: children`")

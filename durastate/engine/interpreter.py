@@ -151,10 +151,12 @@ def step(defn: Definition, exe: Execution, event: Event, now: float, *, detail: 
                     handled = task_runs.heartbeat(run, event)
                 else:
                     handled = False  # a repeated start, or an unknown reserved name
-            elif not run.dispatch(event):
-                handled = False
-                if t.kind[leaf] == "parallel" and fields["children"]:
-                    handled = run.forward(event)
+            else:
+                forwarded = bool(t.invoke_forward) and run.autoforward(event)
+                if not run.dispatch(event):
+                    handled = forwarded
+                    if t.kind[leaf] == "parallel" and fields["children"]:
+                        handled = run.forward(event) or forwarded
         if handled:
             if run.internal or t.always[run.leaf] or t.has_inline:
                 run.settle()

@@ -13,7 +13,7 @@ name ending, that the layer reading the folder supplies (:mod:`durastate.runtime
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,13 +24,15 @@ from durastate.engine.versions import definition_version
 from durastate.errors import DefinitionError, UnknownDefinition, UnknownDefinitionVersion
 
 __all__ = ["DEFINITION_SUFFIXES", "DefinitionLoader", "DefinitionRegistry", "definition_files", "duplicate_ids",
-           "load_definition_file"]
+           "load_definition_file", "load_definition_files"]
 
 DEFINITION_SUFFIXES = (".yaml", ".yml", ".json")
 
-DefinitionLoader = Callable[[Path], "Definition | Mapping[str, Any]"]
-"""Reads one file of a definitions folder into a definition (or a document ``load_definition`` accepts);
-raises :class:`~durastate.errors.DefinitionError` saying where the file is wrong."""
+DefinitionLoader = Callable[[Path], "Definition | Mapping[str, Any] | Sequence[Definition | Mapping[str, Any]]"]
+"""Reads one file of a definitions folder into a definition (or a document ``load_definition`` accepts), or
+into several: the file's own definition first, then the ones it brings along (the charts an imported
+SCXML chart invokes), loaded with it; raises :class:`~durastate.errors.DefinitionError` saying where the
+file is wrong."""
 
 
 class DefinitionRegistry:
@@ -78,7 +80,7 @@ class DefinitionRegistry:
             if _loader_of(path, loaders) is None and is_schedule_file(path):
                 continue  # a `schedules:` file: loaded by durastate.engine.schedules.load_schedules
             try:
-                loaded.append((path.name, load_definition_file(path, loaders)))
+                loaded.extend((path.name, defn) for defn in load_definition_files(path, loaders))
             except DefinitionError as exc:
                 broken[path.name] = [f"{path.name}: {issue}" for issue in exc.issues]
         clashes = duplicate_ids([(name, defn.id) for name, defn in loaded])
@@ -173,8 +175,19 @@ def definition_files(folder: Path, loaders: Mapping[str, DefinitionLoader] | Non
 def load_definition_file(path: Path, loaders: Mapping[str, DefinitionLoader] | None = None) -> Definition:
     """The definition in file ``path``: read by the loader of the longest ending of ``loaders`` its name has,
     else as YAML/JSON by :func:`~durastate.engine.definition.load_definition`."""
+    return load_definition_files(path, loaders)[0]
+
+
+def load_definition_files(path: Path, loaders: Mapping[str, DefinitionLoader] | None = None) -> list[Definition]:
+    """As :func:`load_definition_file`, with the definitions the file brings along after its own (the
+    charts an imported chart invokes)."""
     loader = _loader_of(path, loaders)
-    return load_definition(path if loader is None else loader(path))
+    if loader is None:
+        return [load_definition(path)]
+    loaded = loader(path)
+    if isinstance(loaded, Definition | Mapping):
+        return [load_definition(loaded)]
+    return [load_definition(one) for one in loaded]
 
 
 def _loader_of(path: Path, loaders: Mapping[str, DefinitionLoader] | None) -> DefinitionLoader | None:

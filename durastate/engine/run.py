@@ -478,7 +478,7 @@ class Run(StepResult):
         starts: list[tuple[int, str, dict[str, Any]]] = []
         task_states: list[int] = []
         for s in dict.fromkeys(self.invokes or ()):
-            if not (s == leaf or t.is_proper_ancestor(s, leaf)):
+            if not self.is_active(t.paths[s]):  # (inside inline regions too: any of the active leaves)
                 continue
             if t.task[s] is not None:
                 task_states.append(s)
@@ -502,11 +502,25 @@ class Run(StepResult):
             cid = child_execution_id(exe.id, exe.invoke_seq)
             exe.children[cid] = ChildRef(path=t.paths[s], kind="invoke", attempt=self.invoke_attempt,
                                          parent_close=t.parent_close.get(s, "cancel"))
+            if s in t.invoke_id_key:
+                exe.context[t.invoke_id_key[s]] = cid  # where `send: {to: $context.<key>}` finds the child
             self.res.emits.append((cid, fanout.child_start(exe, cid, definition_id, _snapshot(child_ctx))))
         for s in task_states:
             task = t.task[s]
             assert task is not None
             task_runs.start(self, s, task)
+
+    def autoforward(self, ev: Event) -> bool:
+        """Send an event from outside to each running invoked child whose state has ``forward: true``
+        (SCXML's autoforward), with derived ids; whether one was sent."""
+        t, emits, secret = self.t, self.res.emits, self.exe.secret
+        sent = False
+        for cid, ref in self.exe.children.items():
+            if (ref.kind == "invoke" and ref.status == "running" and not ref.abandoned
+                    and t.index.get(ref.path, -1) in t.invoke_forward):
+                emits.append((cid, _event(forwarded_event_id(ev.id, cid, secret), ev.name, ev.data)))
+                sent = True
+        return sent
 
     def forward(self, ev: Event) -> bool:
         """Send an event the parallel state does not handle to each running region, with derived ids."""
@@ -530,7 +544,10 @@ class Run(StepResult):
             return task_runs.timed_out(self, path[len(TASK_TIMEOUT_PREFIX):], ev)
         if path.startswith(SEND_PREFIX):
             sent = exe.sends.pop(path, None)
-            return sent is not None and self.dispatch(sent)
+            if sent is None:
+                return False
+            forwarded = bool(t.invoke_forward) and self.autoforward(sent)  # a delayed send arrives from outside
+            return self.dispatch(sent) or forwarded
         if path == RUN_TIMEOUT_PATH:
             self.run_timed_out(float(fire_at) - (exe.created_at or float(fire_at)))
             return True
@@ -638,6 +655,8 @@ class Run(StepResult):
         what = f"{'task' if ref.kind == 'task' else 'invoked child'} {cid}" if ref.kind != "region" \
             else f"region {ref.path} ({cid})"
         if ref.status == "finished":
+            if ref.kind == "invoke" and t.kind[owner] == "compound":
+                return True  # a compound state's on_done is its final child's: its invoked child's end takes nothing
             if ref.kind == "region" and any(
                 c.status != "finished" for c in exe.children.values() if c.kind == "region"
             ):

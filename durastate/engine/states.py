@@ -135,6 +135,13 @@ class Invoke(BaseModel):
     """Child executions only (Temporal's ParentClosePolicy): what happens to the child when the parent
     leaves the invoking state or ends: ``cancel`` (the default: its exit actions run), ``terminate`` (at
     once, no action runs) or ``abandon`` (it runs on; its finished notice is ignored, and traced so)."""
+    id_key: str | None = Field(default=None, pattern=r"^[^.$\s]+$")
+    """Child executions only: the context key the child's execution id is assigned to as it starts, so
+    that the parent can send it events (``send: {to: $context.<key>}``; SCXML's ``#_<invokeid>``)."""
+    forward: bool = False
+    """Child executions only: each event the execution receives from outside while the state is active (not
+    the ones it raises) is sent to the running child too, whatever the execution does with it (SCXML's
+    ``autoforward``)."""
 
 
 class Map(BaseModel):

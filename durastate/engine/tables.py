@@ -200,7 +200,7 @@ class _Builder:
                 checks.append(f"{at('states')}: a compound state needs child states")
             else:
                 self._initial(i, node.initial, at("initial"), kid_names, checks)
-            forbid("invoke", "outcome", "history", "target", why="compound state")
+            forbid("outcome", "history", "target", why="compound state")
             if node.on_done and not any(t.kind[k] == "final" for k in kids):
                 checks.append(f"{at('on_done')}: never taken, {site} has no final child state")
         elif kind == "atomic":
@@ -303,8 +303,12 @@ class _Builder:
         for k, spec in enumerate(node.after):
             self._after(i, k, spec, f"{at('after')}[{k}]")
         if node.invoke is not None:
-            if kind != "atomic":
-                checks.append(f"{at('invoke')}: only an atomic state (without child states) can invoke")
+            if kind == "compound" and (node.invoke.task is not None or node.invoke.definition is None):
+                # a task answers the one state that waits for it; a child execution may run beside the states
+                checks.append(f"{at('invoke')}: a compound state invokes a child definition only; run a task "
+                              "from an atomic state")
+            elif kind not in ("atomic", "compound"):
+                checks.append(f"{at('invoke')}: only an atomic or a compound state can invoke")
             if node.invoke.task is not None or node.invoke.definition is None:
                 t.task[i] = compile_task(node.invoke, at("invoke"), issues)
             else:
@@ -315,6 +319,10 @@ class _Builder:
                                   "gets `context` (and ends when it finishes)")
                 if node.invoke.parent_close not in (None, "cancel"):
                     t.parent_close[i] = node.invoke.parent_close
+                if node.invoke.id_key is not None:
+                    t.invoke_id_key[i] = node.invoke.id_key
+                if node.invoke.forward:
+                    t.invoke_forward.add(i)
             if node.invoke.retry is not None:
                 t.invoke_retry[i] = parse_retry(node.invoke.retry, f"{at('invoke')}.retry", issues)
         if node.map is not None:

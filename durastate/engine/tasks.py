@@ -141,6 +141,11 @@ def compile_task(invoke: Invoke, where: str, issues: Issues) -> CompiledTask | N
         issues.append(f"{where}.parent_close: for child executions (`definition`); a task still running "
                       "when its state is left is asked to stop (`cancel_url`, a Python task's flag)")
         ok = False
+    for name in ("id_key", "forward"):
+        if getattr(invoke, name):
+            issues.append(f"{where}.{name}: for child executions (`definition`); a task is no execution to send "
+                          "to")
+            ok = False
     timeout = positive_seconds(invoke.timeout, f"{where}.timeout", issues)
     heartbeat_timeout = positive_seconds(invoke.heartbeat_timeout, f"{where}.heartbeat_timeout", issues)
     ok = ok and (timeout is not False) and (heartbeat_timeout is not False)

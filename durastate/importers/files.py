@@ -10,14 +10,14 @@ be wrong.
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from durastate.errors import DefinitionError
 from durastate.importers import scxml, xstate
 from durastate.importers.result import ImportResult
 
-__all__ = ["load_scxml", "load_xstate", "read_source"]
+__all__ = ["beside", "load_scxml", "load_xstate", "read_source"]
 
 
 def read_source(path: Path) -> str:
@@ -32,9 +32,33 @@ def read_source(path: Path) -> str:
                               str(path)) from None
 
 
-def load_scxml(path: Path) -> dict[str, Any]:
-    """The definition document of the SCXML file ``path``, every construct of it mapped."""
-    return _complete(scxml.convert, path)
+def beside(chart: Path) -> Callable[[str], tuple[str, str]]:
+    """How an ``<invoke src>`` of the chart file ``chart`` is read: a file in the chart's folder (or below
+    it), named by a relative path with or without ``file:``; any other address (an absolute path, ``..``,
+    another scheme) is refused with a :class:`ValueError` saying so, and nothing is fetched."""
+    folder = chart.parent
+
+    def resolve(src: str) -> tuple[str, str]:
+        name = src.removeprefix("file:")
+        parts = PurePosixPath(name).parts
+        if not name or name.startswith("/") or "\\" in name or ":" in name or ".." in parts:
+            raise ValueError("only a file beside the chart (a relative path, 'file:' allowed) is read; "
+                             "nothing is fetched")
+        path = folder.joinpath(*parts)
+        try:
+            return read_source(path), path.name
+        except DefinitionError as exc:
+            raise ValueError("; ".join(exc.issues)) from None
+
+    return resolve
+
+
+def load_scxml(path: Path) -> list[dict[str, Any]]:
+    """The definition document of the SCXML file ``path`` and those of the charts it invokes, every construct
+    of them mapped."""
+    result = scxml.convert(read_source(path), path.name, resolve=beside(path))
+    _refuse_partial(result, path)
+    return result.documents
 
 
 def load_xstate(path: Path) -> dict[str, Any]:
@@ -44,6 +68,10 @@ def load_xstate(path: Path) -> dict[str, Any]:
 
 def _complete(convert: Callable[[str, str | None], ImportResult], path: Path) -> dict[str, Any]:
     result = convert(read_source(path), path.name)
+    _refuse_partial(result, path)
+    return result.document
+
+
+def _refuse_partial(result: ImportResult, path: Path) -> None:
     if result.issues:
         raise DefinitionError([str(issue) for issue in result.issues], str(path))
-    return result.document

@@ -42,10 +42,22 @@ class ImportIssue:
 
 @dataclass(slots=True)
 class ImportResult:
-    """A durastate definition document (plain data) and the issues of the import, in source order."""
+    """A durastate definition document (plain data) and the issues of the import, in source order.
+
+    A chart that starts other charts (SCXML's ``<invoke>``) gives one more definition per chart it starts,
+    in ``invoked``: the chart's ``document`` refers to them by id (``invoke: {definition: ...}``), so they are
+    loaded (registered, written, validated) together with it. A caller that reads only ``document`` still
+    gets the chart itself."""
 
     document: dict[str, Any]
     issues: list[ImportIssue] = field(default_factory=list)
+    invoked: list[dict[str, Any]] = field(default_factory=list)
+    """The definitions the chart invokes (and those they invoke), in document order."""
+
+    @property
+    def documents(self) -> list[dict[str, Any]]:
+        """The chart's definition and every definition it invokes: what is loaded together."""
+        return [self.document, *self.invoked]
 
     @property
     def complete(self) -> bool:
@@ -53,14 +65,15 @@ class ImportResult:
         return not self.issues
 
 
-def checked(document: dict[str, Any], issues: list[ImportIssue]) -> ImportResult:
+def checked(document: dict[str, Any], issues: list[ImportIssue],
+            invoked: list[dict[str, Any]] | None = None) -> ImportResult:
     """The result, with the definition's own validation issues added (if the mapped document does not load,
     say why rather than hand back something ``durastate validate`` would refuse)."""
     try:
         load_definition(document)
     except DefinitionError as exc:
         issues = [*issues, *(ImportIssue("(definition)", f"does not validate: {i}") for i in exc.issues)]
-    return ImportResult(document, issues)
+    return ImportResult(document, issues, list(invoked or ()))
 
 
 def to_yaml(result: ImportResult, source: str | None = None) -> str:

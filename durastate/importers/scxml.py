@@ -15,9 +15,11 @@ delay, to the session itself: a delayed ``send`` action, a durable timer of the 
 action) and ``<foreach>`` (a ``foreach`` action); ``<datamodel>``/``<data>`` with constant values become the
 context; a constant ``<donedata>`` is what the parent's ``done.state`` transitions read as ``_event.data``.
 Conditions and values go through :mod:`durastate.importers.ecma` (the ``ecmascript`` datamodel's
-subset). Everything else (``<script>``, ``<invoke>``, delayed sends to other targets, expressions outside
-the subset, several targets) is reported with its element path and line; several initial states map where
-they are in regions of one child that nothing else enters.
+subset). An ``<invoke>`` of an SCXML document becomes an invoked child definition of its own
+(:mod:`durastate.importers.scxml_invoke`, in the result's ``invoked``). Everything else (``<script>``,
+delayed sends to other targets, expressions outside the subset, several targets) is reported with its
+element path and line; several initial states map where they are in regions of one child that nothing else
+enters.
 
 SCXML ids are global and durastate paths are nested, so each id becomes a state name and each target the
 full dotted path of the state with that id (which durastate resolves from the top), as does ``In('id')``
@@ -39,7 +41,7 @@ from xml.parsers import expat
 from durastate.engine.expressions import VALUE_OPS
 from durastate.engine.tables import descriptor_problem
 from durastate.errors import DefinitionError
-from durastate.importers import ecma
+from durastate.importers import ecma, scxml_invoke
 from durastate.importers.result import REGION_LEAF, ImportIssue, ImportResult, checked, escape
 
 __all__ = ["SCXML_NS", "convert"]
@@ -156,9 +158,12 @@ def _parse(text: str, source: str | None) -> _El:
 
 
 class _Converter:
-    def __init__(self, root: _El, source: str | None) -> None:
+    def __init__(self, root: _El, source: str | None, invokes: scxml_invoke.Invokes,
+                 definition_id: str | None = None) -> None:
         self.root = root
         self.source = source
+        self.invokes = invokes  # the <invoke>s, and the definitions they give (scxml_invoke)
+        self.definition_id = definition_id or ""  # given for an invoked chart, else the chart's name
         self.issues: list[ImportIssue] = []
         self.names: dict[int, str] = {}  # id(element) -> durastate state name
         self.paths: dict[str, str] = {}  # SCXML id -> dotted durastate path
@@ -232,7 +237,9 @@ class _Converter:
         model = root.attrs.get("datamodel", "null")
         if model not in ("ecmascript", "null"):
             self.report(root, f"datamodel={model!r}: only the 'ecmascript' subset (and 'null') is supported")
-        name = root.attrs.get("name") or (PurePath(self.source).stem if self.source else "imported")
+        name = self.definition_id or root.attrs.get("name") or (
+            PurePath(self.source).stem if self.source else "imported")
+        self.definition_id = name
         if "name" in root.attrs:
             self.constants["_name"] = root.attrs["name"]
         self.constants["_ioprocessors"] = _IOPROCESSORS
@@ -474,6 +481,8 @@ class _Converter:
         on: list[tuple[str, str, list[Any]]] = []  # (key as written, descriptor, transitions)
         done_error: Any = None
         always: list[Any] = []
+        invoked: list[Any] = []  # what the state's <invoke> adds at the end of its entry (scxml_invoke)
+        invokes = 0
         for child in el.children:
             if child.foreign:
                 continue
@@ -483,13 +492,9 @@ class _Converter:
                 exit_ += self.actions(child)
             elif child.tag == "transition":
                 self.transition(el, child, on, always, on_done)
-            elif child.tag == "invoke" and self.in_parallel(el):
-                self.report(child, "<invoke> is not supported, and inside a <parallel> not even as a durastate "
-                                   "invoke: a <parallel> runs its regions inline, where a state cannot invoke; "
-                                   "invoke from a state around the <parallel>")
             elif child.tag == "invoke":
-                self.report(child, "<invoke> is not supported: run the other chart as its own definition and "
-                                   "write `invoke: {definition: ...}` in durastate")
+                self.invokes.map_invoke(self, el, child, invokes, out, invoked)
+                invokes += 1
             elif child.tag == "donedata" and el.tag == "final" and not any(c is el for c in self.root.children):
                 error = self.donedata(el)[1]
                 if error is not None:
@@ -507,6 +512,7 @@ class _Converter:
         for key in el.attrs:
             if key not in ("id", "initial"):
                 self.report(el, f"the attribute {key!r} of <{el.tag}> is not supported")
+        entry += invoked
         if done_error is not None:
             entry.append(done_error)
         if id(el) in self.cond_errors:
@@ -516,7 +522,7 @@ class _Converter:
         if exit_:
             out["exit"] = exit_
         if on:
-            out["on"] = {key: trs for key, _, trs in on}
+            out["on"] = {**out.get("on", {}), **{key: trs for key, _, trs in on}}
         if always:
             out["always"] = always
         if on_done:
@@ -1084,9 +1090,11 @@ class _Converter:
             body["to"] = "self"
         elif target == "#_parent":
             body["to"] = "parent"
+        elif target in self.invokes.targets:
+            body["to"] = self.invokes.targets[target]  # #_<invokeid>: the child that <invoke> started
         else:
-            self.report(el, f"<send target={target!r}>: only the session itself, #_internal and #_parent "
-                            "are supported")
+            self.report(el, f"<send target={target!r}>: only the session itself, #_internal, #_parent and "
+                            "#_<id> of an <invoke id> of the document are supported")
             return None
         return {"send": body}
 
@@ -1200,7 +1208,7 @@ _IOPROCESSORS: dict[str, Any] = {_SCXML_PROCESSOR[0]: {}, _SCXML_PROCESSOR[1]: {
 _SYSTEM_VARIABLES = ("_sessionid", "_name", "_ioprocessors", "_event", "_x")
 _URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
 """A target with a URI scheme (``http:``...): a real address, reported as not supported, not an error."""
-_PLATFORM_EVENTS = ("done.state", "done.invoke", "error.communication", "error.platform")
+_PLATFORM_EVENTS = ("done.state", "error.communication", "error.platform")
 """The events an SCXML processor raises itself that durastate never raises (``error.execution`` it raises
 for the errors :meth:`_Converter.static_error` sees in the document)."""
 _DELAY = re.compile(r"^\s*(\d*\.?\d+)\s*(ms|s)\s*$")
@@ -1270,13 +1278,25 @@ def _unescape(value: Any) -> Any:
     return value
 
 
-def convert(text: str, source: str | None = None) -> ImportResult:
+def convert(text: str, source: str | None = None, *, resolve: scxml_invoke.Resolve | None = None) -> ImportResult:
     """The durastate definition of the SCXML document ``text`` and what could not be mapped.
 
     ``source`` (a file name) names the definition when ``<scxml>`` has no ``name``. A document that is not
     well-formed, has a DOCTYPE, or whose root is not ``<scxml>`` raises
-    :class:`~durastate.errors.DefinitionError`.
+    :class:`~durastate.errors.DefinitionError`. The charts its ``<invoke>``s start are definitions of their
+    own, in the result's ``invoked``; ``resolve`` reads the document an ``<invoke src>`` names (without it,
+    such an invoke is reported).
     """
-    converter = _Converter(_parse(text, source), source)
+    return _convert_document(scxml_invoke.ChildSource(_parse(text, source), source, (), external=False), None,
+                             resolve)
+
+
+def _convert_document(found: scxml_invoke.ChildSource, definition_id: str | None,
+                      resolve: scxml_invoke.Resolve | None) -> ImportResult:
+    """A chart (the top one, or one an ``<invoke>`` starts, under ``definition_id``) and the charts it invokes."""
+    invokes = scxml_invoke.Invokes(_convert_document, resolve, found.chain, found.budget)
+    invokes.detach(found.root)
+    converter = _Converter(found.root, found.source, invokes, definition_id)
     document = converter.document()
-    return checked(document, converter.issues)
+    invokes.finish(document)
+    return checked(document, converter.issues, invokes.invoked)

@@ -24,7 +24,7 @@ __all__ = ["IMPORTED_SUFFIXES", "LOADERS", "BrokenFile", "folder_files", "load_f
            "load_folder_partly"]
 
 
-def _scxml(path: Path) -> dict[str, Any]:
+def _scxml(path: Path) -> list[dict[str, Any]]:
     from durastate.importers.files import load_scxml
 
     return load_scxml(path)

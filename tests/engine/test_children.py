@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from durastate.engine import Event, Execution, load_definition, step
 from durastate.engine.ids import cancel_event_id
+from durastate.errors import DefinitionError
 
 from .harness import Harness
 
@@ -289,6 +292,106 @@ def test_invoke_without_on_error_fails_the_parent() -> None:
     solo = h.start("solo", "s")
     h.send("s~1", "explode")
     assert solo.status == "failed" and "invoked child s~1 failed" in (solo.error or "")
+
+
+HOLDER = {
+    "id": "holder",
+    "initial": "idle",
+    "states": {
+        "idle": {"on": {"go": "paying"}},
+        "paying": {
+            "initial": "asking",
+            "invoke": {"definition": "child", "context": {"amount": 3}},
+            "on": {"stop": "stopped"},
+            "on_done": "settled",
+            "on_error": {"target": "errored", "actions": [{"assign": {"why": "$event.error"}}]},
+            "states": {
+                "asking": {"on": {"next": "waiting"}},
+                "waiting": {"on": {"next": "over"}},
+                "over": {"type": "final"},
+            },
+        },
+        "settled": {"type": "final"},
+        "stopped": {"type": "final"},
+        "errored": {"type": "final"},
+    },
+}
+
+
+def test_a_compound_state_keeps_its_invoked_child_while_any_of_its_states_is_active() -> None:
+    h = Harness(CHILD, HOLDER)
+    holder = h.start("holder", "h")
+    h.send("h", "go")
+    assert holder.children["h~1"].path == "paying" and h["h~1"].status == "running"
+    h.send("h", "next")  # asking -> waiting, inside the invoking state: the child runs on
+    assert holder.active_path == "paying.waiting" and h["h~1"].status == "running" and len(holder.children) == 1
+    h.send("h", "stop")  # leaving the state cancels it
+    assert (holder.outcome, h["h~1"].status) == ("stopped", "cancelled")
+
+
+def test_a_compound_states_on_done_stays_its_final_childs() -> None:
+    """The child's end takes no transition (it would be the state's on_done, which its final child takes)."""
+    h = Harness(CHILD, HOLDER)
+    holder = h.start("holder", "h")
+    h.send("h", "go")
+    h.send("h~1", "ok")
+    assert h["h~1"].status == "finished" and holder.active_path == "paying.asking"
+    h.send("h", "next")
+    h.send("h", "next")
+    assert holder.outcome == "settled"
+
+
+def test_a_compound_states_failed_child_takes_its_on_error() -> None:
+    h = Harness(CHILD, HOLDER)
+    holder = h.start("holder", "h")
+    h.send("h", "go")
+    h.send("h~1", "explode")
+    assert holder.outcome == "errored" and "card reader on fire" in holder.context["why"]
+
+
+def test_id_key_holds_the_childs_execution_id_for_sends_to_it() -> None:
+    doc = {"id": "boss", "initial": "paying", "states": {
+        "paying": {"invoke": {"definition": "child", "id_key": "worker"},
+                   "on": {"push": {"actions": [{"send": {"to": "$context.worker", "event": "ok"}}]}},
+                   "on_done": "done"},
+        "done": {"type": "final"}}}
+    h = Harness(CHILD, doc)
+    boss = h.start("boss", "b")
+    assert boss.context == {"worker": "b~1"}
+    h.send("b", "push")
+    assert h["b~1"].status == "finished" and boss.outcome == "done"
+
+
+ECHO = {"id": "echo", "initial": "w", "context": {"heard": []}, "states": {"w": {"on": {"*": {"actions": [
+    {"assign": {"heard": {"add": ["$context.heard", ["$event.name"]]}}}]}}}}}
+FORWARDING = {"id": "fwd", "initial": "s", "states": {
+    "s": {"invoke": {"definition": "echo", "forward": True},
+          "on": {"a": {"actions": [{"raise": {"event": "inner"}}, {"send": {"to": "self", "event": "later"}}]},
+                 "leave": "t"}},
+    "t": {}}}
+
+
+def test_forward_sends_each_event_from_outside_to_the_child_while_the_state_is_active() -> None:
+    h = Harness(ECHO, FORWARDING)
+    h.start("fwd", "f")
+    h.send("f", "a")  # handled by the parent, forwarded all the same; the event it raises is not
+    h.send("f", "b")  # handled by nobody in the parent
+    assert h["f~1"].context["heard"] == ["a", "later", "b"]
+    h.send("f", "leave")  # taken while the state is active: forwarded, then the state is left
+    h.send("f", "c")
+    assert h["f~1"].status == "cancelled" and h["f~1"].context["heard"] == ["a", "later", "b", "leave"]
+
+
+def test_id_key_is_for_child_executions_only() -> None:
+    with pytest.raises(DefinitionError, match=r"states.a.invoke.id_key: for child executions"):
+        load_definition({"id": "t", "initial": "a", "states": {
+            "a": {"invoke": {"task": {"python": "m:f"}, "id_key": "k"}, "on_done": "b"}, "b": {}}})
+    with pytest.raises(DefinitionError, match=r"states.a.invoke.forward: for child executions"):
+        load_definition({"id": "t", "initial": "a", "states": {
+            "a": {"invoke": {"task": {"python": "m:f"}, "forward": True}, "on_done": "b"}, "b": {}}})
+    with pytest.raises(DefinitionError, match=r"states.a.map.invoke.id_key"):
+        load_definition({"id": "t", "initial": "a", "states": {
+            "a": {"map": {"items": [], "invoke": {"definition": "c", "id_key": "k"}}, "on_done": "b"}, "b": {}}})
 
 
 def test_state_entered_and_left_in_one_step_starts_nothing() -> None:

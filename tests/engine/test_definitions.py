@@ -138,8 +138,8 @@ states:
         ),
         (base(a={"invoke": {}}), "states.a.invoke.definition: required"),
         (
-            base(a={"initial": "x", "invoke": {"definition": "p"}, "states": {"x": {}}}),
-            "states.a.invoke: not allowed on a compound state",
+            base(a={"initial": "x", "invoke": {"task": {"python": "m:f"}}, "states": {"x": {}}}),
+            "states.a.invoke: a compound state invokes a child definition only",
         ),
         (
             base(a={"on": {"durastate.timeout": "a"}}),

@@ -354,6 +354,23 @@ def test_history_inside_a_region() -> None:
     assert exe.history == {"work.a.inner": "work.a.inner.a2"}
 
 
+def test_a_state_of_a_region_invokes_a_child_while_it_is_active() -> None:
+    """Each region's invoking state starts its child once the step ends, whichever leaf is the summary; its
+    child's end takes the state's on_done; leaving the state cancels its child and not the other's."""
+    child = {"id": "kid", "initial": "w", "states": {"w": {"on": {"ok": "f"}}, "f": {"type": "final"}}}
+    doc = two_regions()
+    regions = doc["states"]["work"]["states"]
+    regions["a"]["states"]["a1"].update(invoke={"definition": "kid"}, on_done={"target": "a2"})
+    regions["b"]["states"]["b1"].update(invoke={"definition": "kid"})
+    h = Harness(child, doc)
+    exe = h.start("two")
+    assert {ref.path: cid for cid, ref in exe.children.items()} == {"work.a.a1": "e~1", "work.b.b1": "e~2"}
+    h.send("e~1", "ok")  # a1's child ends: a1's on_done
+    assert exe.leaves == ["work.a.a2", "work.b.b1"]
+    h.send("e", "go")  # b1 -> b2 (a is done): b1's child is cancelled
+    assert h["e~2"].status == "cancelled" and exe.leaves == ["work.a.a2", "work.b.b2"]
+
+
 # -- ending ---------------------------------------------------------------------------------------------
 
 
@@ -382,10 +399,11 @@ def test_default_and_children_regions_stay_child_executions() -> None:
     ("change", "message"),
     [
         (lambda d: d["states"]["done"].update(regions="inline"), "states.done.regions: only a parallel state"),
-        (lambda d: d["states"]["work"]["states"]["a"]["states"]["a1"].update(invoke={"definition": "x"}),
-         "a1.invoke: not supported inside the inline parallel state 'work'"),
+        (lambda d: d["states"]["work"]["states"]["a"]["states"]["a1"].update(
+            invoke={"definition": "x", "retry": {"max_attempts": 2}}),
+         "a1.invoke: a task or a retried invoke is not supported inside the inline parallel state 'work'"),
         (lambda d: d["states"]["work"]["states"]["a"]["states"]["a1"].update(invoke={"task": {"python": "m:f"}}),
-         "a1.invoke: not supported inside the inline parallel state 'work'"),
+         "a1.invoke: a task or a retried invoke is not supported inside the inline parallel state 'work'"),
         (lambda d: d["states"]["work"]["states"]["a"]["states"]["a1"].update(
             map={"items": [1, 2], "invoke": {"definition": "x"}}),
          "a1.map: not supported inside the inline parallel state 'work'"),

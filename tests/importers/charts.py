@@ -1,5 +1,6 @@
 """Small charts the folder-loading and local-stack tests share: an SCXML turnstile, an XState light, an
-SCXML upload whose ``<parallel>`` runs inline (``In()`` across its regions), and an SCXML chart with a
+SCXML upload whose ``<parallel>`` runs inline (``In()`` across its regions), an SCXML order that invokes
+a payment chart from a file beside it and a courier chart written inline, and an SCXML chart with a
 construct that does not map."""
 
 from __future__ import annotations
@@ -78,5 +79,44 @@ SCRIPTED_SCXML = """\
     <transition event="go" target="done"/>
   </state>
   <final id="done"/>
+</scxml>
+"""
+
+ORDER_SCXML = """\
+<?xml version="1.0" encoding="UTF-8"?>
+<scxml xmlns="http://www.w3.org/2005/07/scxml" version="1.0" name="order" datamodel="ecmascript" initial="paying">
+  <datamodel><data id="amount" expr="30"/><data id="receipt"/></datamodel>
+  <state id="paying">
+    <invoke id="payment" src="payment.scxml" namelist="amount">
+      <finalize><assign location="receipt" expr="_event.data.receipt"/></finalize>
+    </invoke>
+    <transition event="paid" target="shipping"/>
+  </state>
+  <state id="shipping">
+    <invoke id="courier">
+      <content>
+        <scxml version="1.0" datamodel="ecmascript" initial="delivering">
+          <state id="delivering"><transition target="delivered"/></state>
+          <final id="delivered"/>
+        </scxml>
+      </content>
+    </invoke>
+    <transition event="done.invoke.courier" target="delivered"/>
+  </state>
+  <final id="delivered"/>
+</scxml>
+"""
+
+PAYMENT_SCXML = """\
+<?xml version="1.0" encoding="UTF-8"?>
+<scxml xmlns="http://www.w3.org/2005/07/scxml" version="1.0" name="payment" datamodel="ecmascript"
+       initial="charging">
+  <datamodel><data id="amount" expr="0"/></datamodel>
+  <state id="charging">
+    <transition event="approve" target="charged">
+      <send target="#_parent" event="paid"><param name="receipt" expr="amount"/></send>
+    </transition>
+  </state>
+  <final id="charged"/>
 </scxml>
 """

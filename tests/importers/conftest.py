@@ -14,13 +14,15 @@ from durastate.store.memory import DictStore
 HERE = Path(__file__).parent
 
 
-def run_to_end(document: dict[str, Any], events: tuple[str, ...] = (), *, max_seconds: float = 20.0) -> Execution:
+def run_to_end(document: dict[str, Any], events: tuple[str, ...] = (), *, max_seconds: float = 20.0,
+               invoked: list[dict[str, Any]] | None = None) -> Execution:
     """Start an execution of ``document`` on a LocalRuntime, send ``events``, and let time pass (a manual
     clock, half a second per round, so the delayed sends mapped onto timers fire) until it ends or
-    ``max_seconds`` of chart time have passed. Returns the execution as the store holds it."""
+    ``max_seconds`` of chart time have passed. ``invoked``: the definitions the chart invokes (an import's
+    ``invoked``), registered beside it. Returns the execution as the store holds it."""
     from durastate.engine.model import Event
 
-    registry = DefinitionRegistry([load_definition(document)])
+    registry = DefinitionRegistry([load_definition(document), *(load_definition(d) for d in invoked or ())])
     clock = ManualClock(1_700_000_000.0)
     logging.getLogger("durastate").setLevel(logging.ERROR)
     rt = LocalRuntime(DictStore(), registry, clock=clock)

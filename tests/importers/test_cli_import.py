@@ -13,10 +13,12 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 from typer.testing import CliRunner
 
 from durastate.cli.app import app
 
+from .charts import ORDER_SCXML, PAYMENT_SCXML
 from .conftest import HERE
 
 DOOR = """<?xml version="1.0" encoding="UTF-8"?>
@@ -67,6 +69,27 @@ def test_an_imported_scxml_chart_runs_durably_through_the_cli(tmp_path: Path) ->
     assert (shown["status"], shown["outcome"], shown["context"]) == ("finished", "locked", {"opened": 1})
 
 
+def test_a_chart_that_invokes_others_is_imported_with_them_and_runs_through_the_cli(tmp_path: Path) -> None:
+    """The order invokes the payment chart (a file beside it) and a courier chart written inline: the import
+    writes one definition file more for each, the child waits durably for its own event, and the order
+    takes what the child sends (after its <finalize>) and its done.invoke."""
+    (tmp_path / "order.scxml").write_text(ORDER_SCXML, encoding="utf-8")
+    (tmp_path / "payment.scxml").write_text(PAYMENT_SCXML, encoding="utf-8")
+    imported = _durastate(tmp_path, "import", "scxml", "order.scxml", "-o", "definitions/order.yaml")
+    assert imported.returncode == 0, imported.stderr
+    assert imported.stderr.splitlines() == [
+        "wrote definitions/order.yaml (definition 'order')",
+        "wrote definitions/order~payment.yaml (definition 'order~payment', invoked by 'order')",
+        "wrote definitions/order~courier.yaml (definition 'order~courier', invoked by 'order')"]
+    for args in [("validate",), ("start", "order", "--id", "o-1"), ("serve", "--until-idle"),
+                 ("send", "o-1~1", "approve"), ("serve", "--until-idle")]:
+        done = _durastate(tmp_path, *args)
+        assert done.returncode == 0, (args, done.stdout, done.stderr)
+    shown = json.loads(_durastate(tmp_path, "show", "o-1", "--json").stdout)
+    assert (shown["status"], shown["outcome"], shown["context"]) == ("finished", "delivered",
+                                                                     {"amount": 30, "receipt": 30})
+
+
 @pytest.fixture
 def runner(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> CliRunner:
     monkeypatch.chdir(tmp_path)
@@ -91,6 +114,16 @@ def test_allow_partial_writes_the_rest_with_the_issues_on_top(runner: CliRunner,
     assert text.startswith("# Imported from test552.scxml with 1 construct(s) not mapped:\n#   scxml/datamodel")
     checked = runner.invoke(app, ["validate", "defs/t.yaml"])
     assert checked.exit_code == 0, checked.stdout
+
+
+def test_without_output_the_invoked_charts_are_printed_after_the_chart(runner: CliRunner, tmp_path: Path) -> None:
+    (tmp_path / "order.scxml").write_text(ORDER_SCXML, encoding="utf-8")
+    (tmp_path / "payment.scxml").write_text(PAYMENT_SCXML, encoding="utf-8")
+    result = runner.invoke(app, ["import", "scxml", "order.scxml"])
+    assert result.exit_code == 0, result.stderr
+    documents = list(yaml.safe_load_all(result.stdout))
+    assert [d["id"] for d in documents] == ["order", "order~payment", "order~courier"]
+    assert not list(tmp_path.glob("*.yaml"))
 
 
 def test_xstate_import_prints_yaml(runner: CliRunner) -> None:

@@ -20,7 +20,7 @@ from durastate.runtime import LocalRuntime, ManualClock
 from durastate.runtime.definitions import folder_files, load_folder
 from durastate.store.sqlite import SqliteStore
 
-from .charts import LIGHT_XSTATE, SCRIPTED_SCXML, TURNSTILE_SCXML
+from .charts import LIGHT_XSTATE, ORDER_SCXML, PAYMENT_SCXML, SCRIPTED_SCXML, TURNSTILE_SCXML
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -100,6 +100,35 @@ def test_two_files_with_one_id_clash_whatever_their_format(folder: Path) -> None
     (folder / "turnstile.yaml").write_text("id: turnstile\ninitial: a\nstates: {a: {type: final}}\n")
     with pytest.raises(DefinitionError, match=r"also defined by turnstile\.scxml"):
         load_folder(folder)
+
+
+def test_a_chart_brings_the_charts_it_invokes_and_they_run_as_invoked_children(tmp_path: Path) -> None:
+    """``order.scxml`` invokes ``payment.scxml`` (beside it, also a chart of the folder in its own right) and
+    a chart written inline: the folder holds one definition more per ``<invoke>``, named after the order."""
+    (tmp_path / "order.scxml").write_text(ORDER_SCXML)
+    (tmp_path / "payment.scxml").write_text(PAYMENT_SCXML)
+    registry = load_folder(tmp_path)
+    assert registry.ids() == ["order", "order~courier", "order~payment", "payment"]
+    rt = LocalRuntime(SqliteStore(str(tmp_path / "store.db")), registry, clock=ManualClock(1_700_000_000.0))
+    rt.start("order", execution_id="o-1")
+    rt.run_until_idle()
+    rt.send("o-1~1", Event(name="approve"))  # the payment, a child execution of its own
+    rt.run_until_idle()
+    exe = rt.get("o-1")
+    assert exe is not None
+    assert (exe.status, exe.outcome, exe.context) == ("finished", "delivered", {"amount": 30, "receipt": 30})
+    checked = CliRunner().invoke(app, ["validate", str(tmp_path / "order.scxml")], prog_name="durastate")
+    assert checked.exit_code == 0, checked.stdout
+
+
+def test_a_definition_written_with_the_id_of_an_invoked_chart_clashes_with_the_chart(tmp_path: Path) -> None:
+    (tmp_path / "order.scxml").write_text(ORDER_SCXML)
+    (tmp_path / "payment.scxml").write_text(PAYMENT_SCXML)
+    (tmp_path / "mine.yaml").write_text("id: order~courier\ninitial: a\nstates: {a: {type: final}}\n")
+    with pytest.raises(DefinitionError) as caught:
+        load_folder(tmp_path)
+    assert any(i.startswith("mine.yaml: id: 'order~courier' is also defined by order.scxml")
+               for i in caught.value.issues), caught.value.issues
 
 
 def test_a_folder_of_yaml_does_not_import_the_converters(tmp_path: Path) -> None:

@@ -160,7 +160,7 @@ def test_what_does_not_map_is_reported_once_each_with_its_place() -> None:
     result = scxml.convert(f"""<scxml {NS} initial="a b">
       <parallel id="p"><state id="a"/><state id="b"/></parallel>
       <state id="s"><invoke src="other.scxml"/>
-        <transition event="done.invoke" target="p"/>
+        <transition event="error.communication" target="p"/>
         <transition event="go" target="a b"/></state>
     </scxml>""")
     assert [(i.location, i.line) for i in result.issues if i.location != "(definition)"] == [
@@ -201,12 +201,12 @@ def test_a_parallel_runs_its_regions_inline_and_in_reads_the_other_region() -> N
 def test_what_a_parallel_cannot_hold_is_reported_with_its_place() -> None:
     result = scxml.convert(f"""<scxml {NS}>
       <parallel id="p">
-        <state id="a"><invoke src="other.scxml"/></state>
+        <invoke src="other.scxml"/><state id="a"/>
         <parallel id="q"><state id="b"/><state id="c"/></parallel>
       </parallel></scxml>""")
     assert [(i.location, i.line) for i in result.issues if i.location != "(definition)"] == [
-        ("scxml/parallel[@id='p']/state[@id='a']/invoke[1]", 3)]  # (a <parallel> region is one)
-    assert "a <parallel> runs its regions inline, where a state cannot invoke" in result.issues[0].message
+        ("scxml/parallel[@id='p']/invoke[1]", 3)]  # (a <parallel> region is one)
+    assert "<invoke> of a <parallel> is not supported" in result.issues[0].message
 
 
 def test_an_if_in_a_transition_becomes_one_guarded_transition_per_branch() -> None:
