@@ -231,6 +231,9 @@ class Tables:
     run_timeout: float | None = None
     """The definition's run timeout in seconds (``timeout``), or ``None``; what it does is ``on_timeout``."""
     on_timeout: str = "fail"
+    raise_errors: bool = False
+    """``action_errors: raise``: a failing guard or action raises ``error.execution`` instead of failing the
+    execution (:meth:`durastate.engine.run.Run.failed_action`)."""
     crossing: frozenset[str] = frozenset()
     """The sites of the transitions that enter an inline parallel state on the way to their target (the
     other regions start too: :mod:`durastate.engine.inline` takes them even from a single leaf)."""

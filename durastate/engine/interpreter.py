@@ -152,8 +152,9 @@ def step(defn: Definition, exe: Execution, event: Event, now: float, *, detail: 
                 else:
                     handled = False  # a repeated start, or an unknown reserved name
             elif not run.dispatch(event):
-                handled = False
-                if t.kind[leaf] == "parallel" and fields["children"]:
+                # a guard that failed under ``action_errors: raise`` raised error.execution: it is handled
+                handled = bool(run.internal)
+                if not handled and t.kind[leaf] == "parallel" and fields["children"]:
                     handled = run.forward(event)
         if handled:
             if run.internal or t.always[run.leaf] or t.has_inline:

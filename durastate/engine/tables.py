@@ -164,6 +164,7 @@ class _Builder:
         t.has_tasks = any(c is not None for c in t.task)
         t.run_timeout = run_timeout_of(self.defn.timeout, "timeout", issues)
         t.on_timeout = self.defn.on_timeout
+        t.raise_errors = self.defn.action_errors == "raise"
         self._chains()
 
     # -- per-state rules -----------------------------------------------------------------------------

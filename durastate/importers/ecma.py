@@ -141,6 +141,10 @@ class _Parser:
         left = self.unary()
         while True:
             kind, op = self.peek()
+            if (kind, op) == ("name", "in") and _BINARY["<"] >= min_prec:
+                self.take()  # the relational `in`: only `'key' in _event` maps (to_guard)
+                left = ("bin", "in", left, self.expression(_BINARY["<"] + 1))
+                continue
             if kind != "op":
                 break
             if op in ("?", "=") or (op in ("&", "|", "^")):
@@ -156,7 +160,7 @@ class _Parser:
 
     def unary(self) -> Node:
         kind, value = self.peek()
-        if kind == "op" and value in ("!", "-", "+", "~"):
+        if (kind == "op" and value in ("!", "-", "+", "~")) or (kind, value) == ("name", "typeof"):
             self.take()
             self.depth += 1
             if self.depth > MAX_DEPTH:
@@ -164,7 +168,7 @@ class _Parser:
             inner = self.unary()
             self.depth -= 1
             return ("unary", value, inner)
-        if kind == "name" and value in ("typeof", "new", "delete", "void", "function", "this", "instanceof"):
+        if kind == "name" and value in ("new", "delete", "void", "function", "this", "instanceof"):
             raise Unsupported(f"'{value}' is outside the supported expression subset")
         return self.postfix(self.primary())
 
@@ -306,6 +310,8 @@ def _render(node: Node) -> str:
         return f"{_render(node[1])}(...)"
     if node[0] == "lit":
         return repr(node[1])
+    if node[0] == "unary":
+        return f"{node[1]} {_render(node[2])}" if node[1] == "typeof" else f"{node[1]}{_render(node[2])}"
     return str(node[0])
 
 
@@ -317,6 +323,11 @@ def _path(node: Node) -> list[str | int] | None:
         base = _path(node[1])
         return None if base is None else [*base, node[2]]
     return None
+
+
+_META = {"type": "kind", "sendid": "send_id", "origin": "origin", "origintype": "origin_type"}
+"""SCXML's ``_event`` fields that durastate keeps with an event, read as ``$meta.<key>``
+(:data:`durastate.engine.expressions.META_KEYS`)."""
 
 
 def _reference(parts: list[str | int], variables: Collection[str]) -> str:
@@ -332,7 +343,10 @@ def _reference(parts: list[str | int], variables: Collection[str]) -> str:
             return "$event.name"
         if rest[0] == "data":
             return "$event." + ".".join(rest[1:]) if len(rest) > 1 else "$event.data"
-        raise Unsupported(f"_event.{rest[0]} has no durastate equivalent (only _event.name and _event.data)")
+        if rest[0] in _META and len(rest) == 1:
+            return "$meta." + _META[rest[0]]
+        raise Unsupported(f"_event.{'.'.join(rest)} has no durastate equivalent (only _event.name, data, type, "
+                          "sendid, origin and origintype)")
     if head.startswith("_") and head in ("_sessionid", "_name", "_ioprocessors", "_x") and head not in variables:
         raise Unsupported(f"the system variable {head} has no durastate equivalent")
     if head not in variables:
@@ -356,6 +370,8 @@ def to_value(node: Node, variables: Collection[str]) -> Any:
         if len(out) == 1 and next(iter(out)) in VALUE_OPS:
             raise Unsupported(f"an object with the single key {next(iter(out))!r} would read as an operator")
         return out
+    if kind == "unary" and node[1] == "typeof":
+        raise Unsupported("typeof maps only compared with 'undefined' (typeof x === 'undefined')")
     if kind == "unary" and node[1] == "-":
         inner = to_value(node[2], variables)
         if isinstance(inner, int | float) and not isinstance(inner, bool):
@@ -390,7 +406,12 @@ def to_guard(node: Node, variables: Collection[str], states: Mapping[str, str] |
     if kind == "unary" and node[1] == "!":
         return {"not": to_guard(node[2], variables, states)}
     if kind == "bin" and node[1] in _COMPARE:
+        typed = _typeof_guard(node, variables)
+        if typed is not None:
+            return typed
         return {_COMPARE[node[1]]: [to_value(node[2], variables), to_value(node[3], variables)]}
+    if kind == "bin" and node[1] == "in":
+        return _in_event(node)
     if kind == "call" and _path(node[1]) == ["In"]:
         return _in_state(node[2], states or {})
     if _path(node) == ["_event"]:
@@ -406,6 +427,50 @@ def to_guard(node: Node, variables: Collection[str], states: Mapping[str, str] |
     # ECMAScript truthiness of a JSON value: false exactly for null/undefined, false, 0 and "" (Python's
     # == agrees: 0 == 0.0 == False, and [] / {} are equal to none of them, so they are true, as in JS)
     return {"not": {"in": [value, [None, False, 0, ""]]}}
+
+
+_EVENT_FIELDS = ("name", "type", "sendid", "origin", "origintype", "invokeid", "data")
+"""The fields SCXML's ``_event`` always has (some of them undefined)."""
+
+
+def _in_event(node: Node) -> Any:
+    """``'key' in _event``: a constant (``_event`` always has SCXML's fields, whatever the event)."""
+    if node[3] != ("name", "_event") or node[2][0] != "lit" or not isinstance(node[2][1], str):
+        raise Unsupported("the operator 'in' maps only as 'field' in _event (a string constant)")
+    return node[2][1] in _EVENT_FIELDS
+
+
+def _typeof_guard(node: Node, variables: Collection[str]) -> Any:
+    """``typeof X === 'undefined'`` (or ``==``, ``!==``, ``!=``; either side) as a guard: whether ``X`` has a
+    value. JSON, and so a durastate context or event, has no ``undefined``: a variable declared without a
+    value, never assigned, or a field the event lacks reads as ``null``, and is what ``undefined`` means
+    here (``typeof null`` is ``'object'`` in ECMAScript: a variable explicitly set to ``null`` differs). An
+    event's data is undefined when it has none (durastate's is then empty). ``None``: no ``typeof`` here;
+    :class:`Unsupported` for another type name."""
+    op, left, right = node[1], node[2], node[3]
+    if right[0] == "unary" and right[1] == "typeof":
+        left, right = right, left
+    if left[0] != "unary" or left[1] != "typeof":
+        return None
+    if right[0] != "lit" or right[1] != "undefined" or op not in ("==", "===", "!=", "!=="):
+        raise Unsupported("typeof maps only compared with 'undefined' (typeof x === 'undefined')")
+    ref = to_value(left[2], variables)
+    if ref == "$event.data":
+        defined: Any = {"ne": [ref, {}]}
+    elif isinstance(ref, str) and ref.startswith("$") and not ref.startswith("$$"):
+        defined = {"exists": ref}
+    elif not _has_ops(ref):
+        defined = ref is not None  # a constant the document fixes (a bound system variable)
+    else:
+        raise Unsupported("typeof maps only on a variable or an event field")
+    undefined = op in ("==", "===")
+    if isinstance(defined, bool):
+        return defined != undefined
+    return {"not": defined} if undefined else defined
+
+
+def _has_ops(value: Any) -> bool:
+    return isinstance(value, dict) and len(value) == 1 and next(iter(value)) in VALUE_OPS
 
 
 def _in_state(args: list[Node], states: Mapping[str, str]) -> Any:

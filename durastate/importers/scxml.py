@@ -236,11 +236,13 @@ class _Converter:
         if "name" in root.attrs:
             self.constants["_name"] = root.attrs["name"]
         self.constants["_ioprocessors"] = _IOPROCESSORS
+        if not any(el.tag == "invoke" and not el.foreign for el in _iter(root)):
+            self.constants["_event.invokeid"] = None  # only an invoked session's events have one
         self.name_states(root, "")
         if any(_SESSIONID.search(v) for el in _iter(root) if not el.foreign for v in el.attrs.values()):
             self.variables.add("_sessionid")
         context = self.datamodel(root)
-        doc: dict[str, Any] = {"id": name}
+        doc: dict[str, Any] = {"id": name, "action_errors": "raise"}  # SCXML's error.execution
         states, initial = self.children(root)
         if initial is not None:
             doc["initial"] = initial
@@ -468,8 +470,8 @@ class _Converter:
             out["type"] = "final"
         elif el.tag == "history":
             return self.history(el)
-        entry: list[Any] = self.initial_entry.pop(self.el_paths[id(el)], [])  # the parent's <initial> content
-        exit_: list[Any] = []
+        entry_blocks: list[list[Any]] = [self.initial_entry.pop(self.el_paths[id(el)], [])]  # <initial> content
+        exit_blocks: list[list[Any]] = []
         on_done: list[Any] = []
         on: list[tuple[str, str, list[Any]]] = []  # (key as written, descriptor, transitions)
         done_error: Any = None
@@ -478,9 +480,9 @@ class _Converter:
             if child.foreign:
                 continue
             if child.tag == "onentry":
-                entry += self.actions(child)
+                entry_blocks.append(self.actions(child))
             elif child.tag == "onexit":
-                exit_ += self.actions(child)
+                exit_blocks.append(self.actions(child))
             elif child.tag == "transition":
                 self.transition(el, child, on, always, on_done)
             elif child.tag == "invoke" and self.in_parallel(el):
@@ -497,6 +499,7 @@ class _Converter:
             elif child.tag == "donedata":
                 self.report(child, "<donedata> of a top-level <final> is not supported: a durastate "
                                    "execution's output is its context")
+        entry, exit_ = _blocks(entry_blocks), _blocks(exit_blocks)
         states, initial = self.children(el)
         if region and el.tag == "state" and not states:
             # SCXML lets a region be an atomic state; a durastate region is compound: one plain leaf inside it,
@@ -761,10 +764,7 @@ class _Converter:
         for el in content:
             if el.tag != "if" or el.foreign:
                 actions = self.actions(_El(branch, {}, el.line, el.path, children=[el]))
-                if self.static_error(el) is not None:
-                    if branch != "block":  # reported by actions(): SCXML would end the content around it too
-                        ok = False
-                        break
+                if self.static_error(el) is not None and branch == "block":
                     # error.execution raised: the rest of the transition's content is skipped
                     return [(conds, [*done, *actions]) for conds, done in alternatives], assigns
                 alternatives = [(conds, [*done, *actions]) for conds, done in alternatives]
@@ -838,19 +838,29 @@ class _Converter:
             if el.tag == "send":
                 el = _literal_delay(el)
             error = self.static_error(el)
-            if error is not None and block.tag in ("foreach", "if", "elseif", "else"):
-                # SCXML ends the enclosing blocks too, which only running it can say for a loop or a branch
-                self.report(el, f"{error}: SCXML raises error.execution and ends the loop or branch and the "
-                                "content around it, which has no durastate equivalent here")
-                break
             if error is not None:
-                # SCXML raises error.execution and skips the rest of the block: so does the import
-                out.append(_raised_error(error))
+                # SCXML raises error.execution and skips the rest of the content around it (enclosing loops
+                # and branches too): the fail action does, when it runs
+                out.extend(self.failed_send(el, error))
                 break
             action = self.action(el)
             if action is not None:
                 out.append(action)
         return out
+
+    def failed_send(self, el: _El, error: str) -> list[Any]:
+        """The actions of an element SCXML fails on (``error``): a ``fail`` action; for a ``<send>`` with an
+        ``id`` or ``idlocation``, the ``error.execution`` carries the send's id (``_event.sendid``), an
+        ``idlocation`` one the import names after the element's line (SCXML lets the processor choose it)."""
+        if el.tag != "send" or el.foreign:
+            return [_raised_error(error)]
+        location = el.attrs.get("idlocation")
+        if location is not None and _IDENTIFIER.match(location) and location in self.variables:
+            send_id = f"send.line{el.line}"
+            return [{"assign": {location: send_id}}, _raised_error(error, send_id)]
+        if "id" in el.attrs:
+            return [_raised_error(error, escape(el.attrs["id"]))]
+        return [_raised_error(error)]
 
     def static_error(self, el: _El) -> str | None:
         """Why ``el`` is an error SCXML meets when it runs it (then it raises ``error.execution``), seen in
@@ -1029,9 +1039,9 @@ class _Converter:
             if attr in attrs and attr.removesuffix("expr") not in attrs:
                 return self.send_expr(el, attr)
         for key in attrs:
-            if key not in ("event", "target", "type", "id", "delay", "namelist"):
+            if key not in ("event", "target", "type", "id", "delay", "namelist", "idlocation"):
                 self.report(el, f"<send {key}=...> is not supported (only constant event, target, type, "
-                                "delay and namelist attributes)")
+                                "delay, id, idlocation and namelist attributes)")
                 return None
         event = attrs.get("event")
         if not event or descriptor_problem(event) is not None or "*" in event:
@@ -1067,6 +1077,8 @@ class _Converter:
         body: dict[str, Any] = {"event": event}
         if data:
             body["data"] = data
+        if not self.send_id(el, body):
+            return None
         if seconds is not None:
             # a durable timer of the execution, not of the state: it outlives the state that sent it, as the
             # delayed event does, and <cancel> (or the session's end) drops it
@@ -1075,10 +1087,10 @@ class _Converter:
                                 "session itself")
                 return None
             body.update(to="self", delay=int(seconds) if seconds.is_integer() else seconds)
-            if "id" in attrs:
-                body["id"] = escape(attrs["id"])
             return {"send": body}
         if target == "#_internal":
+            body.pop("id", None)
+            body.pop("id_location", None)  # an internal event has no send id (SCXML leaves it blank)
             return {"raise": body}
         if target is None:
             body["to"] = "self"
@@ -1089,6 +1101,24 @@ class _Converter:
                             "are supported")
             return None
         return {"send": body}
+
+    def send_id(self, el: _El, body: dict[str, Any]) -> bool:
+        """The send's ``id`` (which the event carries as ``_event.sendid``; to the session itself, a send with
+        an id is a durable one, which ``<cancel>`` reaches) and ``idlocation`` (the variable the id is stored
+        in: ``id_location``, an id the execution gives). ``False``: reported."""
+        if "id" in el.attrs:
+            body["id"] = escape(el.attrs["id"])
+        location = el.attrs.get("idlocation")
+        if location is None:
+            return True
+        if "id" in el.attrs:
+            self.report(el, "<send> has both id and idlocation")
+            return False
+        if not _IDENTIFIER.match(location) or location not in self.variables:
+            self.report(el, f"idlocation={location!r} is not a datamodel variable")
+            return False
+        body["id_location"] = location
+        return True
 
     def send_expr(self, el: _El, attr: str) -> Any:
         """``<send eventexpr|targetexpr|typeexpr|delayexpr>``: a string constant is that attribute; a datamodel variable
@@ -1206,9 +1236,20 @@ for the errors :meth:`_Converter.static_error` sees in the document)."""
 _DELAY = re.compile(r"^\s*(\d*\.?\d+)\s*(ms|s)\s*$")
 """An SCXML delay (CSS2 time): ``1s``, ``.5s``, ``500ms``."""
 
-def _raised_error(error: str | None) -> dict[str, Any]:
-    """What an element SCXML would fail on becomes: ``error.execution`` raised, saying why."""
-    return {"raise": {"event": "error.execution", "data": {"error": error}}}
+def _raised_error(error: str | None, send_id: Any = None) -> dict[str, Any]:
+    """What an element SCXML would fail on becomes: a ``fail`` action saying why, which (the definition says
+    ``action_errors: raise``) raises ``error.execution`` and skips the rest of the executable content
+    around it, loops and branches included, as SCXML does; ``send_id``: the id of the send that failed."""
+    return {"fail": error if send_id is None else {"error": error, "send_id": send_id}}
+
+
+def _blocks(blocks: list[list[Any]]) -> list[Any]:
+    """The actions of a state's ``<onentry>`` (or ``<onexit>``) elements, in order: each one is an SCXML block
+    of its own (an error ends the rest of its block only), so with more than one, each is a ``block``."""
+    blocks = [b for b in blocks if b]
+    if len(blocks) == 1:
+        return blocks[0]
+    return [{"block": b} for b in blocks]
 
 
 def _literal_delay(el: _El) -> _El:

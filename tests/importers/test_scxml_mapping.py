@@ -34,7 +34,7 @@ def test_structure_ids_targets_and_the_context() -> None:
       </state>
       <final id="end"/>""", name="chart")
     assert doc == {
-        "id": "chart", "initial": "outer", "context": {"n": 1, "tags": ["a", "$b"]},
+        "id": "chart", "action_errors": "raise", "initial": "outer", "context": {"n": 1, "tags": ["a", "$b"]},
         "states": {
             "outer": {"initial": "inner2", "on": {"stop": [{"target": "end"}]}, "states": {
                 "inner1": {},
@@ -275,8 +275,7 @@ def test_what_an_if_holds_that_does_not_map_is_reported() -> None:
     assert [(i.location, i.message.split(":")[0]) for i in result.issues] == [
         ("scxml/state[@id='s']/transition[1]/if[1]", "cond='Math.random() < 0.5'"),  # every branch is read
         ("scxml/state[@id='s']/transition[1]/if[1]/script[1]", "<script> is not supported"),
-        ("scxml/state[@id='s']/transition[1]/if[1]/foreach[1]", "<foreach item='i.j'>"),  # SCXML's error
-    ]
+    ]  # the <foreach item='i.j'> is SCXML's error.execution: it maps
 
 
 def test_initial_content_runs_first_in_the_target_entry_when_nothing_else_enters_it() -> None:
@@ -288,8 +287,8 @@ def test_initial_content_runs_first_in_the_target_entry_when_nothing_else_enters
           <transition event="go" target="b"/></state>
         <state id="b"/>
       </state>""")
-    assert doc["states"]["s"]["states"]["a"]["entry"][0] == {"assign": {"log": {"add": [
-        {"mul": ["$context.log", 10]}, 2]}}}
+    assert doc["states"]["s"]["states"]["a"]["entry"][0] == {"block": [{"assign": {"log": {"add": [
+        {"mul": ["$context.log", 10]}, 2]}}}]}  # a block of its own: an error in it ends it, not the onentry
     assert run_to_end(doc, max_seconds=0).context == {"log": 123}  # onentry of s, <initial>, onentry of a
     for elsewhere in ('<state id="b"><transition event="back" target="a"/></state>',
                       '<history id="h"><transition target="b"/></history><state id="b"/>'):
@@ -314,8 +313,8 @@ def test_name_is_the_documents_name_and_assigning_it_is_an_error_execution() -> 
       <state id="s"><onentry><assign location="_name" expr="'other'"/><raise event="skipped"/></onentry>
       <transition event="error.execution" cond="_name == 'chart'" target="done"/></state><final id="done"/></scxml>""")
     assert result.issues == []
-    assert result.document["states"]["s"]["entry"] == [{"raise": {"event": "error.execution", "data": {
-        "error": "<assign location='_name'>: the system variable _name is read-only"}}}]
+    assert result.document["states"]["s"]["entry"] == [
+        {"fail": "<assign location='_name'>: the system variable _name is read-only"}]
     assert run_to_end(result.document, max_seconds=0).outcome == "done"
     unnamed = scxml.convert(f"<scxml {NS}><datamodel><data id='me' expr='_name'/></datamodel><state id='s'/></scxml>")
     assert [i.message for i in unnamed.issues] == [
@@ -337,24 +336,35 @@ def test_content_scxml_fails_on_raises_error_execution_and_skips_the_rest_of_its
         <transition event="error.execution" cond="n == 1" target="t"/>
       </state>
       <final id="t"/>""")
-    assert doc["states"]["s"]["entry"][1] == {"raise": {"event": "error.execution", "data": {
-        "error": "<send target='nowhere'>: not a valid target"}}}
+    assert doc["states"]["s"]["entry"][1] == {"fail": "<send target='nowhere'>: not a valid target"}
     assert len(doc["states"]["s"]["entry"]) == 2  # the assign after it never runs in SCXML
-    assert doc["states"]["s"]["on"]["go"][0]["actions"] == [{"raise": {"event": "error.execution", "data": {
-        "error": "<assign location='undeclared'>: 'undeclared' is not declared"}}}]
+    assert doc["states"]["s"]["on"]["go"][0]["actions"] == [
+        {"fail": "<assign location='undeclared'>: 'undeclared' is not declared"}]
     exe = run_to_end(doc, max_seconds=0)
     assert (exe.status, exe.context) == ("finished", {"n": 1})
 
 
-def test_an_error_inside_a_loop_or_a_branch_is_reported() -> None:
-    result = scxml.convert(f"""<scxml {NS}>
-      <datamodel><data id="xs" expr="[1]"/></datamodel>
-      <state id="s"><onentry>
-        <foreach array="xs" item="x"><assign location="nope" expr="1"/></foreach>
-        <if cond="true"><send target="nowhere" event="e"/></if>
-      </onentry></state></scxml>""")
-    assert [i.message.split(":")[0] for i in result.issues] == ["<assign location='nope'>", "<send target='nowhere'>"]
-    assert all("ends the loop or branch" in i.message for i in result.issues)
+def test_an_error_inside_a_loop_or_a_branch_ends_the_content_around_it() -> None:
+    """SCXML raises error.execution and ends the loop, the branch and the block around them: the fail action
+    does that when it runs (the definition says ``action_errors: raise``); the state's other blocks still run."""
+    doc = _doc("""
+      <datamodel><data id="xs" expr="[1, 2, 3]"/><data id="n" expr="0"/><data id="m" expr="0"/></datamodel>
+      <state id="s">
+        <onentry>
+          <foreach array="xs" item="x"><assign location="n" expr="n + 1"/><assign location="nope" expr="1"/></foreach>
+          <assign location="n" expr="100"/>
+        </onentry>
+        <onentry><if cond="true"><send target="nowhere" event="e"/></if><assign location="m" expr="100"/></onentry>
+        <onentry><assign location="m" expr="m + 1"/></onentry>
+        <transition event="error.execution" cond="n == 1 &amp;&amp; m == 1" target="pass"/>
+        <transition event="*" target="fail"/>
+      </state>
+      <final id="pass"/><final id="fail"/>""")
+    assert doc["action_errors"] == "raise"
+    assert [list(block) for block in doc["states"]["s"]["entry"]] == [["block"]] * 3  # one block per <onentry>
+    foreach = doc["states"]["s"]["entry"][0]["block"][0]["foreach"]
+    assert foreach["actions"][1] == {"fail": "<assign location='nope'>: 'nope' is not declared"}
+    assert run_to_end(doc, max_seconds=0).outcome == "pass"
 
 
 def test_a_parallel_state_can_be_a_region_of_another() -> None:
@@ -397,8 +407,8 @@ def test_donedata_is_what_the_done_transitions_read_as_event_data() -> None:
       <state id="s" initial="f"><transition event="error.execution" target="ok"/>
         <final id="f"><donedata><param name="p" location="nowhere.x"/></donedata></final></state>
       <final id="ok"/>""")
-    assert failing["states"]["s"]["states"]["f"]["entry"] == [{"raise": {"event": "error.execution", "data": {
-        "error": "<param location='nowhere.x'>: 'nowhere' is not declared"}}}]
+    assert failing["states"]["s"]["states"]["f"]["entry"] == [
+        {"fail": "<param location='nowhere.x'>: 'nowhere' is not declared"}]
     assert run_to_end(failing, max_seconds=0).outcome == "ok"
     differ = scxml.convert(f"""<scxml {NS}><state id="s" initial="a">
       <transition event="done.state.s" cond="_event.data == 1" target="end"/>
@@ -450,8 +460,7 @@ def test_eventexpr_of_a_variable_of_constants_is_a_choice_of_sends() -> None:
     assert entry[1] == {"choose": [
         {"guard": {"eq": ["$context.e", "first"]}, "actions": [{"send": {"event": "first", "to": "self"}}]},
         {"guard": {"eq": ["$context.e", "second"]}, "actions": [{"send": {"event": "second", "to": "self"}}]},
-        {"actions": [{"raise": {"event": "error.execution",
-                                "data": {"error": "<send eventexpr='e'>: no value to send with"}}}]}]}
+        {"actions": [{"fail": "<send eventexpr='e'>: no value to send with"}]}]}
     assert entry[2] == {"send": {"event": "third", "data": {"k": 1}, "to": "self"}}
     assert run_to_end(doc, max_seconds=0).outcome == "done"
     computed = scxml.convert(f"""<scxml {NS}><datamodel><data id="e" expr="'a'"/></datamodel>
@@ -465,8 +474,8 @@ def test_an_assign_of_no_ecmascript_expression_raises_error_execution() -> None:
     doc = _doc("""<datamodel><data id="v"/></datamodel>
       <state id="s"><onentry><assign location="v" expr="return"/><raise event="skipped"/></onentry>
         <transition event="error.execution" target="done"/></state><final id="done"/>""")
-    assert doc["states"]["s"]["entry"] == [{"raise": {"event": "error.execution", "data": {
-        "error": "<assign expr='return'>: 'return' is a reserved word: this is no ECMAScript expression"}}}]
+    assert doc["states"]["s"]["entry"] == [
+        {"fail": "<assign expr='return'>: 'return' is a reserved word: this is no ECMAScript expression"}]
     assert run_to_end(doc, max_seconds=0).outcome == "done"
 
 
@@ -491,21 +500,22 @@ def test_several_initial_states_in_regions_of_one_child_set_the_initials_on_the_
 def test_a_send_namelist_of_no_ecmascript_expression_raises_error_execution() -> None:
     doc = _doc("""<state id="s"><onentry><send event="e" namelist='"foo'/></onentry>
         <transition event="error.execution" target="done"/></state><final id="done"/>""")
-    assert doc["states"]["s"]["entry"] == [{"raise": {"event": "error.execution", "data": {"error": (
-        "<send namelist='\"foo'>: the string '\"foo' is not terminated: this is no ECMAScript expression")}}}]
+    assert doc["states"]["s"]["entry"] == [{"fail": (
+        "<send namelist='\"foo'>: the string '\"foo' is not terminated: this is no ECMAScript expression")}]
     assert run_to_end(doc, max_seconds=0).outcome == "done"
 
 
 def test_targetexpr_and_typeexpr_of_a_variable_of_constants_send_or_raise_error_execution() -> None:
     doc = _doc("""<datamodel><data id="to" expr="27"/><data id="kind" expr="'scxml'"/></datamodel>
-      <state id="s"><onentry><send targetexpr="to" event="bad"/><assign location="to" expr="'#_internal'"/>
-        <send targetexpr="to" typeexpr="kind" event="good"/></onentry>
+      <state id="s"><onentry><send targetexpr="to" event="bad"/><assign location="to" expr="'#_internal'"/></onentry>
+        <onentry><assign location="to" expr="'#_internal'"/>
+          <send targetexpr="to" typeexpr="kind" event="good"/></onentry>
         <transition event="error.execution" target="t"/><transition event="*" target="fail"/></state>
       <state id="t"><transition event="good" target="done"/><transition event="*" target="fail"/></state>
       <final id="done"/><final id="fail"/>""")
-    first, _, second = doc["states"]["s"]["entry"]
-    assert first["choose"][0] == {"guard": {"eq": ["$context.to", 27]}, "actions": [{"raise": {
-        "event": "error.execution", "data": {"error": "<send targetexpr='to'>: 27 is not a string"}}}]}
+    (first, _), (_, second) = (block["block"] for block in doc["states"]["s"]["entry"])
+    assert first["choose"][0] == {"guard": {"eq": ["$context.to", 27]},
+                                  "actions": [{"fail": "<send targetexpr='to'>: 27 is not a string"}]}
     assert second["choose"][1]["actions"][0]["choose"][0] == {  # both variables: a choice inside a choice
         "guard": {"eq": ["$context.kind", "scxml"]}, "actions": [{"raise": {"event": "good"}}]}
     assert run_to_end(doc, max_seconds=0).outcome == "done"
@@ -520,7 +530,7 @@ def test_an_eventless_cond_that_is_no_expression_raises_error_execution_where_it
         <transition event="first" target="s2"/><transition event="*" target="fail"/></state>
       <state id="s2"><transition event="error.execution" target="pass"/><transition event="*" target="fail"/></state>
       <final id="pass"/><final id="fail"/>""")
-    assert doc["states"]["s0"]["entry"][1]["raise"]["event"] == "error.execution"
+    assert "fail" in doc["states"]["s0"]["entry"][1]
     assert doc["states"]["s0"]["always"] == [{"target": "s1"}]
     assert run_to_end(doc, max_seconds=0).outcome == "pass"  # first, then error.execution, then foo
     # evaluated again on every event while the state stays: reported
@@ -544,7 +554,7 @@ def test_a_send_of_a_type_durastate_has_no_processor_for_raises_error_execution(
         event="e"/><send event="later"/></onentry>
         <transition event="error.execution" target="pass"/><transition event="*" target="fail"/></state>
       <final id="pass"/><final id="fail"/>""")
-    assert doc["states"]["s"]["entry"][0]["raise"]["event"] == "error.execution"
+    assert "fail" in doc["states"]["s"]["entry"][0]
     assert run_to_end(doc, max_seconds=0).outcome == "pass"
 
 
@@ -566,7 +576,6 @@ def test_a_foreach_over_a_value_that_is_never_an_array_raises_error_execution() 
         <raise event="after"/></onentry>
         <transition event="error.execution" cond="n == 0" target="pass"/><transition event="*" target="fail"/>
       </state><final id="pass"/><final id="fail"/>""")
-    assert doc["states"]["s"]["entry"] == [{"raise": {"event": "error.execution", "data": {
-        "error": "<foreach array='seven'>: not an array"}}}]
+    assert doc["states"]["s"]["entry"] == [{"fail": "<foreach array='seven'>: not an array"}]
     assert run_to_end(doc, max_seconds=0).outcome == "pass"
 
