@@ -5,13 +5,16 @@ into a tree of tuples, and translates that tree; whatever falls outside the subs
 
 The subset: literals (numbers, strings, ``true``/``false``/``null``/``undefined``, arrays and objects of
 values), datamodel variables and their members (``Var1``, ``a.b``, ``a[0]`` -> ``$context.a.b``),
-``_event.name`` and ``_event.data.x`` (-> ``$event.name``, ``$event.x``), ``+ - * /``, the comparisons
-``== === != !== < <= > >=`` and ``&& || !`` in conditions, a value used as a condition (its
-truthiness: false for ``null``, ``undefined``, ``false``, ``0`` and ``""``), and ``In('id')`` in
-conditions (-> ``{in_state: PATH}``, the full dotted path of the state with that id). Not in it: other
-function and method calls (``Math.random()``, ``x.map(...)``), assignments, ``%``, ``?:``, ``typeof``,
-``new`` and regular expressions. Note that ``==`` compares like ``===`` (no type coercion) and ``+`` of a
-string and a number fails the step instead of concatenating.
+``_event.name`` and ``_event.data.x`` (-> ``$event.name``, ``$event.x``), ``_event.type``/``sendid``/
+``origin``/``origintype`` (-> ``$meta.kind``/``send_id``/``origin``/``origin_type``), ``+ - * /``,
+``a.concat(b)`` of arrays, the comparisons ``== === != !== < <= > >=`` and ``&& || !`` in conditions, a
+value used as a condition (its truthiness: false for ``null``, ``undefined``, ``false``, ``0`` and ``""``),
+``typeof x === 'undefined'`` (no value: JSON's ``null`` is the one ``undefined``), ``'field' in _event``,
+and ``In('id')`` in conditions (-> ``{in_state: PATH}``, the full dotted path of the state with that id).
+Not in it: other function and method calls (``Math.random()``, ``x.map(...)``), assignments, ``%``,
+``?:``, ``typeof`` compared with another type name, ``new`` and regular expressions. Note that ``==``
+compares like ``===`` (no type coercion) and ``+`` of a string and a number fails the step instead of
+concatenating.
 """
 
 from __future__ import annotations
@@ -19,12 +22,13 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Collection, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from durastate.engine.expressions import VALUE_OPS
 from durastate.engine.ids import START
 
-__all__ = ["Invalid", "Unsupported", "bind", "parse", "to_guard", "to_value"]
+__all__ = ["Computed", "Invalid", "Unsupported", "bind", "parse", "to_guard", "to_value"]
 
 MAX_LENGTH = 4000
 """Longer expressions are refused rather than parsed (a chart's conditions are short)."""
@@ -265,6 +269,25 @@ def parse(text: str) -> Node:
     return node
 
 
+@dataclass(frozen=True, slots=True)
+class Computed:
+    """A part of a bound system variable that the document does not fix but durastate computes: ``value`` is
+    the durastate VALUE that reads it (an I/O processor's ``location``, from ``_sessionid``)."""
+
+    value: Any
+
+
+def _resolved(value: Any) -> Any:
+    """A bound constant with each :class:`Computed` part replaced by the VALUE that computes it."""
+    if isinstance(value, Computed):
+        return value.value
+    if isinstance(value, dict):
+        return {k: _resolved(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_resolved(v) for v in value]
+    return value
+
+
 def bind(node: Node, constants: Mapping[str, Any]) -> Node:
     """``node`` with each variable named in ``constants`` replaced by its value as a literal: the system
     variables whose value the document fixes (SCXML's ``_name`` is the ``<scxml name>``, ``_ioprocessors``
@@ -359,6 +382,8 @@ def to_value(node: Node, variables: Collection[str]) -> Any:
     kind = node[0]
     if kind == "lit":
         value = node[1]
+        if isinstance(value, Computed | dict | list):
+            return _resolved(value)
         return "$" + value if isinstance(value, str) and value.startswith("$") else value
     path = _path(node)
     if path is not None:
@@ -381,6 +406,13 @@ def to_value(node: Node, variables: Collection[str]) -> Any:
         return {_ARITH[node[1]]: [to_value(node[2], variables), to_value(node[3], variables)]}
     if kind == "bin" and node[1] == "%":
         raise Unsupported("the remainder operator % is not supported")
+    if kind == "call" and node[1][0] == "member" and node[1][2] == "concat" and node[2]:
+        # a.concat(b, c): durastate's add joins two arrays (or two strings); anything else fails the step
+        # (error.execution), where ECMAScript would append it as an element
+        out = to_value(node[1][1], variables)
+        for arg in node[2]:
+            out = {"add": [out, to_value(arg, variables)]}
+        return out
     if kind == "call":
         raise Unsupported(f"the call {_render(node[1])}() is outside the supported subset (no code is run)")
     if kind in ("bin", "unary"):

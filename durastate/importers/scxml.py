@@ -171,7 +171,8 @@ class _Converter:
         self.restored: set[str] = set()
         self.constants: dict[str, Any] = {}  # system variables the document fixes: _name
         self.generated = 0
-        self.session_copies: dict[str, Any] = {}  # <data> initialised from _sessionid
+        self.session_copies: dict[str, Any] = {}  # <data> initialised from _sessionid: its value
+        self.init_errors: list[str] = []  # why SCXML fails to evaluate a <data> (error.execution at the start)
         self.constants_of: dict[str, list[Any]] | None = None  # see constant_values
         self.done_values: dict[int, tuple[Any, str | None]] = {}  # see donedata
         self.cond_errors: dict[int, Any] = {}  # id(state) -> the error.execution its entry ends with: cond_error
@@ -235,13 +236,17 @@ class _Converter:
         name = root.attrs.get("name") or (PurePath(self.source).stem if self.source else "imported")
         if "name" in root.attrs:
             self.constants["_name"] = root.attrs["name"]
-        self.constants["_ioprocessors"] = _IOPROCESSORS
         if not any(el.tag == "invoke" and not el.foreign for el in _iter(root)):
             self.constants["_event.invokeid"] = None  # only an invoked session's events have one
         self.name_states(root, "")
-        if any(_SESSIONID.search(v) for el in _iter(root) if not el.foreign for v in el.attrs.values()):
+        attrs = [v for el in _iter(root) if not el.foreign for v in el.attrs.values()]
+        located = any(_LOCATION.search(v) for v in attrs)
+        self.constants["_ioprocessors"] = _io_processors(located)
+        if located or any(_SESSIONID.search(v) for v in attrs):
             self.variables.add("_sessionid")
         context = self.datamodel(root)
+        if self.init_errors:
+            self.variables.add("_sessionid")  # what says the start actions ran (they raise these once)
         doc: dict[str, Any] = {"id": name, "action_errors": "raise"}  # SCXML's error.execution
         states, initial = self.children(root)
         if initial is not None:
@@ -258,9 +263,11 @@ class _Converter:
         """What binds ``_sessionid`` (and the ``<data>`` initialised from it) first thing in the execution:
         the id of the start event (``<execution id>:start``), unique to the execution and the same for all
         of it, assigned in the first entry action of the initial state, once (it may be entered again)."""
+        # and the error.execution of each <data> SCXML fails to evaluate, each raised on its own (a block)
         return {"choose": [{"guard": {"eq": ["$context._sessionid", None]}, "actions": [
             {"assign": {"_sessionid": "$event.id"}},
-            *({"assign": {k: "$event.id"}} for k in self.session_copies)]}]}
+            *({"assign": {k: v}} for k, v in self.session_copies.items()),
+            *({"block": [_raised_error(error)]} for error in self.init_errors)]}]}
 
     def datamodel(self, root: _El) -> dict[str, Any]:
         """Every ``<data>`` of the document (SCXML's early binding): the context of a new execution."""
@@ -302,10 +309,18 @@ class _Converter:
             if expr is None:
                 context[ident] = None
                 continue
+            try:
+                ecma.parse(expr)
+            except ecma.Invalid as exc:  # SCXML raises error.execution and leaves the variable unbound
+                context[ident] = None
+                self.init_errors.append(f"<data id={ident!r} expr={expr!r}>: {exc}")
+                continue
+            except ecma.Unsupported:
+                pass  # reported by value()
             value = self.value(data, expr, "expr")
             if value is _NOTHING:
                 continue
-            if value == "$context._sessionid":
+            if _reads_only_session(value):
                 context[ident] = None
                 self.session_copies[ident] = value  # set with _sessionid itself, when the execution starts
                 continue
@@ -1096,6 +1111,12 @@ class _Converter:
             body["to"] = "self"
         elif target == "#_parent":
             body["to"] = "parent"
+        elif target.startswith("#_scxml_"):
+            # another session's address, written in the document: no execution has it (an execution's is made
+            # when it starts, see SESSION_LOCATION), so the event cannot be delivered: SCXML's
+            # error.communication, raised as the send would be
+            return {"raise": {"event": "error.communication",
+                              "data": {"error": f"<send target={target!r}>: no such session"}}}
         else:
             self.report(el, f"<send target={target!r}>: only the session itself, #_internal and #_parent "
                             "are supported")
@@ -1137,6 +1158,8 @@ class _Converter:
             values = [node[1]]
         elif node[0] == "name" and node[1] in self.variables and node[1] in self.constant_values():
             values, ref = self.constant_values()[node[1]], f"$context.{node[1]}"
+        if values is None and attr in ("targetexpr", "typeexpr"):
+            return self.send_computed(el, attr)
         if values is None:
             self.report(el, f"<send {attr}={expr!r}> is not supported: only a string constant or a datamodel "
                             "variable that only ever holds constants")
@@ -1158,6 +1181,47 @@ class _Converter:
         return {"choose": [*({"guard": {"eq": [ref, value]}, "actions": [action]}
                              for value, action in zip(values, sends, strict=True)),
                            {"actions": [_raised_error(f"<send {attr}={expr!r}>: no value to send with")]}]}
+
+    def send_computed(self, el: _El, attr: str) -> Any:
+        """``<send targetexpr|typeexpr>`` of a value computed when it runs: a ``choose`` on it. A type is the
+        SCXML event processor's (by either name) or SCXML fails (``error.execution``). A target is the session's
+        own address (``#_scxml_`` and its ``_sessionid``, what its processor's ``location`` is), ``#_internal``,
+        ``#_parent``, or else an execution id (an ``_event.origin``, which is the sending execution's id);
+        none (undefined) is SCXML's ``error.execution``."""
+        expr = el.attrs[attr]
+        value = self.value(el, expr, attr)
+        if value is _NOTHING:
+            return None
+        if not (isinstance(value, str) and value.startswith("$") and not value.startswith("$$")):
+            self.report(el, f"<send {attr}={expr!r}> is not supported: a computed {attr} is a variable or an event "
+                            "field, not an expression")
+            return None
+
+        def sent(**changes: str | None) -> Any:
+            attrs = {k: v for k, v in el.attrs.items() if k != attr}
+            attrs.update((k, v) for k, v in changes.items() if v is not None)
+            return self.send(_El(el.tag, attrs, el.line, el.path, el.foreign, el.children, el.text))
+
+        failed = _raised_error(f"<send {attr}={expr!r}>: no {attr.removesuffix('expr')} to send with")
+        if attr == "typeexpr":
+            action = sent()
+            return None if action is None else {"choose": [
+                {"guard": {"in": [value, list(_SCXML_PROCESSOR)]}, "actions": [action]},
+                {"guard": {"in": [value, [None, ""]]}, "actions": [failed]},
+                {"actions": [_raised_error(f"<send {attr}={expr!r}>: durastate has only the SCXML event processor")]}]}
+        if self.delay_of(el) is not None or "delayexpr" in el.attrs:
+            self.report(el, f"<send {attr}={expr!r}> with a delay: a delayed send goes only to the session itself")
+            return None
+        branches: list[tuple[Any, Any]] = [({"in": [value, [None, ""]]}, failed)]
+        if "_sessionid" in self.variables:
+            branches.append(({"eq": [value, SESSION_LOCATION]}, sent()))
+        branches += [({"eq": [value, target]}, sent(target=target)) for target in ("#_internal", "#_parent")]
+        other = sent()
+        if other is None or any(action is None for _, action in branches):
+            return None
+        _retarget(other, value)  # an execution id
+        return {"choose": [*({"guard": guard, "actions": [action]} for guard, action in branches),
+                           {"actions": [other]}]}
 
     def constant_values(self) -> dict[str, list[Any]]:
         """The datamodel variables that only ever hold constants (their ``<data>`` value, if any, and every
@@ -1224,15 +1288,51 @@ class _Converter:
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _SESSIONID = re.compile(r"(?<![\w$.])_sessionid(?![\w$])")
 """A read of the system variable ``_sessionid`` in an attribute (an expression, a location)."""
-_IOPROCESSORS: dict[str, Any] = {_SCXML_PROCESSOR[0]: {}, _SCXML_PROCESSOR[1]: {}}
-"""``_ioprocessors``: the one event processor an imported chart has, under both its names. Without a
-``location``: a session's address is its execution id, which a definition does not know."""
+_LOCATION = re.compile(r"(?<![\w$.])_ioprocessors\b.*\.\s*location\b")
+"""A read of an I/O processor's ``location`` in an attribute."""
+SESSION_LOCATION = {"add": ["#_scxml_", "$context._sessionid"]}
+"""The session's address, ``#_scxml_<_sessionid>``: what its processor's ``location`` is, and a send's
+``targetexpr`` that evaluates to it sends to the session itself."""
+
+
+def _io_processors(located: bool) -> dict[str, Any]:
+    """``_ioprocessors``: the one event processor an imported chart has, under both its names; with its
+    ``location`` (computed from ``_sessionid``) when the document reads it."""
+    entry = {"location": ecma.Computed(SESSION_LOCATION)} if located else {}
+    return {_SCXML_PROCESSOR[0]: entry, _SCXML_PROCESSOR[1]: entry}
+
+
+def _retarget(action: Any, to: str) -> None:
+    """Send the sends of ``action`` (one, or those of a ``choose`` of them) to ``to`` instead."""
+    if "send" in action:
+        action["send"]["to"] = to
+    for branch in action.get("choose", ()):
+        for inner in branch["actions"]:
+            _retarget(inner, to)
+
+
+def _reads_only_session(value: Any) -> bool:
+    """Whether ``value`` reads the context, and there only ``_sessionid`` (a copy of it, or the location)."""
+    refs: list[str] = []
+
+    def walk(v: Any) -> None:
+        if isinstance(v, str) and v.startswith("$") and not v.startswith("$$"):
+            refs.append(v)
+        elif isinstance(v, dict):
+            for x in v.values():
+                walk(x)
+        elif isinstance(v, list):
+            for x in v:
+                walk(x)
+
+    walk(value)
+    return bool(refs) and all(r == "$context._sessionid" for r in refs)
 _SYSTEM_VARIABLES = ("_sessionid", "_name", "_ioprocessors", "_event", "_x")
 _URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
 """A target with a URI scheme (``http:``...): a real address, reported as not supported, not an error."""
-_PLATFORM_EVENTS = ("done.state", "done.invoke", "error.communication", "error.platform")
+_PLATFORM_EVENTS = ("done.state", "done.invoke", "error.platform")
 """The events an SCXML processor raises itself that durastate never raises (``error.execution`` it raises
-for the errors :meth:`_Converter.static_error` sees in the document)."""
+when an action fails, ``error.communication`` the import raises for a send to another session's address)."""
 _DELAY = re.compile(r"^\s*(\d*\.?\d+)\s*(ms|s)\s*$")
 """An SCXML delay (CSS2 time): ``1s``, ``.5s``, ``500ms``."""
 

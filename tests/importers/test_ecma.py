@@ -19,6 +19,7 @@ VARS = {"n", "items", "name"}
     ("n + 1", {"add": ["$context.n", 1]}), ("(n - 1) * 2 / 4", {"div": [{"mul": [{"sub": ["$context.n", 1]}, 2]}, 4]}),
     ("-n", {"sub": [0, "$context.n"]}), ("items[0].price", "$context.items.0.price"),
     ("_event.data.order.total", "$event.order.total"), ("_event.name", "$event.name"),
+    ("[].concat(items, [4])", {"add": [{"add": [[], "$context.items"]}, [4]]}),
 ])
 def test_values(text: str, value: Any) -> None:
     assert to_value(parse(text), VARS) == value

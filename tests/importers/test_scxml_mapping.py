@@ -426,10 +426,47 @@ def test_ioprocessors_is_the_scxml_processor_without_a_location() -> None:
       <final id="done"/>""")
     assert set(doc["context"]["io"]) == {"scxml", "http://www.w3.org/TR/scxml/#SCXMLEventProcessor"}
     assert run_to_end(doc, max_seconds=0).outcome == "done"
-    located = scxml.convert(f"<scxml {NS}><datamodel><data id='at' expr='_ioprocessors.scxml.location'/>"
-                            "</datamodel><state id='s'/></scxml>")
-    assert [i.message for i in located.issues] == [
-        "expr='_ioprocessors.scxml.location': _ioprocessors.scxml.location has no value the document fixes"]
+    assert "_sessionid" not in doc["context"]  # no location read: nothing to compute
+
+
+def test_a_processors_location_is_the_sessions_address_and_a_send_to_it_reaches_the_session() -> None:
+    """``location`` is ``#_scxml_`` and ``_sessionid``, computed when the execution starts; a computed
+    ``targetexpr`` is a choice on its value when the send runs: that address, ``#_internal``, ``#_parent``,
+    or an execution id (what ``_event.origin`` is); none is SCXML's error.execution."""
+    doc = _doc("""
+      <datamodel><data id="at" expr="_ioprocessors.scxml.location"/><data id="nobody"/></datamodel>
+      <state id="s"><onentry><send targetexpr="at" event="hello"/></onentry>
+        <transition event="hello" cond="at == '#_scxml_' + _sessionid" target="t"/>
+        <transition event="*" target="fail"/></state>
+      <state id="t"><onentry><send targetexpr="nobody" event="lost"/></onentry>
+        <transition event="error.execution" target="u"/><transition event="*" target="fail"/></state>
+      <state id="u"><onentry><send event="ping"/></onentry>
+        <transition event="ping" target="v"><send targetexpr="_event.origin" event="pong"/></transition></state>
+      <state id="v"><transition event="pong" target="done"/><transition event="*" target="fail"/></state>
+      <final id="done"/><final id="fail"/>""")
+    assert doc["context"] == {"_sessionid": None, "at": None, "nobody": None}
+    assert doc["states"]["s"]["entry"][0]["choose"][0]["actions"][1] == {
+        "assign": {"at": {"add": ["#_scxml_", "$context._sessionid"]}}}
+    sends = doc["states"]["s"]["entry"][1]["choose"]
+    assert [branch.get("guard") for branch in sends] == [
+        {"in": ["$context.at", [None, ""]]}, {"eq": ["$context.at", {"add": ["#_scxml_", "$context._sessionid"]}]},
+        {"eq": ["$context.at", "#_internal"]}, {"eq": ["$context.at", "#_parent"]}, None]
+    assert sends[-1]["actions"] == [{"send": {"event": "hello", "to": "$context.at"}}]
+    exe = run_to_end(doc, max_seconds=0)
+    assert (exe.outcome, exe.context["at"]) == ("done", "#_scxml_x-1:start")
+
+
+def test_a_computed_typeexpr_sends_only_with_the_scxml_processor() -> None:
+    doc = _doc("""<datamodel><data id="kind"/></datamodel>
+      <state id="s"><onentry><send event="e1" typeexpr="_event.origintype"/></onentry>
+        <transition event="error.execution" target="t"/><transition event="*" target="fail"/></state>
+      <state id="t"><onentry><send event="e2"/></onentry>
+        <transition event="e2" target="u"><send event="e3" typeexpr="_event.origintype"/></transition></state>
+      <state id="u"><transition event="e3" target="done"/><transition event="*" target="fail"/></state>
+      <final id="done"/><final id="fail"/>""")
+    assert doc["states"]["s"]["entry"][0]["choose"][0]["guard"] == {
+        "in": ["$meta.origin_type", ["http://www.w3.org/TR/scxml/#SCXMLEventProcessor", "scxml"]]}
+    assert run_to_end(doc, max_seconds=0).outcome == "done"  # the start has no origin type: error.execution
 
 
 def test_sessionid_is_bound_once_when_the_execution_starts() -> None:
@@ -538,6 +575,43 @@ def test_an_eventless_cond_that_is_no_expression_raises_error_execution_where_it
       <transition event="go" target="pass"/></state><final id="pass"/><final id="fail"/></scxml>""")
     assert [i.message for i in result.issues] == [
         "cond='return': 'return' is a reserved word: this is no ECMAScript expression"]
+
+
+def test_a_data_scxml_fails_to_evaluate_raises_error_execution_at_the_start_and_stays_undefined() -> None:
+    doc = _doc("""<datamodel><data id="v" expr="return"/></datamodel>
+      <state id="s"><onentry><raise event="foo"/></onentry>
+        <transition event="error.execution" cond="typeof v === 'undefined'" target="t"/>
+        <transition event="*" target="fail"/></state>
+      <state id="t"><transition event="foo" target="done"/><transition event="*" target="fail"/></state>
+      <final id="done"/><final id="fail"/>""")
+    assert doc["context"] == {"_sessionid": None, "v": None}
+    assert doc["states"]["s"]["entry"][0]["choose"][0]["actions"][1] == {"block": [
+        {"fail": "<data id='v' expr='return'>: 'return' is a reserved word: this is no ECMAScript expression"}]}
+    assert run_to_end(doc, max_seconds=0).outcome == "done"  # error.execution first, then foo
+
+
+def test_what_scxml_keeps_with_an_event_is_read_from_meta() -> None:
+    doc = _doc("""<datamodel><data id="seen" expr="[]"/><data id="v"/></datamodel>
+      <state id="s"><onentry><raise event="a"/><send event="b" id="mine"/><send event="c" idlocation="v"/>
+          <assign location="nope" expr="1"/></onentry>
+        <transition event="*" cond="'sendid' in _event &amp;&amp; 'origintype' in _event">
+          <assign location="seen" expr="seen.concat([[_event.name, _event.type, _event.sendid]])"/></transition>
+      </state>""")
+    assert doc["states"]["s"]["entry"][1:3] == [{"send": {"event": "b", "id": "mine", "to": "self"}},
+                                               {"send": {"event": "c", "id_location": "v", "to": "self"}}]
+    exe = run_to_end(doc, max_seconds=0)
+    assert sorted(map(tuple, exe.context["seen"])) == sorted([
+        ("a", "internal", None), ("error.execution", "platform", None), ("b", "external", "mine"),
+        ("c", "external", exe.context["v"])])
+
+
+def test_a_send_to_another_sessions_address_is_error_communication() -> None:
+    doc = _doc("""<state id="s"><onentry><send target="#_scxml_other" event="e"/><send event="later"/></onentry>
+        <transition event="error.communication" target="pass"/><transition event="*" target="fail"/></state>
+      <final id="pass"/><final id="fail"/>""")
+    assert doc["states"]["s"]["entry"][0] == {"raise": {"event": "error.communication", "data": {
+        "error": "<send target='#_scxml_other'>: no such session"}}}
+    assert run_to_end(doc, max_seconds=0).outcome == "pass"
 
 
 def test_a_dot_star_descriptor_is_the_wildcard() -> None:
