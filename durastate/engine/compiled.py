@@ -26,6 +26,7 @@ __all__ = [
     "ANY",
     "DONE_PREFIX",
     "ERROR_PREFIX",
+    "SCXML_DONE_PREFIX",
     "CompiledAfter",
     "CompiledTransition",
     "Tables",
@@ -36,6 +37,8 @@ __all__ = [
 DONE_PREFIX = "durastate.done."
 """Synthetic event ``durastate.done.<path>``: a compound reached a final child, a parallel state joined, or
 an invoked child finished. It selects the ``on_done`` transitions of ``<path>``."""
+SCXML_DONE_PREFIX = "done.state."
+"""With ``done_events: scxml``: ``done.state.<name>`` is a compound or parallel state's done event instead."""
 ERROR_PREFIX = "durastate.error."
 """Synthetic event ``durastate.error.<path>``: an invoked child or a region of ``<path>`` failed (on_error)."""
 

@@ -163,6 +163,7 @@ class _Converter:
         self.names: dict[int, str] = {}  # id(element) -> durastate state name
         self.paths: dict[str, str] = {}  # SCXML id -> dotted durastate path
         self.el_paths: dict[int, str] = {}  # id(element) -> dotted durastate path
+        self.by_id: dict[str, _El] = {}  # SCXML id -> its state element
         self.taken: set[str] = set()  # the paths given so far
         self.parallels: set[str] = set()  # the paths of the <parallel> states
         self.variables: set[str] = set()
@@ -204,6 +205,8 @@ class _Converter:
                 self.paths[ident] = path
             self.names[id(child)] = name
             self.el_paths[id(child)] = path
+            if ident is not None:
+                self.by_id.setdefault(ident, child)
             self.taken.add(path)
             if child.tag == "parallel":
                 self.parallels.add(path)
@@ -247,7 +250,8 @@ class _Converter:
         context = self.datamodel(root)
         if self.init_errors:
             self.variables.add("_sessionid")  # what says the start actions ran (they raise these once)
-        doc: dict[str, Any] = {"id": name, "action_errors": "raise"}  # SCXML's error.execution
+        # SCXML's error.execution, and done.state.<id> events any state may take
+        doc: dict[str, Any] = {"id": name, "action_errors": "raise", "done_events": "scxml"}
         states, initial = self.children(root)
         if initial is not None:
             doc["initial"] = initial
@@ -576,12 +580,16 @@ class _Converter:
         finally:
             del self.constants["_event.data"]
 
-    def done_event_data(self, state: _El, el: _El) -> Any:
-        """For a transition on the own ``done.state.<id>`` of compound ``state``, ``(data,)``: the
-        ``<donedata>`` of its final children, the same for each (a constant the import reads for
-        ``_event.data``); ``None`` when none has one or the transition is on other events; ``_NOTHING`` when
-        they differ (reported)."""
-        if state.tag != "state" or el.attrs.get("event", "").split() != [f"done.state.{state.attrs.get('id')}"]:
+    def done_event_data(self, source: _El, el: _El) -> Any:
+        """For a transition on the ``done.state.<id>`` of a compound ``<state>`` (its own, or handled by
+        ``source`` outside it), ``(data,)``: the ``<donedata>`` of its final children, the same for each (a
+        constant the import reads for ``_event.data``); ``None`` when none has one or the transition is on
+        other events; ``_NOTHING`` when they differ (reported)."""
+        descriptors = el.attrs.get("event", "").split()
+        if len(descriptors) != 1 or not descriptors[0].startswith("done.state."):
+            return None
+        state = self.by_id.get(descriptors[0].removeprefix("done.state."))
+        if state is None or state.tag != "state":
             return None
         finals = [c for c in state.children if c.tag == "final" and not c.foreign]
         values = [self.donedata(f)[0] for f in finals]
@@ -617,8 +625,10 @@ class _Converter:
                 len(contents) + len(params) != len(block.children):
             self.report(block, "<donedata> holds one <content> or <param>s")
             return _NOTHING, None
-        error: str | None = None
         value: Any
+        invalid = next((why for el in [*contents, *params] if (why := _invalid(el.attrs.get("expr")))), None)
+        if invalid is not None:
+            return None, invalid  # SCXML raises error.execution, and the done event has no data
         if contents:
             value = self.content(contents[0])
         else:
@@ -631,18 +641,18 @@ class _Converter:
                 if location is not None:
                     head = re.split(r"[.\[]", location.strip(), maxsplit=1)[0]
                     if head not in self.variables and head not in self.constants:
-                        error = error or f"<param location={location!r}>: {head!r} is not declared"
-                        continue
+                        # SCXML raises error.execution, and the done event has no data
+                        return None, f"<param location={location!r}>: {head!r} is not declared"
                 value[name] = self.value(param, expr if expr is not None else str(location), "expr")
                 if value[name] is _NOTHING:
-                    return _NOTHING, error
+                    return _NOTHING, None
         if value is _NOTHING:
-            return _NOTHING, error
+            return _NOTHING, None
         if _has_reference(value):
             self.report(block, "<donedata> that reads the datamodel or the event is not supported: it maps only "
                                "as a constant (the parent's done.state transitions read it as _event.data)")
-            return _NOTHING, error
-        return _unescape(value), error
+            return _NOTHING, None
+        return _unescape(value), None
 
     def content(self, el: _El) -> Any:
         """The value of a ``<content>``: its ``expr``, or its text (JSON if it is JSON, else the text)."""
@@ -1302,6 +1312,18 @@ def _io_processors(located: bool) -> dict[str, Any]:
     return {_SCXML_PROCESSOR[0]: entry, _SCXML_PROCESSOR[1]: entry}
 
 
+def _invalid(expr: str | None) -> str | None:
+    """Why ``expr`` is no ECMAScript expression at all (SCXML fails to evaluate it), or ``None``."""
+    try:
+        if expr is not None:
+            ecma.parse(expr)
+    except ecma.Invalid as exc:
+        return f"expr={expr!r}: {exc}"
+    except ecma.Unsupported:
+        pass  # reported where the value is mapped
+    return None
+
+
 def _retarget(action: Any, to: str) -> None:
     """Send the sends of ``action`` (one, or those of a ``choose`` of them) to ``to`` instead."""
     if "send" in action:
@@ -1330,9 +1352,10 @@ def _reads_only_session(value: Any) -> bool:
 _SYSTEM_VARIABLES = ("_sessionid", "_name", "_ioprocessors", "_event", "_x")
 _URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
 """A target with a URI scheme (``http:``...): a real address, reported as not supported, not an error."""
-_PLATFORM_EVENTS = ("done.state", "done.invoke", "error.platform")
+_PLATFORM_EVENTS = ("done.invoke", "error.platform")
 """The events an SCXML processor raises itself that durastate never raises (``error.execution`` it raises
-when an action fails, ``error.communication`` the import raises for a send to another session's address)."""
+when an action fails, ``done.state.<id>`` when a state completes (``done_events: scxml``),
+``error.communication`` the import raises for a send to another session's address)."""
 _DELAY = re.compile(r"^\s*(\d*\.?\d+)\s*(ms|s)\s*$")
 """An SCXML delay (CSS2 time): ``1s``, ``.5s``, ``500ms``."""
 

@@ -136,3 +136,27 @@ def test_an_event_stored_before_meta_loads_and_dumps_as_it_was() -> None:
 def test_bad_settings_are_definition_errors(doc: dict[str, Any], why: str) -> None:
     with pytest.raises(DefinitionError, match=why.replace("$", r"\$")):
         load_definition({"id": "bad", "initial": "a", "states": {"a": {}}, **doc})
+
+
+def test_done_events_scxml_are_done_state_name_events_any_state_takes() -> None:
+    doc: dict[str, Any] = {"id": "d", "initial": "work", "done_events": "scxml", "context": {}, "states": {
+        "work": {"initial": "a", "states": {"a": {"on": {"go": "end"}}, "end": {"type": "final"}},
+                 "on_done": {"actions": [{"assign": {"own": "$event.name"}}]},
+                 "on": {"go": {"target": "after", "actions": [{"assign": {"left": True}}]}}},
+        "after": {"on": {"done.state.work": {"target": "fin", "actions": [{"assign": {"outside": "$meta.kind"}}]}}},
+        "fin": {"type": "final"}}}
+    exe = _start(doc, Event(name="go"))  # a's own go wins: work completes, its done event is taken by on_done
+    assert (exe.active_path, exe.context) == ("work.end", {"own": "done.state.work"})
+    doc["states"]["work"]["on_done"] = []
+    doc["states"]["work"]["states"]["a"]["on"]["go"] = {"target": "end", "actions": [{"raise": "go"}]}
+    exe = _start(doc, Event(name="go"))  # work completes, the raised go leaves it, the done event is taken after
+    assert (exe.status, exe.context) == ("finished", {"left": True, "outside": "platform"})
+    default = load_definition({**doc, "done_events": "durastate"})
+    assert default.tables.done_event[default.tables.index["work"]] == "durastate.done.work"
+
+
+def test_done_events_scxml_need_unique_names() -> None:
+    with pytest.raises(DefinitionError, match=r"its done event 'done\.state\.x' would also be that of states\.a"):
+        load_definition({"id": "u", "initial": "a", "done_events": "scxml", "states": {
+            "a": {"initial": "x", "states": {"x": {"initial": "y", "states": {"y": {}}}}},
+            "b": {"initial": "x", "states": {"x": {"initial": "y", "states": {"y": {}}}}}}})

@@ -34,7 +34,8 @@ def test_structure_ids_targets_and_the_context() -> None:
       </state>
       <final id="end"/>""", name="chart")
     assert doc == {
-        "id": "chart", "action_errors": "raise", "initial": "outer", "context": {"n": 1, "tags": ["a", "$b"]},
+        "id": "chart", "action_errors": "raise", "done_events": "scxml", "initial": "outer",
+        "context": {"n": 1, "tags": ["a", "$b"]},
         "states": {
             "outer": {"initial": "inner2", "on": {"stop": [{"target": "end"}]}, "states": {
                 "inner1": {},
@@ -653,3 +654,23 @@ def test_a_foreach_over_a_value_that_is_never_an_array_raises_error_execution() 
     assert doc["states"]["s"]["entry"] == [{"fail": "<foreach array='seven'>: not an array"}]
     assert run_to_end(doc, max_seconds=0).outcome == "pass"
 
+
+
+def test_done_state_events_are_taken_outside_the_state_that_completes() -> None:
+    """``done_events: scxml``: a region's ``done.state`` on its parallel state, a state's after it was left;
+    a ``<donedata>`` SCXML fails to evaluate raises error.execution and the done event has no data."""
+    doc = _doc("""<datamodel><data id="n" expr="0"/></datamodel>
+      <parallel id="p">
+        <transition event="done.state.r1"><assign location="n" expr="1"/></transition>
+        <transition event="done.state.r2" target="s"/>
+        <state id="r1"><final id="f"/></state>
+        <state id="r2"><state id="a"><transition event="e" target="g"/></state>
+          <final id="g"><donedata><param name="x" expr="return"/></donedata></final></state></parallel>
+      <state id="s"><transition event="done.state.p" cond="n == 1 &amp;&amp; typeof _event.data === 'undefined'"
+        target="pass"/><transition event="*" target="fail"/></state>
+      <final id="pass"/><final id="fail"/>""")
+    assert doc["done_events"] == "scxml"
+    assert "done.state.r1" in doc["states"]["p"]["on"]
+    assert doc["states"]["p"]["states"]["r2"]["states"]["g"]["entry"] == [
+        {"fail": "expr='return': 'return' is a reserved word: this is no ECMAScript expression"}]
+    assert run_to_end(doc, ("e",), max_seconds=0).outcome == "pass"  # done.state.p is taken in s
