@@ -295,6 +295,9 @@ class _Converter:
         loops = {el.attrs[a] for el in _iter(root) if el.tag == "foreach" and not el.foreign
                  for a in ("item", "index") if _IDENTIFIER.match(el.attrs.get(a, ""))}
         self.variables |= loops
+        # a variable a <script> declares (var x = ...) is a global of the session
+        self.variables |= {name for el in _iter(root) if el.tag == "script" and not el.foreign
+                           for name in _SCRIPT_VAR.findall(el.text)}
         context: dict[str, Any] = {}
         for data in found:
             ident = data.attrs.get("id")
@@ -332,7 +335,46 @@ class _Converter:
                 self.report(data, f"the initial value {expr!r} is not a constant; a context default is plain data")
                 continue
             context[ident] = _unescape(value)
+        for script in (c for c in root.children if c.tag == "script" and not c.foreign):
+            self.top_script(script, context)
         return context
+
+    def top_script(self, el: _El, context: dict[str, Any]) -> None:
+        """A ``<script>`` of ``<scxml>``, run once when the document is loaded (after the datamodel): its
+        assignments of constants are the values the context starts with."""
+        for name, value in self.statements(el) or ():
+            if _has_reference(value):
+                self.report(el, f"<script>: the value of {name} is not a constant (a top-level <script> maps only "
+                                "as the initial values of its variables)")
+                continue
+            context[name] = _unescape(value)
+
+    def script(self, el: _El) -> Any:
+        """A ``<script>`` in executable content: its assignments, in order (an ``assign`` each)."""
+        found = self.statements(el)
+        if found is None:
+            return None
+        actions = [{"assign": {name: value}} for name, value in found]
+        return actions[0] if len(actions) == 1 else {"choose": [{"actions": actions}]}
+
+    def statements(self, el: _El) -> list[tuple[str, Any]] | None:
+        """The statements of a ``<script>`` as (variable, value) pairs: only assignments, ``x = expr`` or
+        ``var x = expr``, are read (translated like any expression, never run); anything else is reported."""
+        if "src" in el.attrs or el.children:
+            self.report(el, "<script src> or with elements is not supported (nothing is fetched or run)")
+            return None
+        out: list[tuple[str, Any]] = []
+        for statement in _split_statements(el.text):
+            m = _ASSIGNMENT.match(statement)
+            if m is None:
+                self.report(el, "<script> is not supported: durastate never runs code from a definition, and "
+                                f"translates only assignments (x = expr, var x = expr), not {statement[:60]!r}")
+                return None
+            value = self.value(el, m.group(2), "<script>")
+            if value is _NOTHING:
+                return None
+            out.append((m.group(1), value))
+        return out
 
     def children(self, el: _El) -> tuple[dict[str, Any], str | None]:
         """The states below ``el`` and the name of the one it starts in (``initial``/``<initial>``/first)."""
@@ -357,8 +399,8 @@ class _Converter:
                 states[name] = self.state(child, region=el.tag == "parallel")
                 if first is None and child.tag != "history":
                     first = name
-            elif child.tag in ("initial", "datamodel"):
-                continue
+            elif child.tag in ("initial", "datamodel") or (child.tag == "script" and el.tag == "scxml"):
+                continue  # a top-level <script>: see datamodel()
             elif el.tag == "scxml" or child.tag not in ("onentry", "onexit", "transition", "invoke", "donedata"):
                 self.report(child, f"<{child.tag}> is not supported here")
         spec = el.attrs.get("initial")
@@ -953,9 +995,7 @@ class _Converter:
         if tag == "send":
             return self.send(el)
         if tag == "script":
-            self.report(el, "<script> is not supported: durastate never runs code from a definition (write the "
-                            "logic as assign/raise/send/log actions or a 'package.module:function' call)")
-            return None
+            return self.script(el)
         if tag == "if":
             return self.choose(el)
         if tag in ("elseif", "else"):
@@ -1310,6 +1350,35 @@ def _io_processors(located: bool) -> dict[str, Any]:
     ``location`` (computed from ``_sessionid``) when the document reads it."""
     entry = {"location": ecma.Computed(SESSION_LOCATION)} if located else {}
     return {_SCXML_PROCESSOR[0]: entry, _SCXML_PROCESSOR[1]: entry}
+
+
+_SCRIPT_VAR = re.compile(r"(?<![\w$.])var\s+([A-Za-z_][A-Za-z0-9_]*)")
+"""A variable a ``<script>`` declares."""
+_ASSIGNMENT = re.compile(r"^(?:var\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*=(?!=)\s*(.+)$", re.S)
+"""One statement of a ``<script>`` that maps: an assignment to a variable."""
+
+
+def _split_statements(text: str) -> list[str]:
+    """The statements of a script: split at ``;`` and line ends outside strings, empty ones dropped."""
+    out, current, quote = [], [], ""
+    chars = iter(text)
+    for c in chars:
+        if quote:
+            current.append(c)
+            if c == "\\":
+                current.append(next(chars, ""))
+            elif c == quote:
+                quote = ""
+        elif c in "'\"":
+            quote = c
+            current.append(c)
+        elif c in ";\n":
+            out.append("".join(current).strip())
+            current = []
+        else:
+            current.append(c)
+    out.append("".join(current).strip())
+    return [s for s in out if s]
 
 
 def _invalid(expr: str | None) -> str | None:

@@ -674,3 +674,23 @@ def test_done_state_events_are_taken_outside_the_state_that_completes() -> None:
     assert doc["states"]["p"]["states"]["r2"]["states"]["g"]["entry"] == [
         {"fail": "expr='return': 'return' is a reserved word: this is no ECMAScript expression"}]
     assert run_to_end(doc, ("e",), max_seconds=0).outcome == "pass"  # done.state.p is taken in s
+
+
+def test_a_script_of_assignments_is_translated_and_anything_else_reported() -> None:
+    """A ``<script>`` is never run: its assignments are translated like expressions (a top-level one's
+    constants are the initial values of its variables); any other statement is reported."""
+    doc = _doc("""<script>var limit = 3; var name = 'a;b'</script>
+      <state id="s"><onentry><script>
+          var n = limit + 1
+          name = name + '!'
+        </script></onentry>
+        <transition cond="n == 4 &amp;&amp; name == 'a;b!'" target="done"/></state><final id="done"/>""")
+    assert doc["context"] == {"limit": 3, "name": "a;b"}
+    assert doc["states"]["s"]["entry"] == [{"choose": [{"actions": [
+        {"assign": {"n": {"add": ["$context.limit", 1]}}}, {"assign": {"name": {"add": ["$context.name", "!"]}}}]}]}]
+    assert run_to_end(doc, max_seconds=0).outcome == "done"
+    result = scxml.convert(f"""<scxml {NS}><state id="s"><onentry><script>for (;;) {{}}</script></onentry>
+      </state></scxml>""")
+    assert [i.message for i in result.issues] == [
+        "<script> is not supported: durastate never runs code from a definition, and translates only assignments "
+        "(x = expr, var x = expr), not 'for ('"]
