@@ -173,6 +173,7 @@ class _Converter:
         self.constants: dict[str, Any] = {}  # system variables the document fixes: _name
         self.generated = 0
         self.session_copies: dict[str, Any] = {}  # <data> initialised from _sessionid: its value
+        self.late_data: dict[int, list[tuple[str, Any]]] = {}  # id(state) -> its late-bound <data> values
         self.init_errors: list[str] = []  # why SCXML fails to evaluate a <data> (error.execution at the start)
         self.constants_of: dict[str, list[Any]] | None = None  # see constant_values
         self.done_values: dict[int, tuple[Any, str | None]] = {}  # see donedata
@@ -274,15 +275,18 @@ class _Converter:
             *({"block": [_raised_error(error)]} for error in self.init_errors)]}]}
 
     def datamodel(self, root: _El) -> dict[str, Any]:
-        """Every ``<data>`` of the document (SCXML's early binding): the context of a new execution."""
-        if root.attrs.get("binding") == "late":
-            self.report(root, "binding='late' is not supported: every variable is initialised at the start")
+        """Every ``<data>`` of the document (SCXML's early binding): the context of a new execution. With
+        ``binding="late"`` a state's own ``<data>`` is undefined until the state is first entered (see
+        :meth:`late_binding`)."""
+        late = root.attrs.get("binding") == "late"
         found: list[_El] = []
+        owners: dict[int, _El] = {}  # id(<data>) -> the state whose <datamodel> holds it
 
         def walk(el: _El) -> None:
             for child in el.children:
                 if child.tag == "datamodel" and not child.foreign:
                     found.extend(c for c in child.children if c.tag == "data" and not c.foreign)
+                    owners.update((id(c), el) for c in child.children)
                     for c in child.children:
                         if c.tag != "data" or c.foreign:
                             self.report(c, f"<{c.tag}> in <datamodel> is not supported")
@@ -326,6 +330,11 @@ class _Converter:
                 pass  # reported by value()
             value = self.value(data, expr, "expr")
             if value is _NOTHING:
+                continue
+            owner = owners[id(data)]
+            if late and owner is not root:
+                context[ident] = None
+                self.late_data.setdefault(id(owner), []).append((ident, value))
                 continue
             if _reads_only_session(value):
                 context[ident] = None
@@ -560,6 +569,7 @@ class _Converter:
             elif child.tag == "donedata":
                 self.report(child, "<donedata> of a top-level <final> is not supported: a durastate "
                                    "execution's output is its context")
+        entry_blocks.insert(1, self.late_binding(el))
         entry, exit_ = _blocks(entry_blocks), _blocks(exit_blocks)
         states, initial = self.children(el)
         if region and el.tag == "state" and not states:
@@ -588,6 +598,13 @@ class _Converter:
         if states:
             out["states"] = states
         return out
+
+    def late_binding(self, el: _El) -> list[Any]:
+        """With ``binding="late"``, what binds the ``<data>`` of state ``el`` when it is first entered (before its
+        ``<onentry>``): each variable is assigned while it is still undefined (``null``: JSON has no
+        ``undefined``, so a variable set to ``null`` later is bound again on the next entry)."""
+        return [{"choose": [{"guard": {"eq": [f"$context.{ident}", None]}, "actions": [{"assign": {ident: value}}]}]}
+                for ident, value in self.late_data.pop(id(el), [])]
 
     def history(self, el: _El) -> dict[str, Any]:
         out: dict[str, Any] = {"type": "history"}

@@ -694,3 +694,16 @@ def test_a_script_of_assignments_is_translated_and_anything_else_reported() -> N
     assert [i.message for i in result.issues] == [
         "<script> is not supported: durastate never runs code from a definition, and translates only assignments "
         "(x = expr, var x = expr), not 'for ('"]
+
+
+def test_late_binding_binds_a_states_data_when_it_is_first_entered() -> None:
+    doc = _doc("""<datamodel><data id="n" expr="1"/></datamodel>
+      <state id="s"><transition cond="typeof v === 'undefined' &amp;&amp; n == 1" target="t"/></state>
+      <state id="t"><datamodel><data id="v" expr="n + 1"/></datamodel><onentry><assign location="n" expr="v"/></onentry>
+        <transition cond="n == 2" target="done"/></state><final id="done"/>""", binding="late")
+    assert doc["context"] == {"n": 1, "v": None}
+    assert doc["states"]["t"]["entry"] == [
+        {"block": [{"choose": [{"guard": {"eq": ["$context.v", None]},
+                                "actions": [{"assign": {"v": {"add": ["$context.n", 1]}}}]}]}]},
+        {"block": [{"assign": {"n": "$context.v"}}]}]
+    assert run_to_end(doc, max_seconds=0).outcome == "done"
