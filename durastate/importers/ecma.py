@@ -300,6 +300,9 @@ def bind(node: Node, constants: Mapping[str, Any]) -> Node:
             return ("lit", constants[dotted])
     if node[0] == "member":
         base = bind(node[1], constants)
+        if base[0] == "lit" and isinstance(base[1], Computed) and isinstance(base[1].value, str):
+            # a member of a bound reference (``_event.data.x`` where _event.data is ``$event.content``)
+            return ("lit", Computed(_reference([base[1].value, node[2]], ())))
         if base[0] == "lit":
             return ("lit", _member(base[1], node[2], _render(node)))
         return ("member", base, node[2])
@@ -359,6 +362,8 @@ def _reference(parts: list[str | int], variables: Collection[str]) -> str:
         if not k or "." in k or k.startswith("$") or any(c.isspace() for c in k):
             raise Unsupported(f"the member name {k!r} cannot be part of a durastate reference")
     head, rest = keys[0], keys[1:]
+    if head.startswith("$"):
+        return ".".join(keys)  # a member of a durastate reference (bind)
     if head == "_event":
         if not rest:
             return "$event"

@@ -164,6 +164,7 @@ class _Converter:
         self.paths: dict[str, str] = {}  # SCXML id -> dotted durastate path
         self.el_paths: dict[int, str] = {}  # id(element) -> dotted durastate path
         self.by_id: dict[str, _El] = {}  # SCXML id -> its state element
+        self.sent_content: set[str] | None = None  # see content_events
         self.taken: set[str] = set()  # the paths given so far
         self.parallels: set[str] = set()  # the paths of the <parallel> states
         self.variables: set[str] = set()
@@ -630,6 +631,8 @@ class _Converter:
         data = self.done_event_data(state, el)
         if data is _NOTHING:
             return
+        if data is None and el.attrs.get("event", "").split() in ([e] for e in self.content_events()):
+            data = (ecma.Computed(f"$event.{CONTENT}"),)  # the <content> the event was sent with
         if data is None:
             self.add_transition(state, el, on, always, on_done)
             return
@@ -638,6 +641,15 @@ class _Converter:
             self.add_transition(state, el, on, always, on_done)
         finally:
             del self.constants["_event.data"]
+
+    def content_events(self) -> set[str]:
+        """The events the document sends with a ``<content>``: its value is the event's data (any JSON value)
+        in SCXML, and a durastate event's data is a mapping, so it is sent as ``content`` in it; the
+        transitions on exactly that event read ``_event.data`` as ``$event.content``."""
+        if self.sent_content is None:
+            self.sent_content = {e.attrs["event"] for e in _iter(self.root) if e.tag == "send" and not e.foreign
+                                 and "event" in e.attrs and any(c.tag == "content" for c in e.children)}
+        return self.sent_content
 
     def done_event_data(self, source: _El, el: _El) -> Any:
         """For a transition on the ``done.state.<id>`` of a compound ``<state>`` (its own, or handled by
@@ -722,9 +734,9 @@ class _Converter:
             return self.value(el, el.attrs["expr"], "expr")
         text = el.text.strip()
         try:
-            return json.loads(text)
+            return escape(json.loads(text))
         except ValueError:
-            return "$" + text if text.startswith("$") else text
+            return escape(text)
 
     def add_transition(self, state: _El, el: _El, on: list[tuple[str, str, list[Any]]], always: list[Any],
                        on_done: list[Any]) -> None:
@@ -781,8 +793,8 @@ class _Converter:
                 continue
             platform = next((p for p in _PLATFORM_EVENTS if d == p or d.startswith(p + ".")), None)
             if platform is not None:
-                self.report(el, f"event descriptor {descriptor!r}: durastate never raises {platform}.* events (a "
-                                "state's own completion is its on_done, a failing action fails the execution)")
+                self.report(el, f"event descriptor {descriptor!r}: durastate never raises {platform}.* events (it "
+                                "raises done.state.<id> and error.execution; an <invoke> does not map)")
                 continue
             for one in trs:
                 self.add_on(el, on, descriptor, one)
@@ -1152,8 +1164,16 @@ class _Converter:
                 if value is _NOTHING:
                     return None
                 data[pname] = value
+            elif child.tag == "content" and not child.foreign:
+                if data or len([c for c in el.children if c.tag == "content"]) > 1:
+                    self.report(child, "<send> holds one <content> or <param>s and a namelist")
+                    return None
+                value = self.content(child)
+                if value is _NOTHING:
+                    return None
+                data[CONTENT] = value  # what _event.data reads in the transitions on this event
             else:
-                self.report(child, f"<{child.tag}> in <send> is not supported (only <param>)")
+                self.report(child, f"<{child.tag}> in <send> is not supported (only <param> and <content>)")
                 return None
         target = attrs.get("target")
         body: dict[str, Any] = {"event": event}
@@ -1396,6 +1416,10 @@ def _split_statements(text: str) -> list[str]:
             current.append(c)
     out.append("".join(current).strip())
     return [s for s in out if s]
+
+
+CONTENT = "content"
+"""The key of a durastate event's data that holds what an SCXML ``<send>`` sent as its ``<content>``."""
 
 
 def _invalid(expr: str | None) -> str | None:

@@ -707,3 +707,15 @@ def test_late_binding_binds_a_states_data_when_it_is_first_entered() -> None:
                                 "actions": [{"assign": {"v": {"add": ["$context.n", 1]}}}]}]}]},
         {"block": [{"assign": {"n": "$context.v"}}]}]
     assert run_to_end(doc, max_seconds=0).outcome == "done"
+
+
+def test_a_sends_content_is_what_the_transitions_on_its_event_read_as_event_data() -> None:
+    doc = _doc("""<state id="s"><onentry><send event="n"><content>123</content></send>
+        <send event="o"><content>{"k": "$v", "w": [1]}</content></send></onentry>
+        <transition event="n" cond="_event.data == 123" target="t"/><transition event="*" target="fail"/></state>
+      <state id="t"><transition event="o" cond="_event.data.k == '$v' &amp;&amp; _event.data.w[0] == 1" target="done"/>
+        <transition event="*" target="fail"/></state><final id="done"/><final id="fail"/>""")
+    assert doc["states"]["s"]["entry"] == [{"send": {"event": "n", "data": {"content": 123}, "to": "self"}}, {
+        "send": {"event": "o", "data": {"content": {"k": "$$v", "w": [1]}}, "to": "self"}}]
+    assert doc["states"]["s"]["on"]["n"][0]["guard"] == {"eq": ["$event.content", 123]}
+    assert run_to_end(doc, max_seconds=0).outcome == "done"
