@@ -9,15 +9,20 @@ not need a DOCTYPE.
 What maps (see docs/importing.md): ``<state>``, ``<parallel>``, ``<final>``, ``<history type>``, the
 ``initial`` attribute and ``<initial>`` (naming a child), ``<transition event cond target type>`` (one
 ``on`` key per event descriptor, eventless ones to ``always``), ``<onentry>``/``<onexit>``, and the
-executable content ``<raise>``, ``<send>`` (to the session itself, ``#_internal`` or ``#_parent``; with a
-delay, to the session itself: a delayed ``send`` action, a durable timer of the execution), ``<cancel>``,
-``<assign>``, ``<log>``, ``<if>`` (guarded transitions in a transition's content, else a ``choose``
-action) and ``<foreach>`` (a ``foreach`` action); ``<datamodel>``/``<data>`` with constant values become the
-context; a constant ``<donedata>`` is what the parent's ``done.state`` transitions read as ``_event.data``.
-Conditions and values go through :mod:`durastate.importers.ecma` (the ``ecmascript`` datamodel's
-subset). Everything else (``<script>``, ``<invoke>``, delayed sends to other targets, expressions outside
-the subset, several targets) is reported with its element path and line; several initial states map where
-they are in regions of one child that nothing else enters.
+executable content ``<raise>``, ``<send>`` (to the session itself, ``#_internal`` or ``#_parent``, or a
+target computed when it runs; with a delay, to the session itself: a delayed ``send`` action, a durable
+timer of the execution; ``id``/``idlocation``, ``<content>``), ``<cancel>``, ``<assign>``, ``<log>``,
+``<if>`` (guarded transitions in a transition's content, else a ``choose`` action), ``<foreach>`` (a
+``foreach`` action) and a ``<script>`` of assignments (translated, never run); ``<datamodel>``/``<data>``
+with constant values become the context (``binding="late"``: bound on a state's first entry); a constant
+``<donedata>`` is what the ``done.state`` transitions read as ``_event.data``. The definition says
+``action_errors: raise`` (what fails raises ``error.execution`` in the chart, as SCXML does; what the import
+sees fail in the document is a ``fail`` action) and ``done_events: scxml`` (a state's done event is
+``done.state.<id>``, which any state may take). Conditions and values go through
+:mod:`durastate.importers.ecma` (the ``ecmascript`` datamodel's subset). Everything else (``<invoke>``,
+other ``<script>``, delayed sends to other targets, expressions outside the subset, several targets) is
+reported with its element path and line; several initial states map where they are in regions of one
+child that nothing else enters.
 
 SCXML ids are global and durastate paths are nested, so each id becomes a state name and each target the
 full dotted path of the state with that id (which durastate resolves from the top), as does ``In('id')``
