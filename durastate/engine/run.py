@@ -61,7 +61,8 @@ def _event(eid: str, name: str, data: dict[str, Any], kind: str = "external", se
     ev = _new(Event)
     _set(ev, "__dict__", {"id": eid, "name": name, "data": data, "traceparent": None, "kind": kind,
                           "send_id": send_id, "origin": origin})
-    _set(ev, "__pydantic_fields_set__", {"id", "name", "data"})
+    _set(ev, "__pydantic_fields_set__", {"id", "name", "data"} if origin is None and send_id is None
+         and kind == "external" else {"id", "name", "data", "kind", "send_id", "origin"})
     _set(ev, "__pydantic_extra__", None)
     _set(ev, "__pydantic_private__", None)
     return ev
