@@ -253,6 +253,9 @@ def _actions_events(actions: list[Any], site: str) -> Iterator[tuple[str, str]]:
         if kind == "foreach" and isinstance(args, Mapping) and isinstance(args.get("actions"), list):
             yield from _actions_events(args["actions"], f"{site}[{k}].foreach.actions")
             continue
+        if kind == "block" and isinstance(args, list):
+            yield from _actions_events(args, f"{site}[{k}].block")
+            continue
         if kind == "raise":
             name = args if isinstance(args, str) else args.get("event") if isinstance(args, Mapping) else None
         elif kind == "send" and isinstance(args, Mapping) and args.get("to") == "self":

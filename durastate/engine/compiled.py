@@ -26,6 +26,7 @@ __all__ = [
     "ANY",
     "DONE_PREFIX",
     "ERROR_PREFIX",
+    "SCXML_DONE_PREFIX",
     "CompiledAfter",
     "CompiledTransition",
     "Tables",
@@ -36,6 +37,8 @@ __all__ = [
 DONE_PREFIX = "durastate.done."
 """Synthetic event ``durastate.done.<path>``: a compound reached a final child, a parallel state joined, or
 an invoked child finished. It selects the ``on_done`` transitions of ``<path>``."""
+SCXML_DONE_PREFIX = "done.state."
+"""With ``done_events: scxml``: ``done.state.<name>`` is a compound or parallel state's done event instead."""
 ERROR_PREFIX = "durastate.error."
 """Synthetic event ``durastate.error.<path>``: an invoked child or a region of ``<path>`` failed (on_error)."""
 
@@ -235,6 +238,9 @@ class Tables:
     run_timeout: float | None = None
     """The definition's run timeout in seconds (``timeout``), or ``None``; what it does is ``on_timeout``."""
     on_timeout: str = "fail"
+    raise_errors: bool = False
+    """``action_errors: raise``: a failing guard or action raises ``error.execution`` instead of failing the
+    execution (:meth:`durastate.engine.run.Run.failed_action`)."""
     crossing: frozenset[str] = frozenset()
     """The sites of the transitions that enter an inline parallel state on the way to their target (the
     other regions start too: :mod:`durastate.engine.inline` takes them even from a single leaf)."""

@@ -92,6 +92,17 @@ class Definition(BaseModel):
     on_timeout: Literal["fail", "cancel"] = "fail"
     """What the run timeout does: ``fail`` (the default, as Step Functions does: failed with the reason) or
     ``cancel`` (the active states' exit actions run, children are cancelled, the parent is told)."""
+    action_errors: Literal["fail", "raise"] = "fail"
+    """What a guard or an action that raises does (docs/recovery.md): ``fail`` the execution (the default;
+    a redrive replays the step once the cause is fixed), or ``raise`` the internal event ``error.execution``
+    (``$event.error`` says what failed) and go on, as an SCXML processor does: the rest of the failing
+    action list is skipped, a failing guard counts as false. Imported SCXML charts say ``raise``."""
+    done_events: Literal["durastate", "scxml"] = "durastate"
+    """The name of the event a compound state raises when it reaches a final child (and a parallel state
+    when every region has): ``durastate`` (the default), the reserved ``durastate.done.<path>`` that only
+    the state's ``on_done`` takes; ``scxml``, SCXML's ``done.state.<name>``, an ordinary event that any
+    state's transitions (and ``*``) take while it is queued, as an SCXML chart expects. Then no two such states
+    may share a name. Imported SCXML charts say ``scxml``."""
     states: dict[str, State] = Field(default_factory=dict)
     search: dict[str, SearchField] = Field(default_factory=dict)
     """Context values a listing can filter on (``list --where``): name -> path and type

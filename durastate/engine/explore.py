@@ -328,6 +328,7 @@ def _choose_guards(actions: Any) -> list[Any]:
             if isinstance(branch, dict):
                 found.append(branch.get("guard"))
                 found.extend(_choose_guards(branch.get("actions")))
+        found.extend(_choose_guards(action.get("block")))  # a block's actions are the list's own
     return [{"and": found}] if found else []
 
 

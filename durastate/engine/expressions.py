@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from durastate.engine.model import Event
 from durastate.engine.retry import RetryableFailure, RetryPolicy, parse_retry
+from durastate.engine.run_context import ActionFailed
 from durastate.engine.timers import BadTimerValue, delay_of
 from durastate.engine.values import check_event_id, check_json
 
@@ -155,11 +156,29 @@ def _reference(text: str, where: str, issues: Issues) -> Value | None:
             if not rest:
                 return lambda ctx, ev: ev.data
         return _getter("event", rest)
+    if head == "meta":
+        if len(rest) != 1 or rest[0] not in META_KEYS:
+            issues.append(f"{where}: {text!r}: $meta has {', '.join('$meta.' + k for k in META_KEYS)}")
+            return None
+        key = rest[0]
+        if key == "origin_type":
+            return lambda ctx, ev: None if ev.origin is None else SEND_PROCESSOR
+        return lambda ctx, ev: getattr(ev, key)
     issues.append(
-        f"{where}: unknown reference {text!r}{did_you_mean('$' + head, ['$context', '$event'])}; "
-        "use $context.<key> or $event.<data key> (write $$ for a literal '$')"
+        f"{where}: unknown reference {text!r}{did_you_mean('$' + head, ['$context', '$event', '$meta'])}; "
+        "use $context.<key>, $event.<data key> or $meta.<what is known of the event> (write $$ for a literal '$')"
     )
     return None
+
+
+META_KEYS = ("kind", "send_id", "origin", "origin_type")
+"""What ``$meta`` tells of the event in hand, beyond its name and data (:class:`~durastate.engine.model.Event`):
+how it came (``external``, ``internal``, ``platform``), the id of the send that sent it, the execution that
+sent it and (while there is one) the processor it came through (SCXML's ``_event.type``, ``sendid``,
+``origin``, ``origintype``); ``null`` where there is none."""
+SEND_PROCESSOR = "http://www.w3.org/TR/scxml/#SCXMLEventProcessor"
+"""``$meta.origin_type`` of an event another execution's ``send`` sent: a durastate send is SCXML's event
+I/O processor (an execution addressed by its id), and is named so."""
 
 
 def _num2(name: str, fn: Callable[[Any, Any], Any]) -> Callable[[list[Value]], Value]:
@@ -326,6 +345,8 @@ def action_state_refs(specs: Any) -> list[str]:
                     out.extend(action_state_refs(branch.get("actions")))
         elif kind == "foreach" and isinstance(args, dict):
             out.extend(action_state_refs(args.get("actions")))
+        elif kind == "block":
+            out.extend(action_state_refs(args))
     return out
 
 
@@ -414,8 +435,8 @@ def compile_guard(spec: Any, where: str, issues: Issues) -> Guard:
 
 # -- actions --------------------------------------------------------------------------------------------
 
-ACTION_KINDS = ("assign", "send", "cancel", "raise", "log", "call", "choose", "foreach")
-_SEND_KEYS = ("event", "to", "data", "delay", "id")
+ACTION_KINDS = ("assign", "send", "cancel", "raise", "log", "call", "choose", "foreach", "fail", "block")
+_SEND_KEYS = ("event", "to", "data", "delay", "id", "id_location")
 _RAISE_KEYS = ("event", "data")
 
 
@@ -503,11 +524,12 @@ def _compile_send(args: Any, where: str, issues: Issues) -> Action | None:
     to_value = (
         compile_value(to, f"{where}.to", issues) if isinstance(to, str) and to.startswith("$") else None
     )
-    if not keys_ok:
+    named = _send_id(args, where, issues)
+    if not keys_ok or named is None:
         return None
     name: str = args["event"]
-    if "delay" in args or "id" in args:
-        return _compile_delayed_send(args, data, where, issues)
+    if "delay" in args or ("id" in args and to == "self"):
+        return _compile_delayed_send(args, data, where, issues, named)
 
     def send(run: ActionContext) -> None:
         exe = run.exe
@@ -526,13 +548,40 @@ def _compile_send(args: Any, where: str, issues: Issues) -> Action | None:
         if not isinstance(payload, dict):
             raise TypeError(f"send data must evaluate to a mapping, got {type(payload).__name__}")
         check_json(payload, "send data")  # an event no store could keep must not reach the outbox
-        run.emit(target, name, payload)
+        run.emit(target, name, payload, named(run))
 
     return send
 
 
-def _compile_delayed_send(args: dict[str, Any], data: Callable[..., Any], where: str,
-                          issues: Issues) -> Action | None:
+def _send_id(args: dict[str, Any], where: str, issues: Issues) -> Callable[[ActionContext], str | None] | None:
+    """What names a send (the event carries it as ``$meta.send_id``): its ``id`` (a constant or computed), or
+    with ``id_location`` only, a new id of the execution's (:meth:`~durastate.engine.run.Run.new_send_id`);
+    ``id_location`` is the context key the id is assigned to before the event leaves (SCXML's
+    ``idlocation``). ``None``: an issue was reported."""
+    given, location = args.get("id"), args.get("id_location")
+    if given is not None and (not isinstance(given, str) or not given):
+        issues.append(f"{where}.id: a send id is a non-empty string or a '$context.key' reference")
+        return None
+    if location is not None and (not isinstance(location, str) or not location or location.startswith("$")):
+        issues.append(f"{where}.id_location: the context key the send's id is assigned to ('last_send')")
+        return None
+    id_value = None if given is None else compile_value(given, f"{where}.id", issues)
+    put = None if location is None else _setter(location)
+
+    def named(run: ActionContext) -> str | None:
+        if id_value is None:
+            send_id = None if put is None else run.new_send_id()
+        else:
+            send_id = str(id_value(run.exe.context, run.event))
+        if put is not None:
+            put(run.exe.context, send_id)
+        return send_id
+
+    return named
+
+
+def _compile_delayed_send(args: dict[str, Any], data: Callable[..., Any], where: str, issues: Issues,
+                          named: Callable[[ActionContext], str | None]) -> Action | None:
     """``{send: {event, data, to: self, delay, id}}``: the event reaches the execution itself after ``delay``
     (seconds or a duration, constant or computed when the action runs), through a durable timer that
     outlives the state that sent it; ``id`` (constant or computed) names it for a ``cancel`` action, and a
@@ -549,17 +598,12 @@ def _compile_delayed_send(args: dict[str, Any], data: Callable[..., Any], where:
             issues.append(f"{where}.delay: {exc}")
             return None
     delay_value = compile_value(delay, f"{where}.delay", issues)
-    given = args.get("id")
-    if given is not None and (not isinstance(given, str) or not given):
-        issues.append(f"{where}.id: a send id is a non-empty string or a '$context.key' reference")
-        return None
-    id_value = None if given is None else compile_value(given, f"{where}.id", issues)
     name: str = args["event"]
 
     def send_later(run: ActionContext) -> None:
         exe = run.exe
         seconds = delay_of(delay_value(exe.context, run.event))
-        send_id = None if id_value is None else str(id_value(exe.context, run.event))
+        send_id = named(run)
         payload = data(exe.context, run.event)
         if not isinstance(payload, dict):
             raise TypeError(f"send data must evaluate to a mapping, got {type(payload).__name__}")
@@ -702,6 +746,49 @@ def _compile_foreach(args: Any, where: str, issues: Issues) -> Action | None:
     return foreach
 
 
+def _compile_fail(args: Any, where: str, issues: Issues) -> Action | None:
+    """``{fail: ERROR}`` or ``{fail: {error: ERROR, send_id: ID}}``: the action that fails, saying why (a value,
+    constant or computed). The execution fails with that error, as when any action raises; a definition with
+    ``action_errors: raise`` gets ``error.execution`` instead (``send_id``, if given, is its
+    ``$meta.send_id``: the send whose failure it reports). What an SCXML import writes where the document
+    itself makes a processor fail (an ``<assign>`` to an undeclared variable)."""
+    spec = args if isinstance(args, dict) else {"error": args}
+    if not set(spec) <= {"error", "send_id"} or spec.get("error") is None:
+        issues.append(f"{where}: takes an error (a string or a reference) or {{error: VALUE, send_id: VALUE}}")
+        return None
+    error = compile_value(spec["error"], f"{where}.error", issues)
+    send_id = None if spec.get("send_id") is None else compile_value(spec["send_id"], f"{where}.send_id", issues)
+
+    def fail(run: ActionContext) -> None:
+        ctx, ev = run.exe.context, run.event
+        why = error(ctx, ev)
+        named = None if send_id is None else send_id(ctx, ev)
+        raise ActionFailed(why if isinstance(why, str) else repr(why), None if named is None else str(named))
+
+    return fail
+
+
+def _compile_block(args: Any, where: str, issues: Issues) -> Action | None:
+    """``{block: [...]}``: the actions, as one block: under ``action_errors: raise``, one that fails raises
+    ``error.execution`` and skips the rest of this block only, and the actions after it run (each SCXML
+    ``<onentry>``/``<onexit>`` of a state is a block of its own). Otherwise it is just its actions."""
+    if not isinstance(args, list):
+        issues.append(f"{where}: takes a list of actions")
+        return None
+    actions = compile_actions(args, where, issues)
+
+    def block(run: ActionContext) -> None:
+        site = run.site
+        try:
+            for a in actions:
+                a(run)
+        except Exception as exc:
+            run.failed_action(exc)
+        run.site = site
+
+    return block
+
+
 _ACTION_COMPILERS: dict[str, Callable[[Any, str, Issues], Action | None]] = {
     "assign": _compile_assign,
     "send": _compile_send,
@@ -711,6 +798,8 @@ _ACTION_COMPILERS: dict[str, Callable[[Any, str, Issues], Action | None]] = {
     "call": _compile_call,
     "choose": _compile_choose,
     "foreach": _compile_foreach,
+    "fail": _compile_fail,
+    "block": _compile_block,
 }
 
 
@@ -744,7 +833,7 @@ def _with_retry(spec: dict[str, Any], where: str, issues: Issues) -> tuple[Any, 
 # never resolve one) count as declarative; anything else, valid or not, counts as user code.
 
 _PURE_GUARDS = (*_CMP, "in", "exists", "in_state")
-_PURE_ACTIONS = ("assign", "send", "cancel", "raise", "log")
+_PURE_ACTIONS = ("assign", "send", "cancel", "raise", "log", "fail")
 
 
 def declarative_guard(spec: Any) -> bool:
@@ -780,6 +869,8 @@ def _declarative_action(kind: Any, args: Any) -> bool:
             and declarative_actions(b.get("actions") or []) for b in args)
     if kind == "foreach":
         return isinstance(args, dict) and declarative_actions(args.get("actions") or [])
+    if kind == "block":
+        return declarative_actions(args)
     return False
 
 

@@ -216,7 +216,7 @@ class InlineRun(Run):
         t = self.t
         g = t.parent[t.parent[s]]
         if g > 0 and t.inline[g] and self.exe.status == "running" and self._in_final(g):
-            self.raise_internal(t.done_event[g], {})
+            self.raise_platform(t.done_event[g], {})
 
     def _in_final(self, s: int) -> bool:
         t, cfg = self.t, self.conf()

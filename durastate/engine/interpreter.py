@@ -154,9 +154,11 @@ def step(defn: Definition, exe: Execution, event: Event, now: float, *, detail: 
             else:
                 forwarded = bool(t.invoke_forward) and run.autoforward(event)
                 if not run.dispatch(event):
-                    handled = forwarded
-                    if t.kind[leaf] == "parallel" and fields["children"]:
-                        handled = run.forward(event) or forwarded
+                    # a guard that failed under ``action_errors: raise`` raised error.execution: it is handled
+                    handled = bool(run.internal)
+                    if not handled and t.kind[leaf] == "parallel" and fields["children"]:
+                        handled = run.forward(event)
+                    handled = handled or forwarded
         if handled:
             if run.internal or t.always[run.leaf] or t.has_inline:
                 run.settle()

@@ -25,6 +25,8 @@ from durastate.engine.ids import (
 )
 from durastate.engine.values import check_event_id, check_json, printable
 
+EventKind = Literal["external", "internal", "platform"]
+"""How an event came to an execution (:attr:`Event.kind`)."""
 ParentClose = Literal["cancel", "terminate", "abandon"]
 """What an invoked child does when its parent leaves the invoking state or ends (``invoke.parent_close``)."""
 PARENT_CLOSE: tuple[ParentClose, ...] = ("cancel", "terminate", "abandon")
@@ -51,6 +53,7 @@ __all__ = [
     "ChildRef",
     "Emit",
     "Event",
+    "EventKind",
     "Execution",
     "Failure",
     "MapProgress",
@@ -86,6 +89,18 @@ class Event(BaseModel):
     (:mod:`durastate.runtime.telemetry`). Observability only: it never changes what a step does, and it is
     left out of the stored JSON while ``None``."""
 
+    kind: EventKind = Field(default="external", exclude_if=lambda v: v == "external")
+    """How the event came (SCXML's ``_event.type``): ``external`` (from outside the step: a client, a timer, a
+    ``send``, a child), ``internal`` (a ``raise`` of the same step) or ``platform`` (raised by the engine itself:
+    a ``done`` event, ``error.execution``). Set by the engine, read as ``$meta.kind``; left out of the stored
+    JSON while ``external``, so events stored before it existed load as what they were."""
+    send_id: str | None = Field(default=None, max_length=256, exclude_if=lambda v: v is None)
+    """The id of the ``send`` that sent it, when that send had one (SCXML's ``_event.sendid``), or of the send
+    whose failure an ``error.execution`` reports; ``$meta.send_id``."""
+    origin: str | None = Field(default=None, max_length=128, exclude_if=lambda v: v is None)
+    """The execution whose ``send`` action sent it (SCXML's ``_event.origin``): what a reply's ``to`` names;
+    ``$meta.origin``. ``None``: it came from outside every execution, or from the step itself."""
+
     @field_validator("id")
     @classmethod
     def _printable_id(cls, v: str) -> str:
@@ -95,6 +110,11 @@ class Event(BaseModel):
     @classmethod
     def _printable_name(cls, v: str) -> str:
         return check_event_id(v, "event name")
+
+    @field_validator("send_id", "origin")
+    @classmethod
+    def _printable_ids(cls, v: str | None) -> str | None:
+        return None if v is None else check_event_id(v, "send id or origin")
 
     @field_validator("data")
     @classmethod

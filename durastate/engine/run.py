@@ -32,7 +32,15 @@ from durastate.engine.model import (
     Execution,
     TimerOp,
 )
-from durastate.engine.run_context import MAX_MICROSTEPS, ExecutionFailed, StepResult, unsettled
+from durastate.engine.retry import RetryableFailure
+from durastate.engine.run_context import (
+    EXECUTION_ERROR,
+    MAX_MICROSTEPS,
+    ActionFailed,
+    ExecutionFailed,
+    StepResult,
+    unsettled,
+)
 from durastate.engine.run_timeout import timed_out_reason
 from durastate.engine.tables import CompiledTransition, Tables
 from durastate.engine.timers import BadTimerValue
@@ -44,14 +52,17 @@ _new = object.__new__
 _set = object.__setattr__
 
 
-def _event(eid: str, name: str, data: dict[str, Any]) -> Event:
+def _event(eid: str, name: str, data: dict[str, Any], kind: str = "external", send_id: str | None = None,
+           origin: str | None = None) -> Event:
     """An :class:`Event` from parts the engine already knows are valid, without pydantic validation.
 
     (Twice as fast as ``Event(...)`` and four times ``Event.model_construct``: steps emit many events.)
     """
     ev = _new(Event)
-    _set(ev, "__dict__", {"id": eid, "name": name, "data": data, "traceparent": None})
-    _set(ev, "__pydantic_fields_set__", {"id", "name", "data"})
+    _set(ev, "__dict__", {"id": eid, "name": name, "data": data, "traceparent": None, "kind": kind,
+                          "send_id": send_id, "origin": origin})
+    _set(ev, "__pydantic_fields_set__", {"id", "name", "data"} if origin is None and send_id is None
+         and kind == "external" else {"id", "name", "data", "kind", "send_id", "origin"})
     _set(ev, "__pydantic_extra__", None)
     _set(ev, "__pydantic_private__", None)
     return ev
@@ -114,16 +125,27 @@ class Run(StepResult):
         self.internal.append(ev)
 
     # -- used by actions -----------------------------------------------------------------------------
-    def emit(self, target: str | None, name: str, data: dict[str, Any]) -> None:
-        """Queue an event for another execution (``target``) or the notification sink (``None``)."""
+    def emit(self, target: str | None, name: str, data: dict[str, Any], send_id: str | None = None) -> None:
+        """Queue an event for another execution (``target``) or the notification sink (``None``), from this
+        execution (its ``origin``), named ``send_id`` if the send has an id."""
         self.emit_seq += 1
         exe = self.exe
         eid = emit_event_id(exe.id, exe.version, self.emit_seq, exe.secret)
-        self.res.emits.append((target, _event(eid, name, _snapshot(data))))
+        self.res.emits.append((target, _event(eid, name, _snapshot(data), send_id=send_id, origin=exe.id)))
+
+    def new_send_id(self) -> str:
+        """A send id no other send of this execution gets (its version and the step's count of emitted
+        events): what a send that stores its id (``id_location``) is named, when it names none itself."""
+        self.emit_seq += 1
+        return f"send.{self.exe.version}.{self.emit_seq}"
 
     def raise_internal(self, name: str, data: dict[str, Any]) -> None:
         """Queue an internal event, processed in this step before any later external event."""
-        self._queue(_event(self.event.id, name, data))
+        self._queue(_event(self.event.id, name, data, "internal"))
+
+    def raise_platform(self, name: str, data: dict[str, Any], send_id: str | None = None) -> None:
+        """Queue an internal event the engine itself raises (a done event, ``error.execution``)."""
+        self._queue(_event(self.event.id, name, data, "platform", send_id))
 
     def send_later(self, send_id: str | None, seconds: float, name: str, data: dict[str, Any]) -> None:
         """Deliver event ``name`` to this execution ``seconds`` from now: a durable timer keyed by ``send_id``
@@ -135,7 +157,7 @@ class Run(StepResult):
         key = SEND_PREFIX + (eid if send_id is None else send_id)
         check_event_id(key, "send id")
         fire_at = self.now + seconds
-        exe.sends[key] = _event(eid, name, _snapshot(data))
+        exe.sends[key] = _event(eid, name, _snapshot(data), send_id=send_id, origin=exe.id)
         exe.timers[key] = fire_at
         exe.__pydantic_fields_set__.add("sends")
         self._timer(TimerOp("schedule", key, fire_at))
@@ -150,8 +172,38 @@ class Run(StepResult):
     # -- running compiled actions ---------------------------------------------------------------------
     def _actions(self, actions: tuple[Any, ...], site: str) -> None:
         self.site = site
+        if self.t.raise_errors:
+            try:
+                for a in actions:
+                    a(self)
+            except Exception as exc:
+                self.failed_action(exc)
+            return
         for a in actions:
             a(self)
+
+    def failed_action(self, exc: Exception) -> None:
+        """Under ``action_errors: raise``: a guard or an action at :attr:`site` raised ``exc``. SCXML's
+        answer: ``error.execution`` (data: ``error``, what failed and where) is raised, and the step goes on
+        (the rest of the action list is skipped, a guard counts as false). What is no error of the chart
+        (a retry to schedule, the engine's own failure), and any failure without ``action_errors: raise``, is
+        raised again."""
+        if not self.t.raise_errors or isinstance(exc, RetryableFailure) or (
+                isinstance(exc, ExecutionFailed) and not isinstance(exc, ActionFailed)):
+            raise exc
+        error = str(exc) if isinstance(exc, ActionFailed) else f"{type(exc).__name__}: {exc} (at {self.site})"
+        self.raise_platform(EXECUTION_ERROR, {"error": error}, exc.send_id if isinstance(exc, ActionFailed) else None)
+
+    def holds(self, guard: Any, ctx: dict[str, Any], ev: Event) -> bool:
+        """Whether ``guard`` holds; under ``action_errors: raise`` one that raises is false (and raises
+        ``error.execution``: :meth:`failed_action`)."""
+        if not self.t.raise_errors:
+            return bool(guard(ctx, ev))
+        try:
+            return bool(guard(ctx, ev))
+        except Exception as exc:
+            self.failed_action(exc)
+            return False
 
     def is_active(self, path: str) -> bool:
         """``path`` is in the active configuration (what an ``in_state`` guard asks)."""
@@ -194,7 +246,7 @@ class Run(StepResult):
             g = ct.guard
             if g is not None:
                 self.site = ct.guard_site
-                if not g(ctx, ev):
+                if not (self.holds(g, ctx, ev) if self.t.raise_errors else g(ctx, ev)):
                     continue
             return ct
         return None
@@ -382,7 +434,7 @@ class Run(StepResult):
         if p == self.root or p == 0:
             self.end("finished", t.outcome[s])
         else:
-            self._queue(_event(self.event.id, t.done_event[p], {}))
+            self.raise_platform(t.done_event[p], {})
 
     # -- ending ----------------------------------------------------------------------------------------
     def end(self, status: str, outcome: str | None, *, exits: bool = True) -> None:
@@ -559,7 +611,7 @@ class Run(StepResult):
         ct = timer.transition
         if ct.guard is not None:
             self.site = ct.guard_site
-            if not ct.guard(exe.context, ev):
+            if not self.holds(ct.guard, exe.context, ev):
                 return True
         self.fire(ct)
         return True

@@ -14,7 +14,10 @@ from typing import Any, Protocol
 from durastate.engine.model import Event, Execution, TimerOp
 from durastate.engine.retry import RetryableFailure
 
-__all__ = ["MAX_MICROSTEPS", "ActionContext", "ExecutionFailed", "StepResult"]
+__all__ = ["EXECUTION_ERROR", "MAX_MICROSTEPS", "ActionContext", "ActionFailed", "ExecutionFailed", "StepResult"]
+
+EXECUTION_ERROR = "error.execution"
+"""The event a definition with ``action_errors: raise`` gets when one of its guards or actions fails (SCXML's)."""
 
 MAX_MICROSTEPS = 200
 """Bound on eventless (``always``) and raised-event transitions in one step; past it the execution fails."""
@@ -22,6 +25,15 @@ MAX_MICROSTEPS = 200
 
 class ExecutionFailed(Exception):
     """Raised inside a step to stop it and mark the execution failed (never escapes ``step``)."""
+
+
+class ActionFailed(ExecutionFailed):
+    """What a ``fail`` action raises: the execution fails with its message, or, under ``action_errors:
+    raise``, ``error.execution`` is raised carrying it (and ``send_id``: the send whose failure it reports)."""
+
+    def __init__(self, message: str, send_id: str | None = None) -> None:
+        super().__init__(message)
+        self.send_id = send_id
 
 
 def unsettled(last: str) -> ExecutionFailed:
@@ -42,8 +54,15 @@ class ActionContext(Protocol):
     """Where the running action sits in the definition (``state.entry[0]``), for error messages."""
     logs: list[str]
 
-    def emit(self, target: str | None, name: str, data: dict[str, Any]) -> None:
+    def emit(self, target: str | None, name: str, data: dict[str, Any], send_id: str | None = None) -> None:
         """Queue an event for another execution (``target``) or the notification sink (``None``)."""
+
+    def new_send_id(self) -> str:
+        """A send id no other send of this execution gets."""
+
+    def failed_action(self, exc: Exception) -> None:
+        """An action raised ``exc``: raise it again (it fails the step), or under ``action_errors: raise``
+        raise ``error.execution`` and go on."""
 
     def raise_internal(self, name: str, data: dict[str, Any]) -> None:
         """Queue an internal event, processed in this step before any later external event."""

@@ -28,6 +28,7 @@ from durastate.engine.compiled import (
     ANY,
     DONE_PREFIX,
     ERROR_PREFIX,
+    SCXML_DONE_PREFIX,
     CompiledAfter,
     CompiledTransition,
     Tables,
@@ -99,10 +100,25 @@ class _Builder:
         self.unsure = frozenset(unsure)
         self.t = Tables()
         self.nodes: list[State | None] = []
+        self.scxml_done: dict[str, str] = {}  # done.state.<name> -> the site of the state that raises it
         # (source index, spec, site, bucket) compiled after every state has its index
         self.pending: list[tuple[int, Transition | After, str, Callable[[CompiledTransition], None]]] = []
 
     # -- pass 1: index the tree ------------------------------------------------------------------------
+    def _done_event(self, node: State | None, path: str, site: str) -> str:
+        """The done event of the state at ``path``: ``durastate.done.<path>``, or with ``done_events: scxml``
+        (for a compound or parallel state that neither invokes nor maps) SCXML's ``done.state.<name>``,
+        which must then name one state only."""
+        if node is None or self.defn.done_events != "scxml" or node.kind not in ("compound", "parallel") \
+                or node.invoke is not None or node.map is not None:
+            return DONE_PREFIX + path
+        name = SCXML_DONE_PREFIX + path.rpartition(".")[2]
+        other = self.scxml_done.setdefault(name, site)
+        if other != site:
+            self.issues.append(f"{site}: with done_events: scxml, its done event {name!r} would also be that of "
+                               f"{other}; rename one of them")
+        return name
+
     def _add(self, node: State | None, path: str, site: str, parent: int) -> int:
         t = self.t
         i = len(t.paths)
@@ -128,7 +144,7 @@ class _Builder:
         t.own.append({})
         t.own_on.append([])
         t.own_always.append([])
-        t.done_event.append(DONE_PREFIX + path)
+        t.done_event.append(self._done_event(node, path, site))
         t.error_event.append(ERROR_PREFIX + path)
         t.inline.append(node is not None and node.regions == "inline" and node.kind == "parallel")
         self.nodes.append(node)
@@ -164,6 +180,7 @@ class _Builder:
         t.has_tasks = any(c is not None for c in t.task)
         t.run_timeout = run_timeout_of(self.defn.timeout, "timeout", issues)
         t.on_timeout = self.defn.on_timeout
+        t.raise_errors = self.defn.action_errors == "raise"
         self._chains()
 
     # -- per-state rules -----------------------------------------------------------------------------

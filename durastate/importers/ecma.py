@@ -5,13 +5,16 @@ into a tree of tuples, and translates that tree; whatever falls outside the subs
 
 The subset: literals (numbers, strings, ``true``/``false``/``null``/``undefined``, arrays and objects of
 values), datamodel variables and their members (``Var1``, ``a.b``, ``a[0]`` -> ``$context.a.b``),
-``_event.name`` and ``_event.data.x`` (-> ``$event.name``, ``$event.x``), ``+ - * /``, the comparisons
-``== === != !== < <= > >=`` and ``&& || !`` in conditions, a value used as a condition (its
-truthiness: false for ``null``, ``undefined``, ``false``, ``0`` and ``""``), and ``In('id')`` in
-conditions (-> ``{in_state: PATH}``, the full dotted path of the state with that id). Not in it: other
-function and method calls (``Math.random()``, ``x.map(...)``), assignments, ``%``, ``?:``, ``typeof``,
-``new`` and regular expressions. Note that ``==`` compares like ``===`` (no type coercion) and ``+`` of a
-string and a number fails the step instead of concatenating.
+``_event.name`` and ``_event.data.x`` (-> ``$event.name``, ``$event.x``), ``_event.type``/``sendid``/
+``origin``/``origintype`` (-> ``$meta.kind``/``send_id``/``origin``/``origin_type``), ``+ - * /``,
+``a.concat(b)`` of arrays, the comparisons ``== === != !== < <= > >=`` and ``&& || !`` in conditions, a
+value used as a condition (its truthiness: false for ``null``, ``undefined``, ``false``, ``0`` and ``""``),
+``typeof x === 'undefined'`` (no value: JSON's ``null`` is the one ``undefined``), ``'field' in _event``,
+and ``In('id')`` in conditions (-> ``{in_state: PATH}``, the full dotted path of the state with that id).
+Not in it: other function and method calls (``Math.random()``, ``x.map(...)``), assignments, ``%``,
+``?:``, ``typeof`` compared with another type name, ``new`` and regular expressions. Note that ``==``
+compares like ``===`` (no type coercion) and ``+`` of a string and a number fails the step instead of
+concatenating.
 """
 
 from __future__ import annotations
@@ -19,12 +22,13 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Collection, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from durastate.engine.expressions import VALUE_OPS
 from durastate.engine.ids import START
 
-__all__ = ["Invalid", "Unsupported", "bind", "parse", "to_guard", "to_value"]
+__all__ = ["Computed", "Invalid", "Unsupported", "bind", "parse", "to_guard", "to_value"]
 
 MAX_LENGTH = 4000
 """Longer expressions are refused rather than parsed (a chart's conditions are short)."""
@@ -141,6 +145,10 @@ class _Parser:
         left = self.unary()
         while True:
             kind, op = self.peek()
+            if (kind, op) == ("name", "in") and _BINARY["<"] >= min_prec:
+                self.take()  # the relational `in`: only `'key' in _event` maps (to_guard)
+                left = ("bin", "in", left, self.expression(_BINARY["<"] + 1))
+                continue
             if kind != "op":
                 break
             if op in ("?", "=") or (op in ("&", "|", "^")):
@@ -156,7 +164,7 @@ class _Parser:
 
     def unary(self) -> Node:
         kind, value = self.peek()
-        if kind == "op" and value in ("!", "-", "+", "~"):
+        if (kind == "op" and value in ("!", "-", "+", "~")) or (kind, value) == ("name", "typeof"):
             self.take()
             self.depth += 1
             if self.depth > MAX_DEPTH:
@@ -164,7 +172,7 @@ class _Parser:
             inner = self.unary()
             self.depth -= 1
             return ("unary", value, inner)
-        if kind == "name" and value in ("typeof", "new", "delete", "void", "function", "this", "instanceof"):
+        if kind == "name" and value in ("new", "delete", "void", "function", "this", "instanceof"):
             raise Unsupported(f"'{value}' is outside the supported expression subset")
         return self.postfix(self.primary())
 
@@ -261,6 +269,25 @@ def parse(text: str) -> Node:
     return node
 
 
+@dataclass(frozen=True, slots=True)
+class Computed:
+    """A part of a bound system variable that the document does not fix but durastate computes: ``value`` is
+    the durastate VALUE that reads it (an I/O processor's ``location``, from ``_sessionid``)."""
+
+    value: Any
+
+
+def _resolved(value: Any) -> Any:
+    """A bound constant with each :class:`Computed` part replaced by the VALUE that computes it."""
+    if isinstance(value, Computed):
+        return value.value
+    if isinstance(value, dict):
+        return {k: _resolved(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_resolved(v) for v in value]
+    return value
+
+
 def bind(node: Node, constants: Mapping[str, Any]) -> Node:
     """``node`` with each variable named in ``constants`` replaced by its value as a literal: the system
     variables whose value the document fixes (SCXML's ``_name`` is the ``<scxml name>``, ``_ioprocessors``
@@ -273,6 +300,9 @@ def bind(node: Node, constants: Mapping[str, Any]) -> Node:
             return ("lit", constants[dotted])
     if node[0] == "member":
         base = bind(node[1], constants)
+        if base[0] == "lit" and isinstance(base[1], Computed) and isinstance(base[1].value, str):
+            # a member of a bound reference (``_event.data.x`` where _event.data is ``$event.content``)
+            return ("lit", Computed(_reference([base[1].value, node[2]], ())))
         if base[0] == "lit":
             return ("lit", _member(base[1], node[2], _render(node)))
         return ("member", base, node[2])
@@ -306,6 +336,8 @@ def _render(node: Node) -> str:
         return f"{_render(node[1])}(...)"
     if node[0] == "lit":
         return repr(node[1])
+    if node[0] == "unary":
+        return f"{node[1]} {_render(node[2])}" if node[1] == "typeof" else f"{node[1]}{_render(node[2])}"
     return str(node[0])
 
 
@@ -319,12 +351,19 @@ def _path(node: Node) -> list[str | int] | None:
     return None
 
 
+_META = {"type": "kind", "sendid": "send_id", "origin": "origin", "origintype": "origin_type"}
+"""SCXML's ``_event`` fields that durastate keeps with an event, read as ``$meta.<key>``
+(:data:`durastate.engine.expressions.META_KEYS`)."""
+
+
 def _reference(parts: list[str | int], variables: Collection[str]) -> str:
     keys = [str(p) for p in parts]
     for k in keys[1:]:
         if not k or "." in k or k.startswith("$") or any(c.isspace() for c in k):
             raise Unsupported(f"the member name {k!r} cannot be part of a durastate reference")
     head, rest = keys[0], keys[1:]
+    if head.startswith("$"):
+        return ".".join(keys)  # a member of a durastate reference (bind)
     if head == "_event":
         if not rest:
             return "$event"
@@ -332,7 +371,10 @@ def _reference(parts: list[str | int], variables: Collection[str]) -> str:
             return "$event.name"
         if rest[0] == "data":
             return "$event." + ".".join(rest[1:]) if len(rest) > 1 else "$event.data"
-        raise Unsupported(f"_event.{rest[0]} has no durastate equivalent (only _event.name and _event.data)")
+        if rest[0] in _META and len(rest) == 1:
+            return "$meta." + _META[rest[0]]
+        raise Unsupported(f"_event.{'.'.join(rest)} has no durastate equivalent (only _event.name, data, type, "
+                          "sendid, origin and origintype)")
     if head.startswith("_") and head in ("_sessionid", "_name", "_ioprocessors", "_x") and head not in variables:
         raise Unsupported(f"the system variable {head} has no durastate equivalent")
     if head not in variables:
@@ -345,6 +387,8 @@ def to_value(node: Node, variables: Collection[str]) -> Any:
     kind = node[0]
     if kind == "lit":
         value = node[1]
+        if isinstance(value, Computed | dict | list):
+            return _resolved(value)
         return "$" + value if isinstance(value, str) and value.startswith("$") else value
     path = _path(node)
     if path is not None:
@@ -356,6 +400,8 @@ def to_value(node: Node, variables: Collection[str]) -> Any:
         if len(out) == 1 and next(iter(out)) in VALUE_OPS:
             raise Unsupported(f"an object with the single key {next(iter(out))!r} would read as an operator")
         return out
+    if kind == "unary" and node[1] == "typeof":
+        raise Unsupported("typeof maps only compared with 'undefined' (typeof x === 'undefined')")
     if kind == "unary" and node[1] == "-":
         inner = to_value(node[2], variables)
         if isinstance(inner, int | float) and not isinstance(inner, bool):
@@ -365,6 +411,13 @@ def to_value(node: Node, variables: Collection[str]) -> Any:
         return {_ARITH[node[1]]: [to_value(node[2], variables), to_value(node[3], variables)]}
     if kind == "bin" and node[1] == "%":
         raise Unsupported("the remainder operator % is not supported")
+    if kind == "call" and node[1][0] == "member" and node[1][2] == "concat" and node[2]:
+        # a.concat(b, c): durastate's add joins two arrays (or two strings); anything else fails the step
+        # (error.execution), where ECMAScript would append it as an element
+        out = to_value(node[1][1], variables)
+        for arg in node[2]:
+            out = {"add": [out, to_value(arg, variables)]}
+        return out
     if kind == "call":
         raise Unsupported(f"the call {_render(node[1])}() is outside the supported subset (no code is run)")
     if kind in ("bin", "unary"):
@@ -390,7 +443,12 @@ def to_guard(node: Node, variables: Collection[str], states: Mapping[str, str] |
     if kind == "unary" and node[1] == "!":
         return {"not": to_guard(node[2], variables, states)}
     if kind == "bin" and node[1] in _COMPARE:
+        typed = _typeof_guard(node, variables)
+        if typed is not None:
+            return typed
         return {_COMPARE[node[1]]: [to_value(node[2], variables), to_value(node[3], variables)]}
+    if kind == "bin" and node[1] == "in":
+        return _in_event(node)
     if kind == "call" and _path(node[1]) == ["In"]:
         return _in_state(node[2], states or {})
     if _path(node) == ["_event"]:
@@ -406,6 +464,50 @@ def to_guard(node: Node, variables: Collection[str], states: Mapping[str, str] |
     # ECMAScript truthiness of a JSON value: false exactly for null/undefined, false, 0 and "" (Python's
     # == agrees: 0 == 0.0 == False, and [] / {} are equal to none of them, so they are true, as in JS)
     return {"not": {"in": [value, [None, False, 0, ""]]}}
+
+
+_EVENT_FIELDS = ("name", "type", "sendid", "origin", "origintype", "invokeid", "data")
+"""The fields SCXML's ``_event`` always has (some of them undefined)."""
+
+
+def _in_event(node: Node) -> Any:
+    """``'key' in _event``: a constant (``_event`` always has SCXML's fields, whatever the event)."""
+    if node[3] != ("name", "_event") or node[2][0] != "lit" or not isinstance(node[2][1], str):
+        raise Unsupported("the operator 'in' maps only as 'field' in _event (a string constant)")
+    return node[2][1] in _EVENT_FIELDS
+
+
+def _typeof_guard(node: Node, variables: Collection[str]) -> Any:
+    """``typeof X === 'undefined'`` (or ``==``, ``!==``, ``!=``; either side) as a guard: whether ``X`` has a
+    value. JSON, and so a durastate context or event, has no ``undefined``: a variable declared without a
+    value, never assigned, or a field the event lacks reads as ``null``, and is what ``undefined`` means
+    here (``typeof null`` is ``'object'`` in ECMAScript: a variable explicitly set to ``null`` differs). An
+    event's data is undefined when it has none (durastate's is then empty). ``None``: no ``typeof`` here;
+    :class:`Unsupported` for another type name."""
+    op, left, right = node[1], node[2], node[3]
+    if right[0] == "unary" and right[1] == "typeof":
+        left, right = right, left
+    if left[0] != "unary" or left[1] != "typeof":
+        return None
+    if right[0] != "lit" or right[1] != "undefined" or op not in ("==", "===", "!=", "!=="):
+        raise Unsupported("typeof maps only compared with 'undefined' (typeof x === 'undefined')")
+    ref = to_value(left[2], variables)
+    if ref == "$event.data":
+        defined: Any = {"ne": [ref, {}]}
+    elif isinstance(ref, str) and ref.startswith("$") and not ref.startswith("$$"):
+        defined = {"exists": ref}
+    elif not _has_ops(ref):
+        defined = ref is not None  # a constant the document fixes (a bound system variable)
+    else:
+        raise Unsupported("typeof maps only on a variable or an event field")
+    undefined = op in ("==", "===")
+    if isinstance(defined, bool):
+        return defined != undefined
+    return {"not": defined} if undefined else defined
+
+
+def _has_ops(value: Any) -> bool:
+    return isinstance(value, dict) and len(value) == 1 and next(iter(value)) in VALUE_OPS
 
 
 def _in_state(args: list[Node], states: Mapping[str, str]) -> Any:

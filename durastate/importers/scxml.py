@@ -9,17 +9,21 @@ not need a DOCTYPE.
 What maps (see docs/importing.md): ``<state>``, ``<parallel>``, ``<final>``, ``<history type>``, the
 ``initial`` attribute and ``<initial>`` (naming a child), ``<transition event cond target type>`` (one
 ``on`` key per event descriptor, eventless ones to ``always``), ``<onentry>``/``<onexit>``, and the
-executable content ``<raise>``, ``<send>`` (to the session itself, ``#_internal`` or ``#_parent``; with a
-delay, to the session itself: a delayed ``send`` action, a durable timer of the execution), ``<cancel>``,
-``<assign>``, ``<log>``, ``<if>`` (guarded transitions in a transition's content, else a ``choose``
-action) and ``<foreach>`` (a ``foreach`` action); ``<datamodel>``/``<data>`` with constant values become the
-context; a constant ``<donedata>`` is what the parent's ``done.state`` transitions read as ``_event.data``.
-Conditions and values go through :mod:`durastate.importers.ecma` (the ``ecmascript`` datamodel's
-subset). An ``<invoke>`` of an SCXML document becomes an invoked child definition of its own
-(:mod:`durastate.importers.scxml_invoke`, in the result's ``invoked``). Everything else (``<script>``,
-delayed sends to other targets, expressions outside the subset, several targets) is reported with its
-element path and line; several initial states map where they are in regions of one child that nothing else
-enters.
+executable content ``<raise>``, ``<send>`` (to the session itself, ``#_internal`` or ``#_parent``, or a
+target computed when it runs; with a delay, to the session itself: a delayed ``send`` action, a durable
+timer of the execution; ``id``/``idlocation``, ``<content>``), ``<cancel>``, ``<assign>``, ``<log>``,
+``<if>`` (guarded transitions in a transition's content, else a ``choose`` action), ``<foreach>`` (a
+``foreach`` action) and a ``<script>`` of assignments (translated, never run); ``<datamodel>``/``<data>``
+with constant values become the context (``binding="late"``: bound on a state's first entry); a constant
+``<donedata>`` is what the ``done.state`` transitions read as ``_event.data``. The definition says
+``action_errors: raise`` (what fails raises ``error.execution`` in the chart, as SCXML does; what the import
+sees fail in the document is a ``fail`` action) and ``done_events: scxml`` (a state's done event is
+``done.state.<id>``, which any state may take). Conditions and values go through
+:mod:`durastate.importers.ecma` (the ``ecmascript`` datamodel's subset). An ``<invoke>`` of an SCXML
+document becomes an invoked child definition of its own (:mod:`durastate.importers.scxml_invoke`, in the
+result's ``invoked``). Everything else (other ``<script>``, delayed sends to other targets, expressions
+outside the subset, several targets) is reported with its element path and line; several initial states
+map where they are in regions of one child that nothing else enters.
 
 SCXML ids are global and durastate paths are nested, so each id becomes a state name and each target the
 full dotted path of the state with that id (which durastate resolves from the top), as does ``In('id')``
@@ -168,6 +172,8 @@ class _Converter:
         self.names: dict[int, str] = {}  # id(element) -> durastate state name
         self.paths: dict[str, str] = {}  # SCXML id -> dotted durastate path
         self.el_paths: dict[int, str] = {}  # id(element) -> dotted durastate path
+        self.by_id: dict[str, _El] = {}  # SCXML id -> its state element
+        self.sent_content: set[str] | None = None  # see content_events
         self.taken: set[str] = set()  # the paths given so far
         self.parallels: set[str] = set()  # the paths of the <parallel> states
         self.variables: set[str] = set()
@@ -176,7 +182,9 @@ class _Converter:
         self.restored: set[str] = set()
         self.constants: dict[str, Any] = {}  # system variables the document fixes: _name
         self.generated = 0
-        self.session_copies: dict[str, Any] = {}  # <data> initialised from _sessionid
+        self.session_copies: dict[str, Any] = {}  # <data> initialised from _sessionid: its value
+        self.late_data: dict[int, list[tuple[str, Any]]] = {}  # id(state) -> its late-bound <data> values
+        self.init_errors: list[str] = []  # why SCXML fails to evaluate a <data> (error.execution at the start)
         self.constants_of: dict[str, list[Any]] | None = None  # see constant_values
         self.done_values: dict[int, tuple[Any, str | None]] = {}  # see donedata
         self.cond_errors: dict[int, Any] = {}  # id(state) -> the error.execution its entry ends with: cond_error
@@ -208,6 +216,8 @@ class _Converter:
                 self.paths[ident] = path
             self.names[id(child)] = name
             self.el_paths[id(child)] = path
+            if ident is not None:
+                self.by_id.setdefault(ident, child)
             self.taken.add(path)
             if child.tag == "parallel":
                 self.parallels.add(path)
@@ -242,12 +252,19 @@ class _Converter:
         self.definition_id = name
         if "name" in root.attrs:
             self.constants["_name"] = root.attrs["name"]
-        self.constants["_ioprocessors"] = _IOPROCESSORS
+        if not any(el.tag == "invoke" and not el.foreign for el in _iter(root)):
+            self.constants["_event.invokeid"] = None  # only an invoked session's events have one
         self.name_states(root, "")
-        if any(_SESSIONID.search(v) for el in _iter(root) if not el.foreign for v in el.attrs.values()):
+        attrs = [v for el in _iter(root) if not el.foreign for v in el.attrs.values()]
+        located = any(_LOCATION.search(v) for v in attrs)
+        self.constants["_ioprocessors"] = _io_processors(located)
+        if located or any(_SESSIONID.search(v) for v in attrs):
             self.variables.add("_sessionid")
         context = self.datamodel(root)
-        doc: dict[str, Any] = {"id": name}
+        if self.init_errors:
+            self.variables.add("_sessionid")  # what says the start actions ran (they raise these once)
+        # SCXML's error.execution, and done.state.<id> events any state may take
+        doc: dict[str, Any] = {"id": name, "action_errors": "raise", "done_events": "scxml"}
         states, initial = self.children(root)
         if initial is not None:
             doc["initial"] = initial
@@ -263,20 +280,25 @@ class _Converter:
         """What binds ``_sessionid`` (and the ``<data>`` initialised from it) first thing in the execution:
         the id of the start event (``<execution id>:start``), unique to the execution and the same for all
         of it, assigned in the first entry action of the initial state, once (it may be entered again)."""
+        # and the error.execution of each <data> SCXML fails to evaluate, each raised on its own (a block)
         return {"choose": [{"guard": {"eq": ["$context._sessionid", None]}, "actions": [
             {"assign": {"_sessionid": "$event.id"}},
-            *({"assign": {k: "$event.id"}} for k in self.session_copies)]}]}
+            *({"assign": {k: v}} for k, v in self.session_copies.items()),
+            *({"block": [_raised_error(error)]} for error in self.init_errors)]}]}
 
     def datamodel(self, root: _El) -> dict[str, Any]:
-        """Every ``<data>`` of the document (SCXML's early binding): the context of a new execution."""
-        if root.attrs.get("binding") == "late":
-            self.report(root, "binding='late' is not supported: every variable is initialised at the start")
+        """Every ``<data>`` of the document (SCXML's early binding): the context of a new execution. With
+        ``binding="late"`` a state's own ``<data>`` is undefined until the state is first entered (see
+        :meth:`late_binding`)."""
+        late = root.attrs.get("binding") == "late"
         found: list[_El] = []
+        owners: dict[int, _El] = {}  # id(<data>) -> the state whose <datamodel> holds it
 
         def walk(el: _El) -> None:
             for child in el.children:
                 if child.tag == "datamodel" and not child.foreign:
                     found.extend(c for c in child.children if c.tag == "data" and not c.foreign)
+                    owners.update((id(c), el) for c in child.children)
                     for c in child.children:
                         if c.tag != "data" or c.foreign:
                             self.report(c, f"<{c.tag}> in <datamodel> is not supported")
@@ -289,6 +311,9 @@ class _Converter:
         loops = {el.attrs[a] for el in _iter(root) if el.tag == "foreach" and not el.foreign
                  for a in ("item", "index") if _IDENTIFIER.match(el.attrs.get(a, ""))}
         self.variables |= loops
+        # a variable a <script> declares (var x = ...) is a global of the session
+        self.variables |= {name for el in _iter(root) if el.tag == "script" and not el.foreign
+                           for name in _SCRIPT_VAR.findall(el.text)}
         context: dict[str, Any] = {}
         for data in found:
             ident = data.attrs.get("id")
@@ -307,10 +332,23 @@ class _Converter:
             if expr is None:
                 context[ident] = None
                 continue
+            try:
+                ecma.parse(expr)
+            except ecma.Invalid as exc:  # SCXML raises error.execution and leaves the variable unbound
+                context[ident] = None
+                self.init_errors.append(f"<data id={ident!r} expr={expr!r}>: {exc}")
+                continue
+            except ecma.Unsupported:
+                pass  # reported by value()
             value = self.value(data, expr, "expr")
             if value is _NOTHING:
                 continue
-            if value == "$context._sessionid":
+            owner = owners[id(data)]
+            if late and owner is not root:
+                context[ident] = None
+                self.late_data.setdefault(id(owner), []).append((ident, value))
+                continue
+            if _reads_only_session(value):
                 context[ident] = None
                 self.session_copies[ident] = value  # set with _sessionid itself, when the execution starts
                 continue
@@ -318,7 +356,46 @@ class _Converter:
                 self.report(data, f"the initial value {expr!r} is not a constant; a context default is plain data")
                 continue
             context[ident] = _unescape(value)
+        for script in (c for c in root.children if c.tag == "script" and not c.foreign):
+            self.top_script(script, context)
         return context
+
+    def top_script(self, el: _El, context: dict[str, Any]) -> None:
+        """A ``<script>`` of ``<scxml>``, run once when the document is loaded (after the datamodel): its
+        assignments of constants are the values the context starts with."""
+        for name, value in self.statements(el) or ():
+            if _has_reference(value):
+                self.report(el, f"<script>: the value of {name} is not a constant (a top-level <script> maps only "
+                                "as the initial values of its variables)")
+                continue
+            context[name] = _unescape(value)
+
+    def script(self, el: _El) -> Any:
+        """A ``<script>`` in executable content: its assignments, in order (an ``assign`` each)."""
+        found = self.statements(el)
+        if found is None:
+            return None
+        actions = [{"assign": {name: value}} for name, value in found]
+        return actions[0] if len(actions) == 1 else {"choose": [{"actions": actions}]}
+
+    def statements(self, el: _El) -> list[tuple[str, Any]] | None:
+        """The statements of a ``<script>`` as (variable, value) pairs: only assignments, ``x = expr`` or
+        ``var x = expr``, are read (translated like any expression, never run); anything else is reported."""
+        if "src" in el.attrs or el.children:
+            self.report(el, "<script src> or with elements is not supported (nothing is fetched or run)")
+            return None
+        out: list[tuple[str, Any]] = []
+        for statement in _split_statements(el.text):
+            m = _ASSIGNMENT.match(statement)
+            if m is None:
+                self.report(el, "<script> is not supported: durastate never runs code from a definition, and "
+                                f"translates only assignments (x = expr, var x = expr), not {statement[:60]!r}")
+                return None
+            value = self.value(el, m.group(2), "<script>")
+            if value is _NOTHING:
+                return None
+            out.append((m.group(1), value))
+        return out
 
     def children(self, el: _El) -> tuple[dict[str, Any], str | None]:
         """The states below ``el`` and the name of the one it starts in (``initial``/``<initial>``/first)."""
@@ -343,8 +420,8 @@ class _Converter:
                 states[name] = self.state(child, region=el.tag == "parallel")
                 if first is None and child.tag != "history":
                     first = name
-            elif child.tag in ("initial", "datamodel"):
-                continue
+            elif child.tag in ("initial", "datamodel") or (child.tag == "script" and el.tag == "scxml"):
+                continue  # a top-level <script>: see datamodel()
             elif el.tag == "scxml" or child.tag not in ("onentry", "onexit", "transition", "invoke", "donedata"):
                 self.report(child, f"<{child.tag}> is not supported here")
         spec = el.attrs.get("initial")
@@ -475,8 +552,8 @@ class _Converter:
             out["type"] = "final"
         elif el.tag == "history":
             return self.history(el)
-        entry: list[Any] = self.initial_entry.pop(self.el_paths[id(el)], [])  # the parent's <initial> content
-        exit_: list[Any] = []
+        entry_blocks: list[list[Any]] = [self.initial_entry.pop(self.el_paths[id(el)], [])]  # <initial> content
+        exit_blocks: list[list[Any]] = []
         on_done: list[Any] = []
         on: list[tuple[str, str, list[Any]]] = []  # (key as written, descriptor, transitions)
         done_error: Any = None
@@ -487,9 +564,9 @@ class _Converter:
             if child.foreign:
                 continue
             if child.tag == "onentry":
-                entry += self.actions(child)
+                entry_blocks.append(self.actions(child))
             elif child.tag == "onexit":
-                exit_ += self.actions(child)
+                exit_blocks.append(self.actions(child))
             elif child.tag == "transition":
                 self.transition(el, child, on, always, on_done)
             elif child.tag == "invoke":
@@ -502,6 +579,8 @@ class _Converter:
             elif child.tag == "donedata":
                 self.report(child, "<donedata> of a top-level <final> is not supported: a durastate "
                                    "execution's output is its context")
+        entry_blocks.insert(1, self.late_binding(el))
+        entry, exit_ = _blocks(entry_blocks), _blocks(exit_blocks)
         states, initial = self.children(el)
         if region and el.tag == "state" and not states:
             # SCXML lets a region be an atomic state; a durastate region is compound: one plain leaf inside it,
@@ -531,6 +610,13 @@ class _Converter:
             out["states"] = states
         return out
 
+    def late_binding(self, el: _El) -> list[Any]:
+        """With ``binding="late"``, what binds the ``<data>`` of state ``el`` when it is first entered (before its
+        ``<onentry>``): each variable is assigned while it is still undefined (``null``: JSON has no
+        ``undefined``, so a variable set to ``null`` later is bound again on the next entry)."""
+        return [{"choose": [{"guard": {"eq": [f"$context.{ident}", None]}, "actions": [{"assign": {ident: value}}]}]}
+                for ident, value in self.late_data.pop(id(el), [])]
+
     def history(self, el: _El) -> dict[str, Any]:
         out: dict[str, Any] = {"type": "history"}
         kind = el.attrs.get("type", "shallow")
@@ -555,6 +641,8 @@ class _Converter:
         data = self.done_event_data(state, el)
         if data is _NOTHING:
             return
+        if data is None and el.attrs.get("event", "").split() in ([e] for e in self.content_events()):
+            data = (ecma.Computed(f"$event.{CONTENT}"),)  # the <content> the event was sent with
         if data is None:
             self.add_transition(state, el, on, always, on_done)
             return
@@ -564,12 +652,25 @@ class _Converter:
         finally:
             del self.constants["_event.data"]
 
-    def done_event_data(self, state: _El, el: _El) -> Any:
-        """For a transition on the own ``done.state.<id>`` of compound ``state``, ``(data,)``: the
-        ``<donedata>`` of its final children, the same for each (a constant the import reads for
-        ``_event.data``); ``None`` when none has one or the transition is on other events; ``_NOTHING`` when
-        they differ (reported)."""
-        if state.tag != "state" or el.attrs.get("event", "").split() != [f"done.state.{state.attrs.get('id')}"]:
+    def content_events(self) -> set[str]:
+        """The events the document sends with a ``<content>``: its value is the event's data (any JSON value)
+        in SCXML, and a durastate event's data is a mapping, so it is sent as ``content`` in it; the
+        transitions on exactly that event read ``_event.data`` as ``$event.content``."""
+        if self.sent_content is None:
+            self.sent_content = {e.attrs["event"] for e in _iter(self.root) if e.tag == "send" and not e.foreign
+                                 and "event" in e.attrs and any(c.tag == "content" for c in e.children)}
+        return self.sent_content
+
+    def done_event_data(self, source: _El, el: _El) -> Any:
+        """For a transition on the ``done.state.<id>`` of a compound ``<state>`` (its own, or handled by
+        ``source`` outside it), ``(data,)``: the ``<donedata>`` of its final children, the same for each (a
+        constant the import reads for ``_event.data``); ``None`` when none has one or the transition is on
+        other events; ``_NOTHING`` when they differ (reported)."""
+        descriptors = el.attrs.get("event", "").split()
+        if len(descriptors) != 1 or not descriptors[0].startswith("done.state."):
+            return None
+        state = self.by_id.get(descriptors[0].removeprefix("done.state."))
+        if state is None or state.tag != "state":
             return None
         finals = [c for c in state.children if c.tag == "final" and not c.foreign]
         values = [self.donedata(f)[0] for f in finals]
@@ -605,8 +706,10 @@ class _Converter:
                 len(contents) + len(params) != len(block.children):
             self.report(block, "<donedata> holds one <content> or <param>s")
             return _NOTHING, None
-        error: str | None = None
         value: Any
+        invalid = next((why for el in [*contents, *params] if (why := _invalid(el.attrs.get("expr")))), None)
+        if invalid is not None:
+            return None, invalid  # SCXML raises error.execution, and the done event has no data
         if contents:
             value = self.content(contents[0])
         else:
@@ -619,18 +722,18 @@ class _Converter:
                 if location is not None:
                     head = re.split(r"[.\[]", location.strip(), maxsplit=1)[0]
                     if head not in self.variables and head not in self.constants:
-                        error = error or f"<param location={location!r}>: {head!r} is not declared"
-                        continue
+                        # SCXML raises error.execution, and the done event has no data
+                        return None, f"<param location={location!r}>: {head!r} is not declared"
                 value[name] = self.value(param, expr if expr is not None else str(location), "expr")
                 if value[name] is _NOTHING:
-                    return _NOTHING, error
+                    return _NOTHING, None
         if value is _NOTHING:
-            return _NOTHING, error
+            return _NOTHING, None
         if _has_reference(value):
             self.report(block, "<donedata> that reads the datamodel or the event is not supported: it maps only "
                                "as a constant (the parent's done.state transitions read it as _event.data)")
-            return _NOTHING, error
-        return _unescape(value), error
+            return _NOTHING, None
+        return _unescape(value), None
 
     def content(self, el: _El) -> Any:
         """The value of a ``<content>``: its ``expr``, or its text (JSON if it is JSON, else the text)."""
@@ -641,9 +744,9 @@ class _Converter:
             return self.value(el, el.attrs["expr"], "expr")
         text = el.text.strip()
         try:
-            return json.loads(text)
+            return escape(json.loads(text))
         except ValueError:
-            return "$" + text if text.startswith("$") else text
+            return escape(text)
 
     def add_transition(self, state: _El, el: _El, on: list[tuple[str, str, list[Any]]], always: list[Any],
                        on_done: list[Any]) -> None:
@@ -700,8 +803,8 @@ class _Converter:
                 continue
             platform = next((p for p in _PLATFORM_EVENTS if d == p or d.startswith(p + ".")), None)
             if platform is not None:
-                self.report(el, f"event descriptor {descriptor!r}: durastate never raises {platform}.* events (a "
-                                "state's own completion is its on_done, a failing action fails the execution)")
+                self.report(el, f"event descriptor {descriptor!r}: durastate never raises {platform}.* events (it "
+                                "raises done.state.<id> and error.execution; an <invoke> does not map)")
                 continue
             for one in trs:
                 self.add_on(el, on, descriptor, one)
@@ -767,10 +870,7 @@ class _Converter:
         for el in content:
             if el.tag != "if" or el.foreign:
                 actions = self.actions(_El(branch, {}, el.line, el.path, children=[el]))
-                if self.static_error(el) is not None:
-                    if branch != "block":  # reported by actions(): SCXML would end the content around it too
-                        ok = False
-                        break
+                if self.static_error(el) is not None and branch == "block":
                     # error.execution raised: the rest of the transition's content is skipped
                     return [(conds, [*done, *actions]) for conds, done in alternatives], assigns
                 alternatives = [(conds, [*done, *actions]) for conds, done in alternatives]
@@ -844,19 +944,29 @@ class _Converter:
             if el.tag == "send":
                 el = _literal_delay(el)
             error = self.static_error(el)
-            if error is not None and block.tag in ("foreach", "if", "elseif", "else"):
-                # SCXML ends the enclosing blocks too, which only running it can say for a loop or a branch
-                self.report(el, f"{error}: SCXML raises error.execution and ends the loop or branch and the "
-                                "content around it, which has no durastate equivalent here")
-                break
             if error is not None:
-                # SCXML raises error.execution and skips the rest of the block: so does the import
-                out.append(_raised_error(error))
+                # SCXML raises error.execution and skips the rest of the content around it (enclosing loops
+                # and branches too): the fail action does, when it runs
+                out.extend(self.failed_send(el, error))
                 break
             action = self.action(el)
             if action is not None:
                 out.append(action)
         return out
+
+    def failed_send(self, el: _El, error: str) -> list[Any]:
+        """The actions of an element SCXML fails on (``error``): a ``fail`` action; for a ``<send>`` with an
+        ``id`` or ``idlocation``, the ``error.execution`` carries the send's id (``_event.sendid``), an
+        ``idlocation`` one the import names after the element's line (SCXML lets the processor choose it)."""
+        if el.tag != "send" or el.foreign:
+            return [_raised_error(error)]
+        location = el.attrs.get("idlocation")
+        if location is not None and _IDENTIFIER.match(location) and location in self.variables:
+            send_id = f"send.line{el.line}"
+            return [{"assign": {location: send_id}}, _raised_error(error, send_id)]
+        if "id" in el.attrs:
+            return [_raised_error(error, escape(el.attrs["id"]))]
+        return [_raised_error(error)]
 
     def static_error(self, el: _El) -> str | None:
         """Why ``el`` is an error SCXML meets when it runs it (then it raises ``error.execution``), seen in
@@ -924,9 +1034,7 @@ class _Converter:
         if tag == "send":
             return self.send(el)
         if tag == "script":
-            self.report(el, "<script> is not supported: durastate never runs code from a definition (write the "
-                            "logic as assign/raise/send/log actions or a 'package.module:function' call)")
-            return None
+            return self.script(el)
         if tag == "if":
             return self.choose(el)
         if tag in ("elseif", "else"):
@@ -1035,9 +1143,9 @@ class _Converter:
             if attr in attrs and attr.removesuffix("expr") not in attrs:
                 return self.send_expr(el, attr)
         for key in attrs:
-            if key not in ("event", "target", "type", "id", "delay", "namelist"):
+            if key not in ("event", "target", "type", "id", "delay", "namelist", "idlocation"):
                 self.report(el, f"<send {key}=...> is not supported (only constant event, target, type, "
-                                "delay and namelist attributes)")
+                                "delay, id, idlocation and namelist attributes)")
                 return None
         event = attrs.get("event")
         if not event or descriptor_problem(event) is not None or "*" in event:
@@ -1066,13 +1174,23 @@ class _Converter:
                 if value is _NOTHING:
                     return None
                 data[pname] = value
+            elif child.tag == "content" and not child.foreign:
+                if data or len([c for c in el.children if c.tag == "content"]) > 1:
+                    self.report(child, "<send> holds one <content> or <param>s and a namelist")
+                    return None
+                value = self.content(child)
+                if value is _NOTHING:
+                    return None
+                data[CONTENT] = value  # what _event.data reads in the transitions on this event
             else:
-                self.report(child, f"<{child.tag}> in <send> is not supported (only <param>)")
+                self.report(child, f"<{child.tag}> in <send> is not supported (only <param> and <content>)")
                 return None
         target = attrs.get("target")
         body: dict[str, Any] = {"event": event}
         if data:
             body["data"] = data
+        if not self.send_id(el, body):
+            return None
         if seconds is not None:
             # a durable timer of the execution, not of the state: it outlives the state that sent it, as the
             # delayed event does, and <cancel> (or the session's end) drops it
@@ -1081,10 +1199,10 @@ class _Converter:
                                 "session itself")
                 return None
             body.update(to="self", delay=int(seconds) if seconds.is_integer() else seconds)
-            if "id" in attrs:
-                body["id"] = escape(attrs["id"])
             return {"send": body}
         if target == "#_internal":
+            body.pop("id", None)
+            body.pop("id_location", None)  # an internal event has no send id (SCXML leaves it blank)
             return {"raise": body}
         if target is None:
             body["to"] = "self"
@@ -1092,11 +1210,35 @@ class _Converter:
             body["to"] = "parent"
         elif target in self.invokes.targets:
             body["to"] = self.invokes.targets[target]  # #_<invokeid>: the child that <invoke> started
+        elif target.startswith("#_scxml_"):
+            # another session's address, written in the document: no execution has it (an execution's is made
+            # when it starts, see SESSION_LOCATION), so the event cannot be delivered: SCXML's
+            # error.communication, raised as the send would be
+            return {"raise": {"event": "error.communication",
+                              "data": {"error": f"<send target={target!r}>: no such session"}}}
         else:
             self.report(el, f"<send target={target!r}>: only the session itself, #_internal, #_parent and "
                             "#_<id> of an <invoke id> of the document are supported")
             return None
         return {"send": body}
+
+    def send_id(self, el: _El, body: dict[str, Any]) -> bool:
+        """The send's ``id`` (which the event carries as ``_event.sendid``; to the session itself, a send with
+        an id is a durable one, which ``<cancel>`` reaches) and ``idlocation`` (the variable the id is stored
+        in: ``id_location``, an id the execution gives). ``False``: reported."""
+        if "id" in el.attrs:
+            body["id"] = escape(el.attrs["id"])
+        location = el.attrs.get("idlocation")
+        if location is None:
+            return True
+        if "id" in el.attrs:
+            self.report(el, "<send> has both id and idlocation")
+            return False
+        if not _IDENTIFIER.match(location) or location not in self.variables:
+            self.report(el, f"idlocation={location!r} is not a datamodel variable")
+            return False
+        body["id_location"] = location
+        return True
 
     def send_expr(self, el: _El, attr: str) -> Any:
         """``<send eventexpr|targetexpr|typeexpr|delayexpr>``: a string constant is that attribute; a datamodel variable
@@ -1115,6 +1257,8 @@ class _Converter:
             values = [node[1]]
         elif node[0] == "name" and node[1] in self.variables and node[1] in self.constant_values():
             values, ref = self.constant_values()[node[1]], f"$context.{node[1]}"
+        if values is None and attr in ("targetexpr", "typeexpr"):
+            return self.send_computed(el, attr)
         if values is None:
             self.report(el, f"<send {attr}={expr!r}> is not supported: only a string constant or a datamodel "
                             "variable that only ever holds constants")
@@ -1136,6 +1280,47 @@ class _Converter:
         return {"choose": [*({"guard": {"eq": [ref, value]}, "actions": [action]}
                              for value, action in zip(values, sends, strict=True)),
                            {"actions": [_raised_error(f"<send {attr}={expr!r}>: no value to send with")]}]}
+
+    def send_computed(self, el: _El, attr: str) -> Any:
+        """``<send targetexpr|typeexpr>`` of a value computed when it runs: a ``choose`` on it. A type is the
+        SCXML event processor's (by either name) or SCXML fails (``error.execution``). A target is the session's
+        own address (``#_scxml_`` and its ``_sessionid``, what its processor's ``location`` is), ``#_internal``,
+        ``#_parent``, or else an execution id (an ``_event.origin``, which is the sending execution's id);
+        none (undefined) is SCXML's ``error.execution``."""
+        expr = el.attrs[attr]
+        value = self.value(el, expr, attr)
+        if value is _NOTHING:
+            return None
+        if not (isinstance(value, str) and value.startswith("$") and not value.startswith("$$")):
+            self.report(el, f"<send {attr}={expr!r}> is not supported: a computed {attr} is a variable or an event "
+                            "field, not an expression")
+            return None
+
+        def sent(**changes: str | None) -> Any:
+            attrs = {k: v for k, v in el.attrs.items() if k != attr}
+            attrs.update((k, v) for k, v in changes.items() if v is not None)
+            return self.send(_El(el.tag, attrs, el.line, el.path, el.foreign, el.children, el.text))
+
+        failed = _raised_error(f"<send {attr}={expr!r}>: no {attr.removesuffix('expr')} to send with")
+        if attr == "typeexpr":
+            action = sent()
+            return None if action is None else {"choose": [
+                {"guard": {"in": [value, list(_SCXML_PROCESSOR)]}, "actions": [action]},
+                {"guard": {"in": [value, [None, ""]]}, "actions": [failed]},
+                {"actions": [_raised_error(f"<send {attr}={expr!r}>: durastate has only the SCXML event processor")]}]}
+        if self.delay_of(el) is not None or "delayexpr" in el.attrs:
+            self.report(el, f"<send {attr}={expr!r}> with a delay: a delayed send goes only to the session itself")
+            return None
+        branches: list[tuple[Any, Any]] = [({"in": [value, [None, ""]]}, failed)]
+        if "_sessionid" in self.variables:
+            branches.append(({"eq": [value, SESSION_LOCATION]}, sent()))
+        branches += [({"eq": [value, target]}, sent(target=target)) for target in ("#_internal", "#_parent")]
+        other = sent()
+        if other is None or any(action is None for _, action in branches):
+            return None
+        _retarget(other, value)  # an execution id
+        return {"choose": [*({"guard": guard, "actions": [action]} for guard, action in branches),
+                           {"actions": [other]}]}
 
     def constant_values(self) -> dict[str, list[Any]]:
         """The datamodel variables that only ever hold constants (their ``<data>`` value, if any, and every
@@ -1202,21 +1387,114 @@ class _Converter:
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _SESSIONID = re.compile(r"(?<![\w$.])_sessionid(?![\w$])")
 """A read of the system variable ``_sessionid`` in an attribute (an expression, a location)."""
-_IOPROCESSORS: dict[str, Any] = {_SCXML_PROCESSOR[0]: {}, _SCXML_PROCESSOR[1]: {}}
-"""``_ioprocessors``: the one event processor an imported chart has, under both its names. Without a
-``location``: a session's address is its execution id, which a definition does not know."""
+_LOCATION = re.compile(r"(?<![\w$.])_ioprocessors\b.*\.\s*location\b")
+"""A read of an I/O processor's ``location`` in an attribute."""
+SESSION_LOCATION = {"add": ["#_scxml_", "$context._sessionid"]}
+"""The session's address, ``#_scxml_<_sessionid>``: what its processor's ``location`` is, and a send's
+``targetexpr`` that evaluates to it sends to the session itself."""
+
+
+def _io_processors(located: bool) -> dict[str, Any]:
+    """``_ioprocessors``: the one event processor an imported chart has, under both its names; with its
+    ``location`` (computed from ``_sessionid``) when the document reads it."""
+    entry = {"location": ecma.Computed(SESSION_LOCATION)} if located else {}
+    return {_SCXML_PROCESSOR[0]: entry, _SCXML_PROCESSOR[1]: entry}
+
+
+_SCRIPT_VAR = re.compile(r"(?<![\w$.])var\s+([A-Za-z_][A-Za-z0-9_]*)")
+"""A variable a ``<script>`` declares."""
+_ASSIGNMENT = re.compile(r"^(?:var\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*=(?!=)\s*(.+)$", re.S)
+"""One statement of a ``<script>`` that maps: an assignment to a variable."""
+
+
+def _split_statements(text: str) -> list[str]:
+    """The statements of a script: split at ``;`` and line ends outside strings, empty ones dropped."""
+    out, current, quote = [], [], ""
+    chars = iter(text)
+    for c in chars:
+        if quote:
+            current.append(c)
+            if c == "\\":
+                current.append(next(chars, ""))
+            elif c == quote:
+                quote = ""
+        elif c in "'\"":
+            quote = c
+            current.append(c)
+        elif c in ";\n":
+            out.append("".join(current).strip())
+            current = []
+        else:
+            current.append(c)
+    out.append("".join(current).strip())
+    return [s for s in out if s]
+
+
+CONTENT = "content"
+"""The key of a durastate event's data that holds what an SCXML ``<send>`` sent as its ``<content>``."""
+
+
+def _invalid(expr: str | None) -> str | None:
+    """Why ``expr`` is no ECMAScript expression at all (SCXML fails to evaluate it), or ``None``."""
+    try:
+        if expr is not None:
+            ecma.parse(expr)
+    except ecma.Invalid as exc:
+        return f"expr={expr!r}: {exc}"
+    except ecma.Unsupported:
+        pass  # reported where the value is mapped
+    return None
+
+
+def _retarget(action: Any, to: str) -> None:
+    """Send the sends of ``action`` (one, or those of a ``choose`` of them) to ``to`` instead."""
+    if "send" in action:
+        action["send"]["to"] = to
+    for branch in action.get("choose", ()):
+        for inner in branch["actions"]:
+            _retarget(inner, to)
+
+
+def _reads_only_session(value: Any) -> bool:
+    """Whether ``value`` reads the context, and there only ``_sessionid`` (a copy of it, or the location)."""
+    refs: list[str] = []
+
+    def walk(v: Any) -> None:
+        if isinstance(v, str) and v.startswith("$") and not v.startswith("$$"):
+            refs.append(v)
+        elif isinstance(v, dict):
+            for x in v.values():
+                walk(x)
+        elif isinstance(v, list):
+            for x in v:
+                walk(x)
+
+    walk(value)
+    return bool(refs) and all(r == "$context._sessionid" for r in refs)
 _SYSTEM_VARIABLES = ("_sessionid", "_name", "_ioprocessors", "_event", "_x")
 _URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
 """A target with a URI scheme (``http:``...): a real address, reported as not supported, not an error."""
-_PLATFORM_EVENTS = ("done.state", "error.communication", "error.platform")
+_PLATFORM_EVENTS = ("error.platform",)
 """The events an SCXML processor raises itself that durastate never raises (``error.execution`` it raises
-for the errors :meth:`_Converter.static_error` sees in the document)."""
+when an action fails, ``done.state.<id>`` when a state completes (``done_events: scxml``),
+``error.communication`` the import raises for a send to another session's address)."""
 _DELAY = re.compile(r"^\s*(\d*\.?\d+)\s*(ms|s)\s*$")
 """An SCXML delay (CSS2 time): ``1s``, ``.5s``, ``500ms``."""
 
-def _raised_error(error: str | None) -> dict[str, Any]:
-    """What an element SCXML would fail on becomes: ``error.execution`` raised, saying why."""
-    return {"raise": {"event": "error.execution", "data": {"error": error}}}
+def _raised_error(error: str | None, send_id: Any = None) -> dict[str, Any]:
+    """What an element SCXML would fail on becomes: a ``fail`` action saying why, which (the definition says
+    ``action_errors: raise``) raises ``error.execution`` and skips the rest of the executable content
+    around it, loops and branches included, as SCXML does; ``send_id``: the id of the send that failed."""
+    return {"fail": error if send_id is None else {"error": error, "send_id": send_id}}
+
+
+def _blocks(blocks: list[list[Any]]) -> list[Any]:
+    """The actions of a state's ``<onentry>`` (or ``<onexit>``) elements, in order: each one is an SCXML block
+    of its own (an error ends the rest of its block only), so with more than one, each is a ``block``."""
+    blocks = [b for b in blocks if b]
+    if len(blocks) == 1:
+        return blocks[0]
+    return [{"block": b} for b in blocks]
 
 
 def _literal_delay(el: _El) -> _El:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from durastate.engine.model import ChildRef, Execution
+from durastate.engine.model import ChildRef, Event, Execution
 from durastate.errors import StoreConflict
 from durastate.store.base import TimerOp
 from durastate.testing._kit import Ctx, Expectation, SkipCase, case, expect, expect_eq, expect_raises
@@ -205,7 +205,8 @@ def rich_exe(ctx: Ctx) -> Execution:
         children={f"{rid}.1": ChildRef(path="fork.r1"), f"{rid}.2": ChildRef(path="fork.r2", kind="invoke",
                                                                           status="finished", outcome="ok")},
         invoke_seq=2,
-        timers={"active": 1_700_000_000.123456},
+        timers={"active": 1_700_000_000.123456, "~send:s-1": 1_700_000_002.0},
+        sends={"~send:s-1": Event(id=f"{rid}:1:1", name="later", data={"n": 1}, send_id="s-1", origin=rid)},
         created_at=1_700_000_000.5,
         updated_at=1_700_000_001.25,
     )

@@ -14,9 +14,11 @@ from durastate.testing.cases_commit import load, new_exe, rival
 
 @case("outbox_order")
 async def outbox_order_and_ack(ctx: Ctx) -> None:
-    """Emitted events are pending in commit order, with increasing seqs never reused; acking is idempotent."""
+    """Emitted events are pending in commit order, with increasing seqs never reused; acking is idempotent.
+    An event keeps what it says of where it came from (its send id and origin)."""
     exe = new_exe(ctx)
-    e1, e2, e3 = ctx.ev("a", n=1), ctx.ev("b", n=2), ctx.ev("c", n=3)
+    e1, e3 = ctx.ev("a", n=1), ctx.ev("c", n=3)
+    e2 = ctx.ev("b", n=2).model_copy(update={"send_id": "s-2", "origin": exe.id})
     await ctx.store.commit(exe, [("t1", e1), ("t2", e2)])
     await ctx.store.commit(exe, [("t1", e3)])
     pending = await ctx.outbox()

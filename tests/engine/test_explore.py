@@ -139,3 +139,16 @@ def test_a_failing_step_is_reported_without_the_operators_redrive_hint() -> None
     [failure] = explore(defn).findings
     assert failure.kind == "failure" and failure.events == ("start", "go")
     assert "is not a time" in failure.detail and "redrive" not in failure.detail
+
+
+def test_the_guards_of_a_choose_inside_a_block_give_event_values_too() -> None:
+    def with_actions(actions: list[Any]) -> Any:
+        return chart({
+            "a": {"on": {"go": {"target": "b", "actions": actions}}},
+            "b": {"always": [{"target": "hit", "guard": {"eq": ["$context.hit", True]}}, {"target": "miss"}]},
+            "hit": {"type": "final"}, "miss": {"type": "final"}})
+
+    choose = {"choose": [{"guard": {"eq": ["$event.code", 7]}, "actions": [{"assign": {"hit": True}}]}]}
+    plain, blocked = explore(with_actions([choose])), explore(with_actions([{"block": [choose]}]))
+    assert plain.coverage.describe() == "reached 3/4 states, 3/3 transitions; never taken: state b"  # b: passed
+    assert blocked.coverage.describe() == plain.coverage.describe()

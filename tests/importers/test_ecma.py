@@ -19,6 +19,7 @@ VARS = {"n", "items", "name"}
     ("n + 1", {"add": ["$context.n", 1]}), ("(n - 1) * 2 / 4", {"div": [{"mul": [{"sub": ["$context.n", 1]}, 2]}, 4]}),
     ("-n", {"sub": [0, "$context.n"]}), ("items[0].price", "$context.items.0.price"),
     ("_event.data.order.total", "$event.order.total"), ("_event.name", "$event.name"),
+    ("[].concat(items, [4])", {"add": [{"add": [[], "$context.items"]}, [4]]}),
 ])
 def test_values(text: str, value: Any) -> None:
     assert to_value(parse(text), VARS) == value
@@ -33,6 +34,37 @@ def test_values(text: str, value: Any) -> None:
 ])
 def test_guards(text: str, guard: Any) -> None:
     assert to_guard(parse(text), VARS) == guard
+
+
+@pytest.mark.parametrize(("text", "value"), [
+    ("_event.type", "$meta.kind"), ("_event.sendid", "$meta.send_id"), ("_event.origin", "$meta.origin"),
+    ("_event.origintype", "$meta.origin_type"),
+])
+def test_what_scxml_exposes_of_an_event_is_read_from_meta(text: str, value: str) -> None:
+    assert to_value(parse(text), VARS) == value
+
+
+@pytest.mark.parametrize(("text", "guard"), [
+    ("typeof n === 'undefined'", {"not": {"exists": "$context.n"}}),
+    ("'undefined' != typeof _event.sendid", {"exists": "$meta.send_id"}),
+    ("typeof _event.data === 'undefined'", {"not": {"ne": ["$event.data", {}]}}),
+    ("'sendid' in _event && 'invokeid' in _event", {"and": [True, True]}),
+    ("'other' in _event", False),
+])
+def test_typeof_undefined_and_fields_in_event(text: str, guard: Any) -> None:
+    assert to_guard(parse(text), VARS) == guard
+
+
+@pytest.mark.parametrize(("context", "data", "undefined"), [
+    ({}, {}, True), ({"n": None}, {"x": 1}, True), ({"n": 0}, {}, False), ({"n": ""}, {}, False),
+])
+def test_typeof_undefined_means_no_value(context: dict[str, Any], data: dict[str, Any], undefined: bool) -> None:
+    issues: list[str] = []
+    guard = compile_guard(to_guard(parse("typeof n === 'undefined'"), VARS), "g", issues)
+    no_data = compile_guard(to_guard(parse("typeof _event.data === 'undefined'"), VARS), "g", issues)
+    assert issues == []
+    assert guard(context, Event(name="e", data=data)) is undefined
+    assert no_data(context, Event(name="e", data=data)) is (data == {})
 
 
 def test_in_is_in_state_with_the_full_path_of_the_id() -> None:
@@ -64,10 +96,12 @@ def test_a_value_as_a_condition_has_ecmascript_truthiness(value: Any, truthy: bo
     ("n ? 1 : 2", "the conditional operator"),
     ("n = 1", "an assignment"),
     ("n++", "unexpected"),
-    ("typeof n", "'typeof' is outside"),
+    ("typeof n", "typeof maps only compared with 'undefined'"),
+    ("typeof n === 'number'", "typeof maps only compared with 'undefined'"),
+    ("'x' in n", "maps only as 'field' in _event"),
     ("items[n]", "a computed member"),
     ("_sessionid", "the system variable _sessionid"),
-    ("_event.origin", "_event.origin has no durastate equivalent"),
+    ("_event.raw", "_event.raw has no durastate equivalent"),
     ("other + 1", "'other' is not a variable of the datamodel"),
     ("'unterminated", "is not terminated: this is no ECMAScript expression"),
     ("{add: [1, 2]}", "would read as an operator"),

@@ -34,7 +34,8 @@ def test_structure_ids_targets_and_the_context() -> None:
       </state>
       <final id="end"/>""", name="chart")
     assert doc == {
-        "id": "chart", "initial": "outer", "context": {"n": 1, "tags": ["a", "$b"]},
+        "id": "chart", "action_errors": "raise", "done_events": "scxml", "initial": "outer",
+        "context": {"n": 1, "tags": ["a", "$b"]},
         "states": {
             "outer": {"initial": "inner2", "on": {"stop": [{"target": "end"}]}, "states": {
                 "inner1": {},
@@ -275,8 +276,7 @@ def test_what_an_if_holds_that_does_not_map_is_reported() -> None:
     assert [(i.location, i.message.split(":")[0]) for i in result.issues] == [
         ("scxml/state[@id='s']/transition[1]/if[1]", "cond='Math.random() < 0.5'"),  # every branch is read
         ("scxml/state[@id='s']/transition[1]/if[1]/script[1]", "<script> is not supported"),
-        ("scxml/state[@id='s']/transition[1]/if[1]/foreach[1]", "<foreach item='i.j'>"),  # SCXML's error
-    ]
+    ]  # the <foreach item='i.j'> is SCXML's error.execution: it maps
 
 
 def test_initial_content_runs_first_in_the_target_entry_when_nothing_else_enters_it() -> None:
@@ -288,8 +288,8 @@ def test_initial_content_runs_first_in_the_target_entry_when_nothing_else_enters
           <transition event="go" target="b"/></state>
         <state id="b"/>
       </state>""")
-    assert doc["states"]["s"]["states"]["a"]["entry"][0] == {"assign": {"log": {"add": [
-        {"mul": ["$context.log", 10]}, 2]}}}
+    assert doc["states"]["s"]["states"]["a"]["entry"][0] == {"block": [{"assign": {"log": {"add": [
+        {"mul": ["$context.log", 10]}, 2]}}}]}  # a block of its own: an error in it ends it, not the onentry
     assert run_to_end(doc, max_seconds=0).context == {"log": 123}  # onentry of s, <initial>, onentry of a
     for elsewhere in ('<state id="b"><transition event="back" target="a"/></state>',
                       '<history id="h"><transition target="b"/></history><state id="b"/>'):
@@ -314,8 +314,8 @@ def test_name_is_the_documents_name_and_assigning_it_is_an_error_execution() -> 
       <state id="s"><onentry><assign location="_name" expr="'other'"/><raise event="skipped"/></onentry>
       <transition event="error.execution" cond="_name == 'chart'" target="done"/></state><final id="done"/></scxml>""")
     assert result.issues == []
-    assert result.document["states"]["s"]["entry"] == [{"raise": {"event": "error.execution", "data": {
-        "error": "<assign location='_name'>: the system variable _name is read-only"}}}]
+    assert result.document["states"]["s"]["entry"] == [
+        {"fail": "<assign location='_name'>: the system variable _name is read-only"}]
     assert run_to_end(result.document, max_seconds=0).outcome == "done"
     unnamed = scxml.convert(f"<scxml {NS}><datamodel><data id='me' expr='_name'/></datamodel><state id='s'/></scxml>")
     assert [i.message for i in unnamed.issues] == [
@@ -337,24 +337,35 @@ def test_content_scxml_fails_on_raises_error_execution_and_skips_the_rest_of_its
         <transition event="error.execution" cond="n == 1" target="t"/>
       </state>
       <final id="t"/>""")
-    assert doc["states"]["s"]["entry"][1] == {"raise": {"event": "error.execution", "data": {
-        "error": "<send target='nowhere'>: not a valid target"}}}
+    assert doc["states"]["s"]["entry"][1] == {"fail": "<send target='nowhere'>: not a valid target"}
     assert len(doc["states"]["s"]["entry"]) == 2  # the assign after it never runs in SCXML
-    assert doc["states"]["s"]["on"]["go"][0]["actions"] == [{"raise": {"event": "error.execution", "data": {
-        "error": "<assign location='undeclared'>: 'undeclared' is not declared"}}}]
+    assert doc["states"]["s"]["on"]["go"][0]["actions"] == [
+        {"fail": "<assign location='undeclared'>: 'undeclared' is not declared"}]
     exe = run_to_end(doc, max_seconds=0)
     assert (exe.status, exe.context) == ("finished", {"n": 1})
 
 
-def test_an_error_inside_a_loop_or_a_branch_is_reported() -> None:
-    result = scxml.convert(f"""<scxml {NS}>
-      <datamodel><data id="xs" expr="[1]"/></datamodel>
-      <state id="s"><onentry>
-        <foreach array="xs" item="x"><assign location="nope" expr="1"/></foreach>
-        <if cond="true"><send target="nowhere" event="e"/></if>
-      </onentry></state></scxml>""")
-    assert [i.message.split(":")[0] for i in result.issues] == ["<assign location='nope'>", "<send target='nowhere'>"]
-    assert all("ends the loop or branch" in i.message for i in result.issues)
+def test_an_error_inside_a_loop_or_a_branch_ends_the_content_around_it() -> None:
+    """SCXML raises error.execution and ends the loop, the branch and the block around them: the fail action
+    does that when it runs (the definition says ``action_errors: raise``); the state's other blocks still run."""
+    doc = _doc("""
+      <datamodel><data id="xs" expr="[1, 2, 3]"/><data id="n" expr="0"/><data id="m" expr="0"/></datamodel>
+      <state id="s">
+        <onentry>
+          <foreach array="xs" item="x"><assign location="n" expr="n + 1"/><assign location="nope" expr="1"/></foreach>
+          <assign location="n" expr="100"/>
+        </onentry>
+        <onentry><if cond="true"><send target="nowhere" event="e"/></if><assign location="m" expr="100"/></onentry>
+        <onentry><assign location="m" expr="m + 1"/></onentry>
+        <transition event="error.execution" cond="n == 1 &amp;&amp; m == 1" target="pass"/>
+        <transition event="*" target="fail"/>
+      </state>
+      <final id="pass"/><final id="fail"/>""")
+    assert doc["action_errors"] == "raise"
+    assert [list(block) for block in doc["states"]["s"]["entry"]] == [["block"]] * 3  # one block per <onentry>
+    foreach = doc["states"]["s"]["entry"][0]["block"][0]["foreach"]
+    assert foreach["actions"][1] == {"fail": "<assign location='nope'>: 'nope' is not declared"}
+    assert run_to_end(doc, max_seconds=0).outcome == "pass"
 
 
 def test_a_parallel_state_can_be_a_region_of_another() -> None:
@@ -397,8 +408,8 @@ def test_donedata_is_what_the_done_transitions_read_as_event_data() -> None:
       <state id="s" initial="f"><transition event="error.execution" target="ok"/>
         <final id="f"><donedata><param name="p" location="nowhere.x"/></donedata></final></state>
       <final id="ok"/>""")
-    assert failing["states"]["s"]["states"]["f"]["entry"] == [{"raise": {"event": "error.execution", "data": {
-        "error": "<param location='nowhere.x'>: 'nowhere' is not declared"}}}]
+    assert failing["states"]["s"]["states"]["f"]["entry"] == [
+        {"fail": "<param location='nowhere.x'>: 'nowhere' is not declared"}]
     assert run_to_end(failing, max_seconds=0).outcome == "ok"
     differ = scxml.convert(f"""<scxml {NS}><state id="s" initial="a">
       <transition event="done.state.s" cond="_event.data == 1" target="end"/>
@@ -416,10 +427,47 @@ def test_ioprocessors_is_the_scxml_processor_without_a_location() -> None:
       <final id="done"/>""")
     assert set(doc["context"]["io"]) == {"scxml", "http://www.w3.org/TR/scxml/#SCXMLEventProcessor"}
     assert run_to_end(doc, max_seconds=0).outcome == "done"
-    located = scxml.convert(f"<scxml {NS}><datamodel><data id='at' expr='_ioprocessors.scxml.location'/>"
-                            "</datamodel><state id='s'/></scxml>")
-    assert [i.message for i in located.issues] == [
-        "expr='_ioprocessors.scxml.location': _ioprocessors.scxml.location has no value the document fixes"]
+    assert "_sessionid" not in doc["context"]  # no location read: nothing to compute
+
+
+def test_a_processors_location_is_the_sessions_address_and_a_send_to_it_reaches_the_session() -> None:
+    """``location`` is ``#_scxml_`` and ``_sessionid``, computed when the execution starts; a computed
+    ``targetexpr`` is a choice on its value when the send runs: that address, ``#_internal``, ``#_parent``,
+    or an execution id (what ``_event.origin`` is); none is SCXML's error.execution."""
+    doc = _doc("""
+      <datamodel><data id="at" expr="_ioprocessors.scxml.location"/><data id="nobody"/></datamodel>
+      <state id="s"><onentry><send targetexpr="at" event="hello"/></onentry>
+        <transition event="hello" cond="at == '#_scxml_' + _sessionid" target="t"/>
+        <transition event="*" target="fail"/></state>
+      <state id="t"><onentry><send targetexpr="nobody" event="lost"/></onentry>
+        <transition event="error.execution" target="u"/><transition event="*" target="fail"/></state>
+      <state id="u"><onentry><send event="ping"/></onentry>
+        <transition event="ping" target="v"><send targetexpr="_event.origin" event="pong"/></transition></state>
+      <state id="v"><transition event="pong" target="done"/><transition event="*" target="fail"/></state>
+      <final id="done"/><final id="fail"/>""")
+    assert doc["context"] == {"_sessionid": None, "at": None, "nobody": None}
+    assert doc["states"]["s"]["entry"][0]["choose"][0]["actions"][1] == {
+        "assign": {"at": {"add": ["#_scxml_", "$context._sessionid"]}}}
+    sends = doc["states"]["s"]["entry"][1]["choose"]
+    assert [branch.get("guard") for branch in sends] == [
+        {"in": ["$context.at", [None, ""]]}, {"eq": ["$context.at", {"add": ["#_scxml_", "$context._sessionid"]}]},
+        {"eq": ["$context.at", "#_internal"]}, {"eq": ["$context.at", "#_parent"]}, None]
+    assert sends[-1]["actions"] == [{"send": {"event": "hello", "to": "$context.at"}}]
+    exe = run_to_end(doc, max_seconds=0)
+    assert (exe.outcome, exe.context["at"]) == ("done", "#_scxml_x-1:start")
+
+
+def test_a_computed_typeexpr_sends_only_with_the_scxml_processor() -> None:
+    doc = _doc("""<datamodel><data id="kind"/></datamodel>
+      <state id="s"><onentry><send event="e1" typeexpr="_event.origintype"/></onentry>
+        <transition event="error.execution" target="t"/><transition event="*" target="fail"/></state>
+      <state id="t"><onentry><send event="e2"/></onentry>
+        <transition event="e2" target="u"><send event="e3" typeexpr="_event.origintype"/></transition></state>
+      <state id="u"><transition event="e3" target="done"/><transition event="*" target="fail"/></state>
+      <final id="done"/><final id="fail"/>""")
+    assert doc["states"]["s"]["entry"][0]["choose"][0]["guard"] == {
+        "in": ["$meta.origin_type", ["http://www.w3.org/TR/scxml/#SCXMLEventProcessor", "scxml"]]}
+    assert run_to_end(doc, max_seconds=0).outcome == "done"  # the start has no origin type: error.execution
 
 
 def test_sessionid_is_bound_once_when_the_execution_starts() -> None:
@@ -450,8 +498,7 @@ def test_eventexpr_of_a_variable_of_constants_is_a_choice_of_sends() -> None:
     assert entry[1] == {"choose": [
         {"guard": {"eq": ["$context.e", "first"]}, "actions": [{"send": {"event": "first", "to": "self"}}]},
         {"guard": {"eq": ["$context.e", "second"]}, "actions": [{"send": {"event": "second", "to": "self"}}]},
-        {"actions": [{"raise": {"event": "error.execution",
-                                "data": {"error": "<send eventexpr='e'>: no value to send with"}}}]}]}
+        {"actions": [{"fail": "<send eventexpr='e'>: no value to send with"}]}]}
     assert entry[2] == {"send": {"event": "third", "data": {"k": 1}, "to": "self"}}
     assert run_to_end(doc, max_seconds=0).outcome == "done"
     computed = scxml.convert(f"""<scxml {NS}><datamodel><data id="e" expr="'a'"/></datamodel>
@@ -465,8 +512,8 @@ def test_an_assign_of_no_ecmascript_expression_raises_error_execution() -> None:
     doc = _doc("""<datamodel><data id="v"/></datamodel>
       <state id="s"><onentry><assign location="v" expr="return"/><raise event="skipped"/></onentry>
         <transition event="error.execution" target="done"/></state><final id="done"/>""")
-    assert doc["states"]["s"]["entry"] == [{"raise": {"event": "error.execution", "data": {
-        "error": "<assign expr='return'>: 'return' is a reserved word: this is no ECMAScript expression"}}}]
+    assert doc["states"]["s"]["entry"] == [
+        {"fail": "<assign expr='return'>: 'return' is a reserved word: this is no ECMAScript expression"}]
     assert run_to_end(doc, max_seconds=0).outcome == "done"
 
 
@@ -491,21 +538,22 @@ def test_several_initial_states_in_regions_of_one_child_set_the_initials_on_the_
 def test_a_send_namelist_of_no_ecmascript_expression_raises_error_execution() -> None:
     doc = _doc("""<state id="s"><onentry><send event="e" namelist='"foo'/></onentry>
         <transition event="error.execution" target="done"/></state><final id="done"/>""")
-    assert doc["states"]["s"]["entry"] == [{"raise": {"event": "error.execution", "data": {"error": (
-        "<send namelist='\"foo'>: the string '\"foo' is not terminated: this is no ECMAScript expression")}}}]
+    assert doc["states"]["s"]["entry"] == [{"fail": (
+        "<send namelist='\"foo'>: the string '\"foo' is not terminated: this is no ECMAScript expression")}]
     assert run_to_end(doc, max_seconds=0).outcome == "done"
 
 
 def test_targetexpr_and_typeexpr_of_a_variable_of_constants_send_or_raise_error_execution() -> None:
     doc = _doc("""<datamodel><data id="to" expr="27"/><data id="kind" expr="'scxml'"/></datamodel>
-      <state id="s"><onentry><send targetexpr="to" event="bad"/><assign location="to" expr="'#_internal'"/>
-        <send targetexpr="to" typeexpr="kind" event="good"/></onentry>
+      <state id="s"><onentry><send targetexpr="to" event="bad"/><assign location="to" expr="'#_internal'"/></onentry>
+        <onentry><assign location="to" expr="'#_internal'"/>
+          <send targetexpr="to" typeexpr="kind" event="good"/></onentry>
         <transition event="error.execution" target="t"/><transition event="*" target="fail"/></state>
       <state id="t"><transition event="good" target="done"/><transition event="*" target="fail"/></state>
       <final id="done"/><final id="fail"/>""")
-    first, _, second = doc["states"]["s"]["entry"]
-    assert first["choose"][0] == {"guard": {"eq": ["$context.to", 27]}, "actions": [{"raise": {
-        "event": "error.execution", "data": {"error": "<send targetexpr='to'>: 27 is not a string"}}}]}
+    (first, _), (_, second) = (block["block"] for block in doc["states"]["s"]["entry"])
+    assert first["choose"][0] == {"guard": {"eq": ["$context.to", 27]},
+                                  "actions": [{"fail": "<send targetexpr='to'>: 27 is not a string"}]}
     assert second["choose"][1]["actions"][0]["choose"][0] == {  # both variables: a choice inside a choice
         "guard": {"eq": ["$context.kind", "scxml"]}, "actions": [{"raise": {"event": "good"}}]}
     assert run_to_end(doc, max_seconds=0).outcome == "done"
@@ -520,7 +568,7 @@ def test_an_eventless_cond_that_is_no_expression_raises_error_execution_where_it
         <transition event="first" target="s2"/><transition event="*" target="fail"/></state>
       <state id="s2"><transition event="error.execution" target="pass"/><transition event="*" target="fail"/></state>
       <final id="pass"/><final id="fail"/>""")
-    assert doc["states"]["s0"]["entry"][1]["raise"]["event"] == "error.execution"
+    assert "fail" in doc["states"]["s0"]["entry"][1]
     assert doc["states"]["s0"]["always"] == [{"target": "s1"}]
     assert run_to_end(doc, max_seconds=0).outcome == "pass"  # first, then error.execution, then foo
     # evaluated again on every event while the state stays: reported
@@ -528,6 +576,43 @@ def test_an_eventless_cond_that_is_no_expression_raises_error_execution_where_it
       <transition event="go" target="pass"/></state><final id="pass"/><final id="fail"/></scxml>""")
     assert [i.message for i in result.issues] == [
         "cond='return': 'return' is a reserved word: this is no ECMAScript expression"]
+
+
+def test_a_data_scxml_fails_to_evaluate_raises_error_execution_at_the_start_and_stays_undefined() -> None:
+    doc = _doc("""<datamodel><data id="v" expr="return"/></datamodel>
+      <state id="s"><onentry><raise event="foo"/></onentry>
+        <transition event="error.execution" cond="typeof v === 'undefined'" target="t"/>
+        <transition event="*" target="fail"/></state>
+      <state id="t"><transition event="foo" target="done"/><transition event="*" target="fail"/></state>
+      <final id="done"/><final id="fail"/>""")
+    assert doc["context"] == {"_sessionid": None, "v": None}
+    assert doc["states"]["s"]["entry"][0]["choose"][0]["actions"][1] == {"block": [
+        {"fail": "<data id='v' expr='return'>: 'return' is a reserved word: this is no ECMAScript expression"}]}
+    assert run_to_end(doc, max_seconds=0).outcome == "done"  # error.execution first, then foo
+
+
+def test_what_scxml_keeps_with_an_event_is_read_from_meta() -> None:
+    doc = _doc("""<datamodel><data id="seen" expr="[]"/><data id="v"/></datamodel>
+      <state id="s"><onentry><raise event="a"/><send event="b" id="mine"/><send event="c" idlocation="v"/>
+          <assign location="nope" expr="1"/></onentry>
+        <transition event="*" cond="'sendid' in _event &amp;&amp; 'origintype' in _event">
+          <assign location="seen" expr="seen.concat([[_event.name, _event.type, _event.sendid]])"/></transition>
+      </state>""")
+    assert doc["states"]["s"]["entry"][1:3] == [{"send": {"event": "b", "id": "mine", "to": "self"}},
+                                               {"send": {"event": "c", "id_location": "v", "to": "self"}}]
+    exe = run_to_end(doc, max_seconds=0)
+    assert sorted(map(tuple, exe.context["seen"])) == sorted([
+        ("a", "internal", None), ("error.execution", "platform", None), ("b", "external", "mine"),
+        ("c", "external", exe.context["v"])])
+
+
+def test_a_send_to_another_sessions_address_is_error_communication() -> None:
+    doc = _doc("""<state id="s"><onentry><send target="#_scxml_other" event="e"/><send event="later"/></onentry>
+        <transition event="error.communication" target="pass"/><transition event="*" target="fail"/></state>
+      <final id="pass"/><final id="fail"/>""")
+    assert doc["states"]["s"]["entry"][0] == {"raise": {"event": "error.communication", "data": {
+        "error": "<send target='#_scxml_other'>: no such session"}}}
+    assert run_to_end(doc, max_seconds=0).outcome == "pass"
 
 
 def test_a_dot_star_descriptor_is_the_wildcard() -> None:
@@ -544,7 +629,7 @@ def test_a_send_of_a_type_durastate_has_no_processor_for_raises_error_execution(
         event="e"/><send event="later"/></onentry>
         <transition event="error.execution" target="pass"/><transition event="*" target="fail"/></state>
       <final id="pass"/><final id="fail"/>""")
-    assert doc["states"]["s"]["entry"][0]["raise"]["event"] == "error.execution"
+    assert "fail" in doc["states"]["s"]["entry"][0]
     assert run_to_end(doc, max_seconds=0).outcome == "pass"
 
 
@@ -566,7 +651,71 @@ def test_a_foreach_over_a_value_that_is_never_an_array_raises_error_execution() 
         <raise event="after"/></onentry>
         <transition event="error.execution" cond="n == 0" target="pass"/><transition event="*" target="fail"/>
       </state><final id="pass"/><final id="fail"/>""")
-    assert doc["states"]["s"]["entry"] == [{"raise": {"event": "error.execution", "data": {
-        "error": "<foreach array='seven'>: not an array"}}}]
+    assert doc["states"]["s"]["entry"] == [{"fail": "<foreach array='seven'>: not an array"}]
     assert run_to_end(doc, max_seconds=0).outcome == "pass"
 
+
+
+def test_done_state_events_are_taken_outside_the_state_that_completes() -> None:
+    """``done_events: scxml``: a region's ``done.state`` on its parallel state, a state's after it was left;
+    a ``<donedata>`` SCXML fails to evaluate raises error.execution and the done event has no data."""
+    doc = _doc("""<datamodel><data id="n" expr="0"/></datamodel>
+      <parallel id="p">
+        <transition event="done.state.r1"><assign location="n" expr="1"/></transition>
+        <transition event="done.state.r2" target="s"/>
+        <state id="r1"><final id="f"/></state>
+        <state id="r2"><state id="a"><transition event="e" target="g"/></state>
+          <final id="g"><donedata><param name="x" expr="return"/></donedata></final></state></parallel>
+      <state id="s"><transition event="done.state.p" cond="n == 1 &amp;&amp; typeof _event.data === 'undefined'"
+        target="pass"/><transition event="*" target="fail"/></state>
+      <final id="pass"/><final id="fail"/>""")
+    assert doc["done_events"] == "scxml"
+    assert "done.state.r1" in doc["states"]["p"]["on"]
+    assert doc["states"]["p"]["states"]["r2"]["states"]["g"]["entry"] == [
+        {"fail": "expr='return': 'return' is a reserved word: this is no ECMAScript expression"}]
+    assert run_to_end(doc, ("e",), max_seconds=0).outcome == "pass"  # done.state.p is taken in s
+
+
+def test_a_script_of_assignments_is_translated_and_anything_else_reported() -> None:
+    """A ``<script>`` is never run: its assignments are translated like expressions (a top-level one's
+    constants are the initial values of its variables); any other statement is reported."""
+    doc = _doc("""<script>var limit = 3; var name = 'a;b'</script>
+      <state id="s"><onentry><script>
+          var n = limit + 1
+          name = name + '!'
+        </script></onentry>
+        <transition cond="n == 4 &amp;&amp; name == 'a;b!'" target="done"/></state><final id="done"/>""")
+    assert doc["context"] == {"limit": 3, "name": "a;b"}
+    assert doc["states"]["s"]["entry"] == [{"choose": [{"actions": [
+        {"assign": {"n": {"add": ["$context.limit", 1]}}}, {"assign": {"name": {"add": ["$context.name", "!"]}}}]}]}]
+    assert run_to_end(doc, max_seconds=0).outcome == "done"
+    result = scxml.convert(f"""<scxml {NS}><state id="s"><onentry><script>for (;;) {{}}</script></onentry>
+      </state></scxml>""")
+    assert [i.message for i in result.issues] == [
+        "<script> is not supported: durastate never runs code from a definition, and translates only assignments "
+        "(x = expr, var x = expr), not 'for ('"]
+
+
+def test_late_binding_binds_a_states_data_when_it_is_first_entered() -> None:
+    doc = _doc("""<datamodel><data id="n" expr="1"/></datamodel>
+      <state id="s"><transition cond="typeof v === 'undefined' &amp;&amp; n == 1" target="t"/></state>
+      <state id="t"><datamodel><data id="v" expr="n + 1"/></datamodel><onentry><assign location="n" expr="v"/></onentry>
+        <transition cond="n == 2" target="done"/></state><final id="done"/>""", binding="late")
+    assert doc["context"] == {"n": 1, "v": None}
+    assert doc["states"]["t"]["entry"] == [
+        {"block": [{"choose": [{"guard": {"eq": ["$context.v", None]},
+                                "actions": [{"assign": {"v": {"add": ["$context.n", 1]}}}]}]}]},
+        {"block": [{"assign": {"n": "$context.v"}}]}]
+    assert run_to_end(doc, max_seconds=0).outcome == "done"
+
+
+def test_a_sends_content_is_what_the_transitions_on_its_event_read_as_event_data() -> None:
+    doc = _doc("""<state id="s"><onentry><send event="n"><content>123</content></send>
+        <send event="o"><content>{"k": "$v", "w": [1]}</content></send></onentry>
+        <transition event="n" cond="_event.data == 123" target="t"/><transition event="*" target="fail"/></state>
+      <state id="t"><transition event="o" cond="_event.data.k == '$v' &amp;&amp; _event.data.w[0] == 1" target="done"/>
+        <transition event="*" target="fail"/></state><final id="done"/><final id="fail"/>""")
+    assert doc["states"]["s"]["entry"] == [{"send": {"event": "n", "data": {"content": 123}, "to": "self"}}, {
+        "send": {"event": "o", "data": {"content": {"k": "$$v", "w": [1]}}, "to": "self"}}]
+    assert doc["states"]["s"]["on"]["n"][0]["guard"] == {"eq": ["$event.content", 123]}
+    assert run_to_end(doc, max_seconds=0).outcome == "done"
