@@ -111,12 +111,15 @@ def test_spilled_duplicates_are_still_detected_after_many_events(ddb: Any) -> No
     assert len(recent) <= 2 and recent | marks(ddb, store) == set(applied)
     assert all(bloom_may_contain(item["spill"]["B"], e) for e in set(applied) - recent)  # no id lost
     fresh = DynamoDBStore(ddb, prefix=prefix, recent_events=2)
-    for s in (store, fresh):
-        for event_id in applied:
+    # Every applied id through a store that knows nothing yet; every third (spread over all the spilled
+    # chunks) through the one that wrote them. Ids never applied: with 300 in a 1024-bit filter, about one
+    # in five is a false positive, answered from the marks.
+    for s, ids in ((fresh, applied), (store, applied[::3])):
+        for event_id in ids:
             exe, seen = s.load_for_event("e1", event_id)
             assert exe is not None and seen, event_id
             assert s.is_processed("e1", event_id)
-        assert not any(s.is_processed("e1", f"other{n}") for n in range(300))
+        assert not any(s.is_processed("e1", f"other{n}") for n in range(0, 300, 2))
         assert not s.load_for_event("e1", "other")[1]
 
 
