@@ -208,7 +208,8 @@ def test_arguments_that_are_no_expression_raise_error_execution_and_start_no_chi
       <state id="t"><transition event="late" target="pass"/><transition event="*" target="fail"/></state>
       <final id="pass"/><final id="fail"/>""")
     assert "invoke" not in result.document["states"]["s"] and result.invoked == []
-    assert result.document["states"]["s"]["entry"][-1]["raise"]["event"] == "error.execution"
+    # an error the import sees is a `fail` action: under action_errors: raise, it raises error.execution
+    assert "is no ECMAScript expression" in result.document["states"]["s"]["entry"][-1]["fail"]
     assert _run(result) == ("finished", "pass")
 
 
@@ -261,7 +262,8 @@ def test_what_does_not_map_is_reported(body: str, message: str, mapped: int) -> 
 def test_src_is_read_beside_the_chart_and_nowhere_else(tmp_path: Path) -> None:
     (tmp_path / "c.scxml").write_text(CHILD)
     (tmp_path / "self.scxml").write_text(f"<scxml {NS}><state id='s'><invoke src='file:self.scxml'/></state></scxml>")
-    (tmp_path / "bad.scxml").write_text(f"<scxml {NS}><state id='s'><onentry><script/></onentry></state></scxml>")
+    (tmp_path / "bad.scxml").write_text(f"<scxml {NS}><datamodel><data id='v' src='v.json'/></datamodel>"
+                                        "<state id='s'/></scxml>")
     chart = tmp_path / "p.scxml"
     result = _convert("""<state id="s"><invoke src="file:c.scxml"><param name="n" expr="2"/></invoke>
         <transition event="two" target="pass"/></state><final id="pass"/>""", resolve=beside(chart))
@@ -270,7 +272,7 @@ def test_src_is_read_beside_the_chart_and_nowhere_else(tmp_path: Path) -> None:
     for src, message in [("../c.scxml", "only a file beside the chart"), ("/etc/passwd", "only a file beside"),
                          ("http://example.com/c.scxml", "only a file beside"), ("none.scxml", "cannot read"),
                          ("self.scxml", "the document invokes itself"),
-                         ("bad.scxml", "in bad.scxml: scxml/state[@id='s']/onentry[1]/script[1] (line 1): <script>")]:
+                         ("bad.scxml", "in bad.scxml: scxml/datamodel[1]/data[@id='v'] (line 1): <data src>")]:
         issues = _convert(f"<state id='s'><invoke src='{src}'/></state>", resolve=beside(chart)).issues
         assert len(issues) == 1 and message in issues[0].message, (src, [str(i) for i in issues])
         assert issues[0].location == "scxml/state[@id='s']/invoke[1]" and issues[0].line == 1

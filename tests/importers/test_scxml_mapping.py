@@ -161,7 +161,7 @@ def test_what_does_not_map_is_reported_once_each_with_its_place() -> None:
     result = scxml.convert(f"""<scxml {NS} initial="a b">
       <parallel id="p"><state id="a"/><state id="b"/></parallel>
       <state id="s"><invoke src="other.scxml"/>
-        <transition event="error.communication" target="p"/>
+        <transition event="error.platform" target="p"/>
         <transition event="go" target="a b"/></state>
     </scxml>""")
     assert [(i.location, i.line) for i in result.issues if i.location != "(definition)"] == [
