@@ -200,10 +200,18 @@ class _Body:
         """(``data``, the context to write to ``contexts`` or ``None``, whether to delete its ``contexts``
         row) for a row whose context is ``apart`` now. An unchanged context apart is left where it is; any
         other is written, apart when it is large (which moves a row stored before this layout too)."""
+        if apart and self.unchanged:
+            if self.rest is None:
+                self.rest = _sql.without_context(self.exe)
+            return self.rest, None, False
+        if self.rest is None and self.context is None:
+            # One serialisation where the whole execution is small (the common case): its context is then
+            # small too, and stays in ``data``.
+            whole = self.exe.model_dump_json()
+            if len(whole) <= _sql.CONTEXT_INLINE_MAX:
+                return whole, None, apart
         if self.rest is None:
             self.rest = _sql.without_context(self.exe)
-        if apart and self.unchanged:
-            return self.rest, None, False
         if self.context is None:
             self.context = _sql.context_text(self.exe)
         if _sql.context_apart(_sql.SQLITE, self.context):
